@@ -1,0 +1,309 @@
+import Synchronization
+import SystemPackage
+
+#if canImport(Glibc)
+  import Glibc
+#elseif canImport(Darwin)
+  import Darwin
+#endif
+
+/// A failed system call: which call, on which path, and the errno it returned.
+///
+/// The store layer turns it into `StoreError.io`, which says the same to a person.
+struct SystemCallError: Error, Sendable, Equatable {
+  var syscall: String
+  var path: String
+  var errno: Errno
+}
+
+/// Retries `body` while it fails with EINTR; returns its result or throws the errno as `SystemCallError`.
+@inline(__always)
+private func retrying(_ syscall: String, _ path: String, _ body: () -> Int32) throws -> Int32 {
+  while true {
+    let result = body()
+    if result != -1 { return result }
+    let code = errnoValue()
+    if code == EINTR { continue }
+    throw SystemCallError(syscall: syscall, path: path, errno: Errno(rawValue: code))
+  }
+}
+
+@inline(__always)
+private func errnoValue() -> Int32 {
+  #if canImport(Glibc)
+    return Glibc.errno
+  #else
+    return Darwin.errno
+  #endif
+}
+
+/// One open file descriptor and the path it was opened by. All raw descriptor work of the library goes through
+/// here; each method names the system call it makes.
+///
+/// The descriptor is closed by `close()` or on deinit. Callers must not use it after `close()`: owners guard
+/// that with their own state (the descriptor number could be reused).
+final class SystemFile: Sendable {
+  let descriptor: FileDescriptor
+  let path: String
+  private let isOpen = Atomic<Bool>(true)
+
+  /// Opens `path`. With `create`, a missing file is created with mode 0600.
+  ///
+  /// The corresponding C function is `open` (with `O_CLOEXEC`).
+  init(path: String, writable: Bool, create: Bool = false) throws {
+    var options: FileDescriptor.OpenOptions = [.closeOnExec]
+    if create { options.insert(.create) }
+    do {
+      descriptor = try FileDescriptor.open(
+        FilePath(path), writable ? .readWrite : .readOnly, options: options,
+        permissions: create ? [.ownerReadWrite] : nil, retryOnInterrupt: true)
+    } catch let code as Errno {
+      throw SystemCallError(syscall: "open", path: path, errno: code)
+    }
+    self.path = path
+  }
+
+  deinit { close() }
+
+  /// Closes the descriptor (releasing every lock taken through it); later calls do nothing.
+  ///
+  /// The corresponding C function is `close`.
+  func close() {
+    if isOpen.exchange(false, ordering: .acquiringAndReleasing) { try? descriptor.close() }
+  }
+
+  /// Reads until `buffer` is full or end of file, at `offset`; returns the bytes read.
+  ///
+  /// The corresponding C function is `pread`.
+  func read(into buffer: UnsafeMutableRawBufferPointer, at offset: Int64) throws -> Int {
+    var done = 0
+    while done < buffer.count {
+      let slice = UnsafeMutableRawBufferPointer(rebasing: buffer[done...])
+      let count: Int
+      do {
+        count = try descriptor.read(fromAbsoluteOffset: offset + Int64(done), into: slice)
+      } catch let code as Errno {
+        throw SystemCallError(syscall: "pread", path: path, errno: code)
+      }
+      if count == 0 { break }
+      done += count
+    }
+    return done
+  }
+
+  /// Writes all of `buffer` at `offset`.
+  ///
+  /// The corresponding C function is `pwrite`.
+  func write(_ buffer: UnsafeRawBufferPointer, at offset: Int64) throws {
+    var done = 0
+    while done < buffer.count {
+      let slice = UnsafeRawBufferPointer(rebasing: buffer[done...])
+      do {
+        done += try descriptor.write(toAbsoluteOffset: offset + Int64(done), slice)
+      } catch let code as Errno {
+        throw SystemCallError(syscall: "pwrite", path: path, errno: code)
+      }
+    }
+  }
+
+  /// Flushes the file's data and metadata to stable storage.
+  ///
+  /// The corresponding C function is `fsync`.
+  func sync() throws {
+    _ = try retrying("fsync", path) { fsync(descriptor.rawValue) }
+  }
+
+  /// Sets the file's length; growing it leaves a hole.
+  ///
+  /// The corresponding C function is `ftruncate`.
+  func truncate(to length: Int64) throws {
+    do { try descriptor.resize(to: length) } catch let code as Errno {
+      throw SystemCallError(syscall: "ftruncate", path: path, errno: code)
+    }
+  }
+
+  /// The file's status.
+  ///
+  /// The corresponding C function is `fstat`.
+  func status() throws -> FileStatus {
+    var info = stat()
+    _ = try retrying("fstat", path) { fstat(descriptor.rawValue, &info) }
+    return FileStatus(info)
+  }
+
+  /// Takes a whole-file `flock`: shared or exclusive, waiting or not. Returns false when `wait` is false and
+  /// another open file description holds a conflicting lock.
+  ///
+  /// The corresponding C function is `flock`.
+  func lock(exclusive: Bool, wait: Bool) throws -> Bool {
+    let operation = (exclusive ? LOCK_EX : LOCK_SH) | (wait ? 0 : LOCK_NB)
+    do {
+      _ = try retrying("flock", path) { flock(descriptor.rawValue, operation) }
+      return true
+    } catch let error as SystemCallError where error.errno == .wouldBlock {
+      return false
+    }
+  }
+
+  /// Releases the `flock` held through this descriptor.
+  ///
+  /// The corresponding C function is `flock` with `LOCK_UN`.
+  func unlock() throws {
+    _ = try retrying("flock", path) { flock(descriptor.rawValue, LOCK_UN) }
+  }
+
+  /// Takes (waiting) or releases a write lock on one byte far past any data, used as the per-object commit lock.
+  /// It is independent of the `flock` in-use lock. On Linux it is an open-file-description lock, so two
+  /// descriptors in one process exclude each other; elsewhere it is a POSIX record lock and callers also
+  /// serialise commits within the process.
+  ///
+  /// The corresponding C function is `fcntl` with `F_OFD_SETLKW` (Linux) or `F_SETLKW`.
+  func commitLock(_ acquire: Bool) throws {
+    var request = flock()
+    request.l_type = Int16(acquire ? F_WRLCK : F_UNLCK)
+    request.l_whence = Int16(SEEK_SET)
+    request.l_start = off_t(SystemFile.commitLockOffset)
+    request.l_len = 1
+    request.l_pid = 0
+    #if os(Linux)
+      let command: Int32 = 38  // F_OFD_SETLKW; glibc only exposes it under _GNU_SOURCE
+    #else
+      let command = F_SETLKW
+    #endif
+    _ = try retrying("fcntl", path) { fcntl(descriptor.rawValue, command, &request) }
+  }
+
+  /// The byte the commit lock covers: far beyond any object, so it never meets a data range.
+  static let commitLockOffset: Int64 = 1 << 62
+}
+
+/// The parts of `stat` the cache uses.
+struct FileStatus: Sendable, Equatable {
+  var device: UInt64
+  var inode: UInt64
+  var size: Int64
+  var allocatedBytes: Int64
+  var modified: Double
+  var isDirectory: Bool
+  var isRegular: Bool
+
+  init(_ info: stat) {
+    device = UInt64(info.st_dev)
+    inode = UInt64(info.st_ino)
+    size = Int64(info.st_size)
+    allocatedBytes = Int64(info.st_blocks) * 512
+    #if canImport(Darwin)
+      modified = Double(info.st_mtimespec.tv_sec) + Double(info.st_mtimespec.tv_nsec) / 1e9
+    #else
+      modified = Double(info.st_mtim.tv_sec) + Double(info.st_mtim.tv_nsec) / 1e9
+    #endif
+    isDirectory = (info.st_mode & S_IFMT) == S_IFDIR
+    isRegular = (info.st_mode & S_IFMT) == S_IFREG
+  }
+}
+
+/// Path operations: each names its system call and throws `SystemCallError`.
+enum FileSystemCalls {
+  /// The status of `path`, or nil if nothing is there. Does not follow a final symlink.
+  ///
+  /// The corresponding C function is `lstat`.
+  static func status(_ path: String) throws -> FileStatus? {
+    var info = stat()
+    while lstat(path, &info) != 0 {
+      let code = errnoValue()
+      if code == EINTR { continue }
+      if code == ENOENT || code == ENOTDIR { return nil }
+      throw SystemCallError(syscall: "lstat", path: path, errno: Errno(rawValue: code))
+    }
+    return FileStatus(info)
+  }
+
+  /// Creates a directory with mode 0700; an existing directory is fine.
+  ///
+  /// The corresponding C function is `mkdir`.
+  static func makeDirectory(_ path: String) throws {
+    if mkdir(path, 0o700) == 0 { return }
+    let code = errnoValue()
+    if code == EEXIST, let info = try status(path), info.isDirectory { return }
+    throw SystemCallError(syscall: "mkdir", path: path, errno: Errno(rawValue: code))
+  }
+
+  /// Removes a file. Returns false if it was already gone.
+  ///
+  /// The corresponding C function is `unlink`.
+  @discardableResult
+  static func unlinkFile(_ path: String) throws -> Bool {
+    if unlink(path) == 0 { return true }
+    let code = errnoValue()
+    if code == ENOENT { return false }
+    throw SystemCallError(syscall: "unlink", path: path, errno: Errno(rawValue: code))
+  }
+
+  /// Atomically replaces `destination` with `source` (same file system).
+  ///
+  /// The corresponding C function is `rename`.
+  static func renameFile(_ source: String, to destination: String) throws {
+    _ = try retrying("rename", source) { rename(source, destination) }
+  }
+
+  /// Flushes a directory's entries (after a rename or create in it).
+  ///
+  /// The corresponding C functions are `open` (`O_RDONLY | O_DIRECTORY`) and `fsync`.
+  static func syncDirectory(_ path: String) throws {
+    let fd = try retrying("open", path) { open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
+    defer { _ = systemClose(fd) }
+    _ = try retrying("fsync", path) { fsync(fd) }
+  }
+
+  /// Sets a file's access and modification times to now, without opening it for writing.
+  ///
+  /// The corresponding C function is `utimensat` (the path form of `futimens`).
+  static func touch(_ path: String) throws {
+    _ = try retrying("utimensat", path) { utimensat(AT_FDCWD, path, nil, 0) }
+  }
+
+  /// Sets a file's modification (and access) time to `seconds` since the epoch; used by tests and tools.
+  ///
+  /// The corresponding C function is `utimensat`.
+  static func setModificationTime(_ path: String, seconds: Double) throws {
+    let whole = Int(seconds.rounded(.down))
+    let spec = timespec(tv_sec: whole, tv_nsec: Int((seconds - Double(whole)) * 1e9))
+    var times = [spec, spec]
+    _ = try retrying("utimensat", path) { utimensat(AT_FDCWD, path, &times, 0) }
+  }
+
+  /// The names in a directory, without `.` and `..`; nil if the directory does not exist.
+  ///
+  /// The corresponding C functions are `opendir`, `readdir` and `closedir`.
+  static func directoryEntries(_ path: String) throws -> [String]? {
+    guard let dir = opendir(path) else {
+      let code = errnoValue()
+      if code == ENOENT || code == ENOTDIR { return nil }
+      throw SystemCallError(syscall: "opendir", path: path, errno: Errno(rawValue: code))
+    }
+    defer { closedir(dir) }
+    var names: [String] = []
+    while let entry = readdir(dir) {
+      let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+        String(cString: raw.bindMemory(to: CChar.self).baseAddress!)
+      }
+      if name != "." && name != ".." { names.append(name) }
+    }
+    return names
+  }
+
+  /// Removes an empty directory; returns false if it is not empty or gone.
+  ///
+  /// The corresponding C function is `rmdir`.
+  @discardableResult
+  static func removeEmptyDirectory(_ path: String) -> Bool { rmdir(path) == 0 }
+}
+
+@inline(__always)
+private func systemClose(_ fd: Int32) -> Int32 {
+  #if canImport(Glibc)
+    return Glibc.close(fd)
+  #else
+    return Darwin.close(fd)
+  #endif
+}

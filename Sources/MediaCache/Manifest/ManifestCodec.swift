@@ -1,0 +1,262 @@
+import Foundation
+
+/// The binary manifest format, version 1.0 (byte by byte in `docs/FORMAT.md`).
+///
+/// The decoder checks every length and count against the bytes that remain before it allocates, and refuses
+/// with a `ManifestError` anything out of bounds; it never traps on input.
+public enum ManifestCodec {
+  /// `MCMF`.
+  public static let magic: [UInt8] = [0x4D, 0x43, 0x4D, 0x46]
+  /// The major version written and the only one read.
+  public static let majorVersion: UInt8 = 1
+  /// The minor version written. A reader accepts any minor version of its major version and ignores the
+  /// bytes a newer minor version appends after the last field it knows.
+  public static let minorVersion: UInt8 = 0
+  /// Size of the fixed header.
+  static let headerSize = 72
+  /// Smallest possible manifest: header, four empty variable fields, trailing CRC.
+  public static let minimumSize = headerSize + 1 + 2 + 1 + 4 + 4
+
+  static let flagPinned: UInt16 = 1 << 0
+  static let flagLengthKnown: UInt16 = 1 << 1
+
+  // MARK: Encoding
+
+  /// The bytes of `manifest`. Throws `StoreError.fieldTooLarge` if a field exceeds its limit.
+  public static func encode(_ manifest: Manifest) throws -> Data {
+    let contentType = Array((manifest.contentType ?? "").utf8)
+    let etag = Array((manifest.etag ?? "").utf8)
+    let lastModified = Array((manifest.lastModified ?? "").utf8)
+    try checkLimit("content type", contentType.count, Manifest.maxContentTypeBytes)
+    try checkLimit("ETag", etag.count, Manifest.maxETagBytes)
+    try checkLimit("Last-Modified", lastModified.count, Manifest.maxLastModifiedBytes)
+    try checkLimit("user metadata", manifest.userMetadata.count, Manifest.maxUserMetadataBytes)
+
+    let runs = manifest.presentChunks.ranges
+    let indices = manifest.chunkCRCs.keys.sorted()
+    var out = ByteWriter(capacity: minimumSize + runs.count * 8 + indices.count * 4 + etag.count)
+    out.append(magic)
+    out.append(majorVersion)
+    out.append(minorVersion)
+    var flags: UInt16 = 0
+    if manifest.isPinned { flags |= flagPinned }
+    if manifest.contentLength != nil { flags |= flagLengthKnown }
+    out.append(flags)
+    out.append(manifest.objectID.bytes)
+    out.append(UInt64(manifest.contentLength ?? 0))
+    out.append(UInt32(manifest.chunkSize))
+    out.append(UInt32(0))
+    out.append(UInt64(bitPattern: Int64((manifest.createdAt.timeIntervalSince1970 * 1000).rounded(.down))))
+    out.append(UInt32(runs.count))
+    out.append(UInt32(indices.count))
+    for run in runs {
+      out.append(UInt32(run.lowerBound))
+      out.append(UInt32(run.count))
+    }
+    for index in indices { out.append(manifest.chunkCRCs[index]!) }
+    out.append(UInt8(contentType.count))
+    out.append(contentType)
+    out.append(UInt16(etag.count))
+    out.append(etag)
+    out.append(UInt8(lastModified.count))
+    out.append(lastModified)
+    out.append(UInt32(manifest.userMetadata.count))
+    out.append(Array(manifest.userMetadata))
+    out.append(CRC32.checksum(out.bytes))
+    return Data(out.bytes)
+  }
+
+  private static func checkLimit(_ field: String, _ size: Int, _ limit: Int) throws {
+    if size > limit { throw StoreError.fieldTooLarge(field: field, size: size, limit: limit) }
+  }
+
+  // MARK: Decoding
+
+  /// Parses `bytes`. With `expectedID`, a manifest for another object is refused.
+  public static func decode(_ bytes: Data, expectedID: ObjectID? = nil) throws(ManifestError) -> Manifest {
+    let result = bytes.withUnsafeBytes { raw in
+      Result { () throws(ManifestError) -> Manifest in try decode(raw, expectedID: expectedID) }
+    }
+    return try result.get()
+  }
+
+  /// Parses raw manifest bytes.
+  public static func decode(
+    _ raw: UnsafeRawBufferPointer, expectedID: ObjectID? = nil
+  ) throws(ManifestError) -> Manifest {
+    guard raw.count >= 4 else {
+      throw .truncated(needed: minimumSize, available: raw.count, field: "magic")
+    }
+    guard raw.prefix(4).elementsEqual(magic) else { throw .badMagic(found: Array(raw.prefix(4))) }
+    guard raw.count >= 6 else {
+      throw .truncated(needed: minimumSize, available: raw.count, field: "version")
+    }
+    let major = raw[4]
+    let minor = raw[5]
+    guard major == majorVersion else { throw .unsupportedVersion(major: major, minor: minor) }
+    guard raw.count >= minimumSize else {
+      throw .truncated(needed: minimumSize, available: raw.count, field: "header")
+    }
+    let body = UnsafeRawBufferPointer(rebasing: raw[..<(raw.count - 4)])
+    var tail = ByteReader(UnsafeRawBufferPointer(rebasing: raw[(raw.count - 4)...]))
+    let stored: UInt32 = try tail.read("manifest CRC")
+    let computed = CRC32.checksum(body)
+    guard stored == computed else { throw .checksumMismatch(stored: stored, computed: computed) }
+
+    var reader = ByteReader(body)
+    try reader.skip(6, "magic and version")
+    let flags: UInt16 = try reader.read("flags")
+    guard flags & ~(flagPinned | flagLengthKnown) == 0 else {
+      throw .invalidField(name: "flags", reason: "unknown bits 0x\(String(flags, radix: 16))")
+    }
+    let idBytes = try reader.readBytes(32, "object id")
+    let objectID = ObjectID(bytes: idBytes)!
+    if let expectedID, expectedID != objectID {
+      throw .objectIDMismatch(expected: expectedID, found: objectID)
+    }
+    let rawLength: UInt64 = try reader.read("content length")
+    let chunkSize32: UInt32 = try reader.read("chunk size")
+    let reserved: UInt32 = try reader.read("reserved")
+    let createdMillis = Int64(bitPattern: try reader.read("created time") as UInt64)
+    let runCount: UInt32 = try reader.read("run count")
+    let presentCount: UInt32 = try reader.read("present chunk count")
+
+    let chunkSize = Int(chunkSize32)
+    guard (Manifest.minChunkSize...Manifest.maxChunkSize).contains(chunkSize) else {
+      throw .invalidField(
+        name: "chunk size",
+        reason: "\(chunkSize) is outside \(Manifest.minChunkSize)...\(Manifest.maxChunkSize)")
+    }
+    guard reserved == 0 else { throw .invalidField(name: "reserved", reason: "must be 0, found \(reserved)") }
+    var contentLength: Int64?
+    if flags & flagLengthKnown != 0 {
+      guard rawLength <= UInt64(Manifest.maxContentLength) else {
+        throw .invalidField(
+          name: "content length", reason: "\(rawLength) exceeds \(Manifest.maxContentLength)")
+      }
+      contentLength = Int64(rawLength)
+    } else if rawLength != 0 {
+      throw .invalidField(
+        name: "content length", reason: "\(rawLength) given but the length-known flag is clear")
+    }
+    let chunkLimit: Int64 =
+      contentLength.map { ($0 + Int64(chunkSize) - 1) / Int64(chunkSize) } ?? Int64(UInt32.max)
+    guard createdMillis >= 0 && createdMillis <= 1 << 50 else {
+      throw .invalidField(name: "created time", reason: "\(createdMillis) ms is not a plausible time")
+    }
+
+    // Counts are checked against the remaining bytes before anything is allocated from them.
+    let runBytes = Int(runCount) * 8
+    let crcBytes = Int(presentCount) * 4
+    guard runBytes + crcBytes <= reader.remaining else {
+      throw .truncated(needed: runBytes + crcBytes, available: reader.remaining, field: "chunk runs and CRCs")
+    }
+    guard Int64(presentCount) <= chunkLimit else {
+      throw .invalidField(name: "present chunk count", reason: "\(presentCount) exceeds \(chunkLimit) chunks")
+    }
+    var runs: [Range<Int>] = []
+    runs.reserveCapacity(Int(runCount))
+    var total: Int64 = 0
+    var previousEnd: Int64 = -1
+    for runIndex in 0..<Int(runCount) {
+      let start = Int64(try reader.read("run start") as UInt32)
+      let count = Int64(try reader.read("run length") as UInt32)
+      guard count > 0 else { throw .invalidField(name: "run \(runIndex)", reason: "empty") }
+      guard start > previousEnd else {
+        throw .invalidField(
+          name: "run \(runIndex)", reason: "starts at \(start), not after previous run end \(previousEnd)")
+      }
+      guard start + count <= chunkLimit else {
+        throw .invalidField(
+          name: "run \(runIndex)", reason: "chunks \(start)..<\(start + count) beyond \(chunkLimit) chunks")
+      }
+      runs.append(Int(start)..<Int(start + count))
+      previousEnd = start + count
+      total += count
+    }
+    guard total == Int64(presentCount) else {
+      throw .invalidField(name: "present chunk count", reason: "\(presentCount), but runs hold \(total)")
+    }
+    var manifest = Manifest(objectID: objectID, chunkSize: chunkSize, contentLength: contentLength)
+    manifest.createdAt = Date(timeIntervalSince1970: Double(createdMillis) / 1000)
+    manifest.isPinned = flags & flagPinned != 0
+    for run in runs {
+      for index in run { manifest.setChunk(index, crc: try reader.read("chunk CRC")) }
+    }
+    manifest.contentType = try reader.readString(
+      lengthBytes: 1, limit: Manifest.maxContentTypeBytes, "content type")
+    manifest.etag = try reader.readString(lengthBytes: 2, limit: Manifest.maxETagBytes, "ETag")
+    manifest.lastModified = try reader.readString(
+      lengthBytes: 1, limit: Manifest.maxLastModifiedBytes, "Last-Modified")
+    let metadataCount = Int(try reader.read("user metadata length") as UInt32)
+    guard metadataCount <= Manifest.maxUserMetadataBytes else {
+      throw .invalidField(
+        name: "user metadata", reason: "\(metadataCount) bytes exceeds \(Manifest.maxUserMetadataBytes)")
+    }
+    manifest.userMetadata = Data(try reader.readBytes(metadataCount, "user metadata"))
+    if minor == minorVersion && reader.remaining != 0 { throw .trailingBytes(count: reader.remaining) }
+    return manifest
+  }
+}
+
+/// Appends little-endian integers and raw bytes.
+struct ByteWriter {
+  var bytes: [UInt8]
+
+  init(capacity: Int) {
+    bytes = []
+    bytes.reserveCapacity(capacity)
+  }
+
+  mutating func append(_ value: some FixedWidthInteger) {
+    withUnsafeBytes(of: value.littleEndian) { bytes.append(contentsOf: $0) }
+  }
+
+  mutating func append(_ raw: [UInt8]) { bytes.append(contentsOf: raw) }
+}
+
+/// Reads little-endian integers and byte strings from a buffer, throwing `ManifestError.truncated` at the end.
+struct ByteReader {
+  let buffer: UnsafeRawBufferPointer
+  var offset = 0
+
+  init(_ buffer: UnsafeRawBufferPointer) { self.buffer = buffer }
+
+  var remaining: Int { buffer.count - offset }
+
+  mutating func skip(_ count: Int, _ field: String) throws(ManifestError) {
+    guard count <= remaining else { throw .truncated(needed: count, available: remaining, field: field) }
+    offset += count
+  }
+
+  mutating func read<T: FixedWidthInteger>(_ field: String) throws(ManifestError) -> T {
+    let size = MemoryLayout<T>.size
+    guard size <= remaining else { throw .truncated(needed: size, available: remaining, field: field) }
+    var value: T = 0
+    withUnsafeMutableBytes(of: &value) {
+      $0.copyMemory(from: UnsafeRawBufferPointer(rebasing: buffer[offset..<(offset + size)]))
+    }
+    offset += size
+    return T(littleEndian: value)
+  }
+
+  mutating func readBytes(_ count: Int, _ field: String) throws(ManifestError) -> [UInt8] {
+    guard count >= 0 && count <= remaining else {
+      throw .truncated(needed: count, available: remaining, field: field)
+    }
+    defer { offset += count }
+    return Array(buffer[offset..<(offset + count)])
+  }
+
+  /// A string stored as a little-endian length of `lengthBytes` bytes then UTF-8; empty means absent.
+  mutating func readString(lengthBytes: Int, limit: Int, _ field: String) throws(ManifestError) -> String? {
+    let count: Int = lengthBytes == 1 ? Int(try read(field) as UInt8) : Int(try read(field) as UInt16)
+    guard count <= limit else { throw .invalidField(name: field, reason: "\(count) bytes exceeds \(limit)") }
+    let raw = try readBytes(count, field)
+    if raw.isEmpty { return nil }
+    guard let text = String(validating: raw, as: UTF8.self) else {
+      throw .invalidField(name: field, reason: "not valid UTF-8")
+    }
+    return text
+  }
+}

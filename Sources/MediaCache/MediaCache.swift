@@ -1,0 +1,252 @@
+import Foundation
+
+/// The cache an app talks to: a memory tier for small assets over a sharded on-disk store of chunked objects.
+///
+/// Every method may be called from many tasks at once. Large objects are read and written by range through
+/// `assetDataManager(for:)`; `store(_:for:)` and `data(for:)` are for objects that fit comfortably in memory.
+public final class MediaCache: Sendable {
+  /// Where and how a cache stores its objects.
+  public struct Configuration: Sendable {
+    /// The cache root.
+    public var directory: String
+    /// Chunk size of new objects (default 1 MiB).
+    public var chunkSize: Int
+    /// Bytes the memory tier may hold (default 20 MiB).
+    public var memoryCostLimit: Int
+    /// Whether commits fsync (default `.durable`).
+    public var durability: Durability
+    /// Turns a requested string (usually a URL) into a cache key (default: as given).
+    public var keyFunction: KeyFunction
+    /// When written chunks are committed to the manifest.
+    public var commitPolicy: FileHandleAssetDataManager.CommitPolicy
+
+    public init(
+      directory: String = Configuration.defaultDirectory(), chunkSize: Int = 1 << 20,
+      memoryCostLimit: Int = 20 << 20, durability: Durability = .durable,
+      keyFunction: KeyFunction = .identity,
+      commitPolicy: FileHandleAssetDataManager.CommitPolicy = .init()
+    ) {
+      self.directory = directory
+      self.chunkSize = chunkSize
+      self.memoryCostLimit = memoryCostLimit
+      self.durability = durability
+      self.keyFunction = keyFunction
+      self.commitPolicy = commitPolicy
+    }
+
+    /// `$MEDIACACHE_DIR`, else `$XDG_CACHE_HOME/mediacache`, else `~/.cache/mediacache`.
+    public static func defaultDirectory(
+      environment: [String: String] = ProcessInfo.processInfo.environment
+    ) -> String {
+      if let explicit = environment["MEDIACACHE_DIR"], !explicit.isEmpty { return explicit }
+      if let xdg = environment["XDG_CACHE_HOME"], !xdg.isEmpty { return "\(xdg)/mediacache" }
+      let home = environment["HOME"].flatMap { $0.isEmpty ? nil : $0 } ?? NSHomeDirectory()
+      return "\(home)/.cache/mediacache"
+    }
+  }
+
+  /// Which tiers a call uses.
+  public enum StoragePolicy: Sendable, CaseIterable {
+    /// Only the memory tier (lost when the process ends).
+    case memoryOnly
+    /// Only the disk.
+    case diskOnly
+    /// Both: disk for persistence, memory for speed (small assets such as images and animations).
+    case memoryAndDisk
+
+    var usesMemory: Bool { self != .diskOnly }
+    var usesDisk: Bool { self != .memoryOnly }
+  }
+
+  /// How much of an object is cached on disk.
+  public enum Status: Sendable, Equatable {
+    /// Nothing.
+    case none
+    /// Some bytes: how many, the total length if known, and which ranges (half-open).
+    case partial(cachedBytes: Int64, length: Int64?, ranges: [Range<Int64>])
+    /// Every byte.
+    case complete(length: Int64)
+
+    /// Cached share of the length, 0...100 (0 when the length is unknown).
+    public var percent: Double {
+      switch self {
+      case .none: 0
+      case .complete: 100
+      case .partial(let cached, let length, _):
+        length.map { $0 == 0 ? 100 : Double(cached) * 100 / Double($0) } ?? 0
+      }
+    }
+  }
+
+  /// What `removeAll()` did.
+  public struct RemovalReport: Sendable, Equatable {
+    /// Objects removed from disk.
+    public var objectsRemoved: Int
+    /// Bytes freed on disk (allocated blocks and manifests).
+    public var bytesFreed: Int64
+    /// Bytes released from the memory tier.
+    public var memoryBytesFreed: Int64
+    /// Objects left in place because a process had them open.
+    public var busy: [ObjectID]
+  }
+
+  /// The configuration the cache was opened with.
+  public let configuration: Configuration
+  /// The on-disk store.
+  public let store: ShardedStore
+  /// The memory tier.
+  public let memory: MemoryTier
+
+  /// Opens (creating if needed) the cache in `configuration.directory`. Reads only the root, never the tree.
+  public init(configuration: Configuration = Configuration()) throws {
+    guard configuration.memoryCostLimit >= 0 else {
+      throw StoreError.invalidConfiguration("memory cost limit \(configuration.memoryCostLimit) is negative")
+    }
+    self.configuration = configuration
+    self.store = try ShardedStore(
+      root: configuration.directory, chunkSize: configuration.chunkSize, durability: configuration.durability)
+    self.memory = MemoryTier(costLimit: configuration.memoryCostLimit)
+  }
+
+  /// The key `requested` is stored under (after the key function).
+  public func key(for requested: String) -> CacheKey { configuration.keyFunction.key(for: requested) }
+
+  /// The object id `requested` is stored under.
+  public func objectID(for requested: String) -> ObjectID { key(for: requested).objectID }
+
+  // MARK: Whole objects
+
+  /// Stores `data` as the whole object for `requested`, replacing any earlier version.
+  public func store(
+    _ data: Data, for requested: String, policy: StoragePolicy = .memoryAndDisk, contentType: String? = nil,
+    userMetadata: Data? = nil
+  ) async throws {
+    let id = objectID(for: requested)
+    if policy.usesDisk {
+      let manager = try FileHandleAssetDataManager(
+        store: store, id: id, writable: true, commitPolicy: configuration.commitPolicy)
+      do {
+        try manager.reset(contentLength: Int64(data.count), etag: nil, lastModified: nil)
+        try manager.setContentType(contentType)
+        if let userMetadata { try manager.setUserMetadata(userMetadata) }
+        try manager.write(data, at: 0)
+        try manager.close()
+      } catch {
+        try? manager.close()
+        throw error
+      }
+    }
+    if policy.usesMemory { memory.insert(data, for: id) } else { memory.remove(id) }
+  }
+
+  /// The whole object for `requested`: from memory, else from disk if complete there (promoted to memory when
+  /// the policy allows and it fits), else nil. Every byte read from disk is CRC-verified; a corrupt chunk is
+  /// dropped and `StoreError.corruptChunk` thrown.
+  public func data(for requested: String, policy: StoragePolicy = .memoryAndDisk) async throws -> Data? {
+    let id = objectID(for: requested)
+    if policy.usesMemory, let data = memory.data(for: id) { return data }
+    guard policy.usesDisk else { return nil }
+    guard let manifest = try store.readManifest(id), manifest.isComplete, let length = manifest.contentLength
+    else { return nil }
+    let manager: FileHandleAssetDataManager
+    do {
+      manager = try FileHandleAssetDataManager(store: store, id: id, writable: false)
+    } catch StoreError.notFound {
+      return nil
+    }
+    defer { try? manager.close() }
+    let data: Data
+    do {
+      data = try manager.read(0..<length)
+    } catch StoreError.notCached {
+      return nil  // evicted or reset between the manifest read and the open
+    }
+    if policy.usesMemory { memory.insert(data, for: id) }
+    return data
+  }
+
+  /// The data file of a complete object, for APIs that want a file. The file may be evicted once no handle
+  /// holds it open; its bytes are not CRC-verified on this path.
+  public func fileURL(for requested: String) async throws -> URL? {
+    let id = objectID(for: requested)
+    guard let manifest = try store.readManifest(id), manifest.isComplete else { return nil }
+    return URL(fileURLWithPath: store.paths(for: id).data)
+  }
+
+  /// How much of the object is cached on disk (or `.complete` if it is held in memory only).
+  public func status(for requested: String) async throws -> Status {
+    let id = objectID(for: requested)
+    guard let manifest = try store.readManifest(id) else {
+      if let data = memory.data(for: id) { return .complete(length: Int64(data.count)) }
+      return .none
+    }
+    return Self.status(of: manifest)
+  }
+
+  /// The status a manifest describes.
+  public static func status(of manifest: Manifest) -> Status {
+    if manifest.isComplete, let length = manifest.contentLength { return .complete(length: length) }
+    let ranges = manifest.presentByteRanges
+    if ranges.isEmpty { return .none }
+    return .partial(cachedBytes: ranges.count, length: manifest.contentLength, ranges: ranges.ranges)
+  }
+
+  /// The committed manifest of the object, nil if it has none.
+  public func manifest(for requested: String) async throws -> Manifest? {
+    try store.readManifest(objectID(for: requested))
+  }
+
+  // MARK: Range access
+
+  /// A data manager for reading and writing the object by range. Close it when done: while open, no process
+  /// evicts the object.
+  public func assetDataManager(for requested: String, writable: Bool = true) throws
+    -> FileHandleAssetDataManager
+  {
+    try FileHandleAssetDataManager(
+      store: store, id: objectID(for: requested), writable: writable, commitPolicy: configuration.commitPolicy
+    )
+  }
+
+  // MARK: Removal and pinning
+
+  /// Removes the object from memory and disk; returns the disk bytes freed. Throws `StoreError.busy` if some
+  /// process has it open (it stays).
+  @discardableResult
+  public func remove(_ requested: String) async throws -> Int64 {
+    let id = objectID(for: requested)
+    memory.remove(id)
+    return try store.remove(id)
+  }
+
+  /// Removes every object that no process has open.
+  @discardableResult
+  public func removeAll() async throws -> RemovalReport {
+    let memoryFreed = Int64(memory.removeAll())
+    var report = RemovalReport(objectsRemoved: 0, bytesFreed: 0, memoryBytesFreed: memoryFreed, busy: [])
+    for id in try store.allObjectIDs() {
+      do {
+        report.bytesFreed += try store.remove(id)
+        report.objectsRemoved += 1
+      } catch StoreError.busy(let busy) {
+        report.busy.append(busy)
+      }
+    }
+    return report
+  }
+
+  /// Pins the object: it is never evicted until unpinned. Throws `StoreError.notFound` if nothing is cached.
+  public func pin(_ requested: String) async throws { try setPinned(requested, true) }
+
+  /// Unpins the object.
+  public func unpin(_ requested: String) async throws { try setPinned(requested, false) }
+
+  private func setPinned(_ requested: String, _ pinned: Bool) throws {
+    let id = objectID(for: requested)
+    guard try store.readManifest(id) != nil else { throw StoreError.notFound(id) }
+    let manager = try FileHandleAssetDataManager(store: store, id: id, writable: true)
+    defer { try? manager.close() }
+    try manager.setPinned(pinned)
+    try manager.flush()
+  }
+}

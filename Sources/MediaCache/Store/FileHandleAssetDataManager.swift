@@ -1,0 +1,506 @@
+import Foundation
+import Synchronization
+
+/// Reads and writes one cached object by byte range, straight between the caller's buffers and the object's
+/// data file, so an object of any size is handled in chunk-sized pieces and never sits in memory.
+///
+/// While open it holds a shared `flock` on the data file: no process evicts or repairs the object under it.
+/// A chunk becomes present only when all its bytes are on disk and its CRC-32 has been computed from them;
+/// present chunks reach the manifest in batches (`CommitPolicy`) and on `flush()`/`close()`, merged with what
+/// other writers committed. Every chunk's CRC is verified before any of its bytes is returned.
+///
+/// Moving bytes uses positional `pread`/`pwrite` on the descriptor (swift-system), not `FileHandle`'s
+/// stream methods: see the note in `docs/FORMAT.md` and the benchmark `mediacache-bench fileio`.
+public final class FileHandleAssetDataManager: Sendable {
+  /// When pending chunks are committed to the manifest.
+  public struct CommitPolicy: Sendable {
+    /// Commit once this many bytes of newly completed chunks are pending.
+    public var bytes: Int64
+    /// Commit pending chunks at the first write or read after this many seconds.
+    public var interval: Double
+
+    public init(bytes: Int64 = 8 << 20, interval: Double = 2) {
+      self.bytes = bytes
+      self.interval = interval
+    }
+  }
+
+  /// The object this manager reads and writes.
+  public let objectID: ObjectID
+  /// Whether the manager may write.
+  public let isWritable: Bool
+  let store: ShardedStore
+  private let file: SystemFile
+  private let policy: CommitPolicy
+  private let state: Mutex<State>
+
+  private struct State {
+    var manifest: Manifest
+    var pending = ManifestChange()
+    var partial: [Int: PartialChunk] = [:]
+    var uncommittedBytes: Int64 = 0
+    var lastCommit = Date().timeIntervalSince1970
+    var closed = false
+  }
+
+  // MARK: Opening
+
+  /// Opens object `id` of `store`. A writable manager creates the data file if needed; a read-only one throws
+  /// `StoreError.notFound` when the object has no manifest. A manifest that cannot be read is treated as
+  /// absent by a writer (it will be replaced) and reported as `StoreError.corruptManifest` to a reader.
+  public init(
+    store: ShardedStore, id: ObjectID, writable: Bool = true, commitPolicy: CommitPolicy = CommitPolicy()
+  ) throws {
+    self.store = store
+    self.objectID = id
+    self.isWritable = writable
+    self.policy = commitPolicy
+    let paths = store.paths(for: id)
+    if !writable, try store.readManifest(id) == nil { throw StoreError.notFound(id) }
+    if writable { try store.ensureShard(for: id) }
+    // Take the in-use lock, then make sure the path still names the inode we locked: an evictor may have
+    // unlinked it between our open and our lock.
+    var opened: SystemFile?
+    for _ in 0..<64 {
+      let candidate: SystemFile
+      do {
+        candidate = try mapIO { try SystemFile(path: paths.data, writable: writable, create: writable) }
+      } catch StoreError.io(_, _, .noSuchFileOrDirectory) where !writable {
+        throw StoreError.notFound(id)
+      } catch StoreError.io(_, _, .noSuchFileOrDirectory) {
+        try store.ensureShard(for: id)
+        continue
+      }
+      _ = try mapIO { try candidate.lock(exclusive: false, wait: true) }
+      let lockedInode = try mapIO { try candidate.status().inode }
+      if let current = try mapIO({ try FileSystemCalls.status(paths.data) }), current.inode == lockedInode {
+        opened = candidate
+        break
+      }
+      candidate.close()
+      if !writable { throw StoreError.notFound(id) }
+    }
+    guard let opened else { throw StoreError.busy(id) }
+    self.file = opened
+    var manifest: Manifest
+    do {
+      manifest = try store.readManifest(id) ?? Manifest(objectID: id, chunkSize: store.chunkSize)
+    } catch let error as StoreError {
+      guard writable, case .corruptManifest = error else {
+        opened.close()
+        throw error
+      }
+      manifest = Manifest(objectID: id, chunkSize: store.chunkSize)
+    }
+    state = Mutex(State(manifest: manifest))
+    store.noteAccess(id)
+  }
+
+  deinit {
+    state.withLock { state in
+      if !state.closed { try? closeLocked(&state) }
+    }
+  }
+
+  // MARK: What is known
+
+  /// The manager's current view of the manifest: what was committed when it last read or wrote the manifest,
+  /// plus the chunks it completed since.
+  public var manifest: Manifest { state.withLock { $0.manifest } }
+
+  /// The object's length, once known.
+  public var contentLength: Int64? { state.withLock { $0.manifest.contentLength } }
+
+  /// Re-reads the committed manifest so chunks other writers committed become readable here.
+  public func refresh() throws {
+    try state.withLock { state in
+      try ensureOpen(state)
+      try refreshLocked(&state)
+    }
+  }
+
+  // MARK: Writing
+
+  /// Writes `bytes` at `offset`. Bytes of chunks already present are not rewritten (they were verified).
+  ///
+  /// Throws `StoreError.outOfBounds` past a known length, `StoreError.io` if the disk refuses.
+  public func write(_ bytes: UnsafeRawBufferPointer, at offset: Int64) throws {
+    try state.withLock { state in
+      try ensureWritable(state)
+      let end = offset + Int64(bytes.count)
+      guard offset >= 0, end <= Manifest.maxContentLength,
+        state.manifest.contentLength.map({ end <= $0 }) ?? true
+      else {
+        throw StoreError.outOfBounds(
+          objectID, range: offset..<max(offset, end), length: state.manifest.contentLength)
+      }
+      let chunkSize = Int64(state.manifest.chunkSize)
+      var cursor = offset
+      while cursor < end {
+        let index = Int(cursor / chunkSize)
+        let chunkStart = Int64(index) * chunkSize
+        let pieceEnd = min(end, chunkStart + chunkSize)
+        defer { cursor = pieceEnd }
+        if state.manifest.isPresent(index) { continue }
+        let piece = UnsafeRawBufferPointer(
+          rebasing: bytes[Int(cursor - offset)..<Int(pieceEnd - offset)])
+        try mapIO { try file.write(piece, at: cursor) }
+        state.partial[index, default: PartialChunk()].add(
+          (cursor - chunkStart)..<(pieceEnd - chunkStart), crc: CRC32.checksum(piece))
+        try completeIfCovered(index, &state)
+      }
+      try commitIfDue(&state)
+    }
+  }
+
+  /// Writes `data` at `offset`.
+  public func write(_ data: some ContiguousBytes, at offset: Int64) throws {
+    try data.withUnsafeBytes { try write($0, at: offset) }
+  }
+
+  /// Records the object's total length and sizes the (sparse) data file to it. A short last chunk that is
+  /// already written becomes present. Throws `StoreError.lengthConflict` if another length is recorded, and
+  /// `StoreError.outOfBounds` if bytes were already written past it.
+  public func setContentLength(_ length: Int64) throws {
+    try state.withLock { state in
+      try ensureWritable(state)
+      if let known = state.manifest.contentLength {
+        guard known == length else {
+          throw StoreError.lengthConflict(objectID, recorded: known, declared: length)
+        }
+        return
+      }
+      guard length >= 0, length <= Manifest.maxContentLength else {
+        throw StoreError.outOfBounds(objectID, range: 0..<max(0, length), length: nil)
+      }
+      let chunkSize = Int64(state.manifest.chunkSize)
+      let chunkCount = Int((length + chunkSize - 1) / chunkSize)
+      if let beyond = state.manifest.presentChunks.ranges.last, beyond.upperBound > chunkCount {
+        throw StoreError.outOfBounds(
+          objectID, range: Int64(beyond.lowerBound) * chunkSize..<Int64(beyond.upperBound) * chunkSize,
+          length: length)
+      }
+      for (index, chunk) in state.partial
+      where index >= chunkCount || Int64(index) * chunkSize + chunk.end > length {
+        throw StoreError.outOfBounds(
+          objectID, range: Int64(index) * chunkSize..<Int64(index) * chunkSize + chunk.end, length: length)
+      }
+      state.manifest.contentLength = length
+      let size = try mapIO { try file.status().size }
+      if size != length { try mapIO { try file.truncate(to: length) } }
+      if chunkCount > 0 { try completeIfCovered(chunkCount - 1, &state) }
+      // The length is part of the object's identity: it is committed even before any chunk completes.
+      state.pending.contentLength = length
+    }
+  }
+
+  /// Sets the content type recorded in the manifest (committed with the next batch).
+  public func setContentType(_ contentType: String?) throws {
+    if let contentType, contentType.utf8.count > Manifest.maxContentTypeBytes {
+      throw StoreError.fieldTooLarge(
+        field: "content type", size: contentType.utf8.count, limit: Manifest.maxContentTypeBytes)
+    }
+    try state.withLock { state in
+      try ensureWritable(state)
+      state.manifest.contentType = contentType
+      state.pending.contentType = contentType ?? ""
+    }
+  }
+
+  /// Sets the app's own metadata for this object (at most `Manifest.maxUserMetadataBytes`).
+  public func setUserMetadata(_ metadata: Data) throws {
+    guard metadata.count <= Manifest.maxUserMetadataBytes else {
+      throw StoreError.fieldTooLarge(
+        field: "user metadata", size: metadata.count, limit: Manifest.maxUserMetadataBytes)
+    }
+    try state.withLock { state in
+      try ensureWritable(state)
+      state.manifest.userMetadata = metadata
+      state.pending.userMetadata = metadata
+    }
+  }
+
+  /// Pins or unpins the object: a pinned object is never evicted.
+  public func setPinned(_ pinned: Bool) throws {
+    try state.withLock { state in
+      try ensureWritable(state)
+      state.manifest.isPinned = pinned
+      state.pending.isPinned = pinned
+    }
+  }
+
+  /// Starts a new version of the object (the origin's bytes changed): every chunk is forgotten, here and — at
+  /// the next commit — on disk, and the new validators and length are recorded. Bytes of two versions are
+  /// never mixed.
+  public func reset(contentLength: Int64?, etag: String?, lastModified: String?) throws {
+    try state.withLock { state in
+      try ensureWritable(state)
+      var fresh = Manifest(
+        objectID: objectID, chunkSize: state.manifest.chunkSize, contentLength: contentLength,
+        contentType: state.manifest.contentType, etag: etag, lastModified: lastModified,
+        isPinned: state.manifest.isPinned, userMetadata: state.manifest.userMetadata)
+      fresh.createdAt = Date()
+      state.manifest = fresh
+      state.partial = [:]
+      state.pending = ManifestChange()
+      state.pending.reset = true
+      try mapIO { try file.truncate(to: contentLength ?? 0) }
+      try commitLocked(&state)
+    }
+  }
+
+  /// Commits every completed chunk now.
+  public func flush() throws {
+    try state.withLock { state in
+      try ensureOpen(state)
+      if isWritable { try commitLocked(&state) }
+    }
+  }
+
+  /// Commits, releases the in-use lock and closes the data file. Later calls throw `StoreError.closed`;
+  /// a second `close()` does nothing.
+  public func close() throws {
+    try state.withLock { state in
+      if state.closed { return }
+      try closeLocked(&state)
+    }
+  }
+
+  private func closeLocked(_ state: inout State) throws {
+    defer {
+      state.closed = true
+      file.close()
+    }
+    if isWritable { try commitLocked(&state) }
+  }
+
+  // MARK: Reading
+
+  /// The bytes of `range`, every chunk CRC-verified. For small ranges; use `bytes(in:)` for large ones.
+  ///
+  /// Throws `StoreError.notCached` (with the missing ranges) if any byte is not cached,
+  /// `StoreError.outOfBounds` past a known length, `StoreError.corruptChunk` if a chunk fails its CRC (the chunk
+  /// is dropped from the manifest so it can be fetched again).
+  public func read(_ range: Range<Int64>) throws -> Data {
+    try state.withLock { state in
+      try ensureOpen(state)
+      try checkCached(range, &state)
+      store.noteAccess(objectID)
+      var out = Data()
+      out.reserveCapacity(Int(range.count))
+      for index in state.manifest.chunks(covering: range) {
+        try withVerifiedChunk(index, &state) { chunkStart, bytes in
+          let low = Int(max(range.lowerBound, chunkStart) - chunkStart)
+          let high = Int(min(range.upperBound, chunkStart + Int64(bytes.count)) - chunkStart)
+          out.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[low..<high]))
+        }
+      }
+      return out
+    }
+  }
+
+  /// The bytes of `range` as chunk-sized pieces, read and verified one at a time as the sequence is iterated,
+  /// so memory stays at about one chunk whatever the range. A missing or corrupt chunk ends the sequence with
+  /// the same errors as `read(_:)`, after the good pieces before it.
+  public func bytes(in range: Range<Int64>) -> ChunkReadSequence {
+    ChunkReadSequence(manager: self, range: range)
+  }
+
+  /// One piece of a streamed read: the part of chunk-aligned `range`'s first chunk from `range.lowerBound`.
+  func readPiece(startingAt offset: Int64, end: Int64) throws -> Data {
+    try state.withLock { state in
+      try ensureOpen(state)
+      let chunkSize = Int64(state.manifest.chunkSize)
+      let pieceEnd = min(end, (offset / chunkSize + 1) * chunkSize)
+      try checkCached(offset..<pieceEnd, &state)
+      store.noteAccess(objectID)
+      var out = Data()
+      try withVerifiedChunk(Int(offset / chunkSize), &state) { chunkStart, bytes in
+        out = Data(
+          UnsafeRawBufferPointer(rebasing: bytes[Int(offset - chunkStart)..<Int(pieceEnd - chunkStart)]))
+      }
+      return out
+    }
+  }
+
+  private func checkCached(_ range: Range<Int64>, _ state: inout State) throws {
+    guard range.lowerBound >= 0, state.manifest.contentLength.map({ range.upperBound <= $0 }) ?? true else {
+      throw StoreError.outOfBounds(objectID, range: range, length: state.manifest.contentLength)
+    }
+    if state.manifest.missingByteRanges(in: range).isEmpty { return }
+    try refreshLocked(&state)
+    let missing = state.manifest.missingByteRanges(in: range)
+    if !missing.isEmpty { throw StoreError.notCached(objectID, missing: missing) }
+  }
+
+  /// Reads chunk `index` whole, checks its CRC and hands its bytes to `body`. On a mismatch the chunk is
+  /// dropped (and the drop committed) and `StoreError.corruptChunk` is thrown; no byte of it reaches `body`.
+  private func withVerifiedChunk(
+    _ index: Int, _ state: inout State, _ body: (Int64, UnsafeRawBufferPointer) throws -> Void
+  ) throws {
+    guard let expected = state.manifest.crc(ofChunk: index) else {
+      throw StoreError.notCached(objectID, missing: [state.manifest.byteRange(ofChunk: index)])
+    }
+    let range = state.manifest.byteRange(ofChunk: index)
+    let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: Int(range.count), alignment: 16)
+    defer { buffer.deallocate() }
+    let count = try mapIO { try file.read(into: buffer, at: range.lowerBound) }
+    let bytes = UnsafeRawBufferPointer(rebasing: buffer[..<count])
+    let actual = CRC32.checksum(bytes)
+    guard count == buffer.count, actual == expected else {
+      try dropChunk(index, expected: expected, &state)
+      throw StoreError.corruptChunk(objectID, chunk: index, expected: expected, actual: actual)
+    }
+    try body(range.lowerBound, bytes)
+  }
+
+  private func dropChunk(_ index: Int, expected: UInt32, _ state: inout State) throws {
+    state.manifest.removeChunk(index)
+    state.pending.added[index] = nil
+    state.pending.dropped[index] = expected
+    if isWritable {
+      try commitLocked(&state)
+    } else {
+      // A reader still records the drop, through a descriptor that may take the commit lock.
+      if let writer = try? SystemFile(path: store.paths(for: objectID).data, writable: true) {
+        let change = state.pending
+        state.pending = ManifestChange()
+        _ = try? store.commit(change, base: state.manifest, dataFile: writer)
+        writer.close()
+      }
+    }
+  }
+
+  // MARK: Commit machinery
+
+  private func completeIfCovered(_ index: Int, _ state: inout State) throws {
+    guard let chunk = state.partial[index] else { return }
+    let chunkSize = Int64(state.manifest.chunkSize)
+    let needed: Int64
+    if let length = state.manifest.contentLength {
+      needed = min(chunkSize, length - Int64(index) * chunkSize)
+    } else {
+      needed = chunkSize
+    }
+    guard chunk.covers(needed) else { return }
+    var crc: UInt32
+    if let combined = chunk.crc, chunk.end == needed {
+      crc = combined
+    } else {
+      // Overlapping rewrites: the CRC is taken from the bytes on disk.
+      let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: Int(needed), alignment: 16)
+      defer { buffer.deallocate() }
+      let count = try mapIO { try file.read(into: buffer, at: Int64(index) * chunkSize) }
+      guard count == Int(needed) else { return }
+      crc = CRC32.checksum(UnsafeRawBufferPointer(buffer))
+    }
+    state.partial[index] = nil
+    state.manifest.setChunk(index, crc: crc)
+    state.pending.added[index] = crc
+    state.pending.dropped[index] = nil
+    state.uncommittedBytes += needed
+  }
+
+  private func commitIfDue(_ state: inout State) throws {
+    let now = Date().timeIntervalSince1970
+    if state.uncommittedBytes >= policy.bytes
+      || (!state.pending.isEmpty && now - state.lastCommit >= policy.interval)
+    {
+      try commitLocked(&state)
+    }
+  }
+
+  private func commitLocked(_ state: inout State) throws {
+    if state.pending.isEmpty { return }
+    if store.durability == .durable && !state.pending.added.isEmpty { try mapIO { try file.sync() } }
+    let result = try store.commit(state.pending, base: state.manifest, dataFile: file)
+    if result.superseded { state.partial = [:] }
+    state.manifest = result.manifest
+    state.pending = ManifestChange()
+    state.uncommittedBytes = 0
+    state.lastCommit = Date().timeIntervalSince1970
+  }
+
+  private func refreshLocked(_ state: inout State) throws {
+    let onDisk: Manifest?
+    do { onDisk = try store.readManifest(objectID) } catch StoreError.corruptManifest { onDisk = nil }
+    guard let onDisk else { return }
+    state.manifest = state.pending.merge(into: onDisk, base: state.manifest).manifest
+  }
+
+  private func ensureOpen(_ state: State) throws {
+    if state.closed { throw StoreError.closed(objectID) }
+  }
+
+  private func ensureWritable(_ state: State) throws {
+    try ensureOpen(state)
+    if !isWritable {
+      throw StoreError.io(
+        operation: "write", path: store.paths(for: objectID).data, errno: .badFileDescriptor)
+    }
+  }
+}
+
+/// Which bytes of one not-yet-complete chunk have been written, with the CRC of each contiguous run when the
+/// runs were written without overlap.
+struct PartialChunk: Sendable {
+  /// Disjoint runs (offsets inside the chunk), ascending; adjacent runs are merged with `crc32_combine`.
+  private(set) var runs: [(range: Range<Int64>, crc: UInt32?)] = []
+
+  /// End of the last run.
+  var end: Int64 { runs.last?.range.upperBound ?? 0 }
+
+  /// The CRC of the chunk's first run when it is the only one and its CRC is known.
+  var crc: UInt32? { runs.count == 1 && runs[0].range.lowerBound == 0 ? runs[0].crc : nil }
+
+  /// Whether bytes `0..<length` are all written.
+  func covers(_ length: Int64) -> Bool {
+    runs.count == 1 && runs[0].range.lowerBound == 0 && runs[0].range.upperBound >= length
+  }
+
+  mutating func add(_ range: Range<Int64>, crc: UInt32) {
+    var insertAt = runs.firstIndex { $0.range.lowerBound >= range.lowerBound } ?? runs.count
+    runs.insert((range, crc), at: insertAt)
+    // Merge with the left neighbour, then keep merging rightwards.
+    if insertAt > 0 && runs[insertAt - 1].range.upperBound >= range.lowerBound { insertAt -= 1 }
+    while insertAt + 1 < runs.count && runs[insertAt].range.upperBound >= runs[insertAt + 1].range.lowerBound
+    {
+      let left = runs[insertAt]
+      let right = runs[insertAt + 1]
+      let merged: UInt32?
+      if left.range.upperBound == right.range.lowerBound, let a = left.crc, let b = right.crc {
+        merged = CRC32.combine(a, b, lengthOfB: Int64(right.range.count))
+      } else {
+        merged = nil  // overlap: the bytes on disk decide
+      }
+      let upper = max(left.range.upperBound, right.range.upperBound)
+      runs[insertAt] = (left.range.lowerBound..<upper, merged)
+      runs.remove(at: insertAt + 1)
+    }
+  }
+}
+
+/// The pieces of a streamed, verified range read (`FileHandleAssetDataManager.bytes(in:)`).
+public struct ChunkReadSequence: AsyncSequence, Sendable {
+  public typealias Element = Data
+  let manager: FileHandleAssetDataManager
+  let range: Range<Int64>
+
+  public func makeAsyncIterator() -> Iterator {
+    Iterator(manager: manager, cursor: range.lowerBound, end: range.upperBound)
+  }
+
+  /// Reads the next chunk when asked, never ahead.
+  public struct Iterator: AsyncIteratorProtocol {
+    let manager: FileHandleAssetDataManager
+    var cursor: Int64
+    let end: Int64
+
+    public mutating func next() async throws -> Data? {
+      guard cursor < end else { return nil }
+      let piece = try manager.readPiece(startingAt: cursor, end: end)
+      cursor += Int64(piece.count)
+      return piece
+    }
+  }
+}

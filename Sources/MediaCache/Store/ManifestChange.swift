@@ -1,0 +1,76 @@
+import Foundation
+
+/// What one writer wants to change in an object's manifest since it last read it. Applied under the commit lock
+/// to whatever manifest is on disk then, so concurrent writers' chunks are merged rather than overwritten.
+struct ManifestChange: Sendable {
+  /// Chunks this writer completed, with the CRC it computed from the bytes it wrote.
+  var added: [Int: UInt32] = [:]
+  /// Chunks this writer found corrupt, with the CRC that failed: dropped only if the disk still records that
+  /// CRC (another writer may have rewritten the chunk since).
+  var dropped: [Int: UInt32] = [:]
+  /// Metadata this writer set.
+  var isPinned: Bool?
+  var userMetadata: Data?
+  /// An empty string clears the content type.
+  var contentType: String?
+  /// A length this writer learned.
+  var contentLength: Int64?
+  /// True when this writer started a new origin version: its identity replaces the disk's and the disk's
+  /// chunks are discarded.
+  var reset = false
+
+  var isEmpty: Bool {
+    added.isEmpty && dropped.isEmpty && isPinned == nil && userMetadata == nil && contentType == nil
+      && contentLength == nil && !reset
+  }
+
+  /// Applies the change to `onDisk` (nil when the object has no readable manifest), using `base` — the writer's
+  /// own view — for identity fields.
+  func merge(into onDisk: Manifest?, base: Manifest) -> CommitResult {
+    var result: Manifest
+    var superseded = false
+    if let onDisk, !reset {
+      result = onDisk
+      if onDisk.versionIdentity.isCompatible(with: base.versionIdentity) {
+        // Learn what the writer knows and the disk does not yet.
+        if result.contentLength == nil { result.contentLength = base.contentLength }
+        if result.etag == nil { result.etag = base.etag }
+        if result.lastModified == nil { result.lastModified = base.lastModified }
+        for (index, crc) in added where result.contentLength.map({ index < chunkCount($0) }) ?? true {
+          result.setChunk(index, crc: crc)
+        }
+      } else {
+        // Another writer moved the object to a different origin version: this writer's chunks are of the old
+        // one and are discarded.
+        superseded = true
+      }
+      for (index, crc) in dropped where result.crc(ofChunk: index) == crc { result.removeChunk(index) }
+    } else {
+      // No readable manifest, or a new version: the writer's own view (which already holds its added chunks) is
+      // the truth.
+      result = base
+      if let onDisk {
+        result.createdAt = onDisk.createdAt
+        result.isPinned = onDisk.isPinned
+        result.userMetadata = onDisk.userMetadata
+      }
+      for (index, crc) in added { result.setChunk(index, crc: crc) }
+      for (index, crc) in dropped where result.crc(ofChunk: index) == crc { result.removeChunk(index) }
+    }
+    if let isPinned { result.isPinned = isPinned }
+    if let userMetadata { result.userMetadata = userMetadata }
+    if let contentType { result.contentType = contentType.isEmpty ? nil : contentType }
+    return CommitResult(manifest: result, superseded: superseded)
+
+    func chunkCount(_ length: Int64) -> Int {
+      Int((length + Int64(base.chunkSize) - 1) / Int64(base.chunkSize))
+    }
+  }
+}
+
+/// The manifest a commit wrote, and whether the writer's own chunks were discarded because another writer
+/// had moved the object to a different origin version.
+struct CommitResult: Sendable {
+  var manifest: Manifest
+  var superseded: Bool
+}

@@ -1,0 +1,270 @@
+import Foundation
+import Synchronization
+
+/// The on-disk tree: `FORMAT`, `objects/ab/cd/<hex>.{data,manifest}` and `tmp/`.
+///
+/// It owns the rules every writer follows: manifests are replaced atomically through `tmp/`, a commit takes the
+/// object's commit lock and merges with what another writer committed, and removal takes the in-use lock
+/// exclusively without waiting, so an object open anywhere is never deleted. Opening a store reads the root
+/// only; it never walks the tree.
+public final class ShardedStore: Sendable {
+  /// The cache root.
+  public let root: String
+  /// Chunk size for objects created through this store (existing objects keep the one in their manifest).
+  public let chunkSize: Int
+  /// Whether commits fsync.
+  public let durability: Durability
+  /// Directory for staging files.
+  public var tmpDirectory: String { "\(root)/tmp" }
+  /// Directory holding the shard tree.
+  public var objectsDirectory: String { "\(root)/objects" }
+
+  /// Per-process memory of when each object's recency stamp was last bumped.
+  private let lastTouched = Mutex<[ObjectID: Double]>([:])
+  /// Minimum seconds between two recency bumps of one object by this process.
+  static let touchInterval: Double = 60
+  /// Within one process, commits of one object are serialised here too (needed where the commit lock is a
+  /// POSIX record lock, harmless elsewhere).
+  private let commitGate = Mutex<Set<ObjectID>>([])
+
+  /// Opens the cache at `root`, creating it (mode 0700) if it does not exist or is empty.
+  ///
+  /// Throws `StoreError.notACache` for a non-empty directory without a `FORMAT` marker and
+  /// `StoreError.unsupportedFormat` for a marker of another major version.
+  public init(root: String, chunkSize: Int = 1 << 20, durability: Durability = .durable) throws {
+    guard (Manifest.minChunkSize...Manifest.maxChunkSize).contains(chunkSize) else {
+      throw StoreError.invalidConfiguration(
+        "chunk size \(chunkSize) is outside \(Manifest.minChunkSize)...\(Manifest.maxChunkSize)")
+    }
+    var cleaned = root
+    while cleaned.count > 1 && cleaned.hasSuffix("/") { cleaned.removeLast() }
+    self.root = cleaned
+    self.chunkSize = chunkSize
+    self.durability = durability
+    try mapIO { try Self.prepareRoot(cleaned) }
+  }
+
+  private static func prepareRoot(_ root: String) throws {
+    let markerPath = "\(root)/\(CacheFormat.fileName)"
+    if let info = try FileSystemCalls.status(root) {
+      guard info.isDirectory else { throw StoreError.notACache(path: root) }
+    } else {
+      try FileManager.default.createDirectory(
+        atPath: root, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+    }
+    if try FileSystemCalls.status(markerPath) != nil {
+      let text = (try? String(contentsOfFile: markerPath, encoding: .utf8)) ?? ""
+      guard let version = CacheFormat.parse(text) else {
+        throw StoreError.unsupportedFormat(path: root, found: String(text.prefix(40)))
+      }
+      guard version.major == CacheFormat.major else {
+        throw StoreError.unsupportedFormat(
+          path: root, found: "mediacache-format \(version.major).\(version.minor)")
+      }
+    } else {
+      let entries = try FileSystemCalls.directoryEntries(root) ?? []
+      let ours: Set<String> = ["objects", "tmp"]
+      guard entries.allSatisfy({ ours.contains($0) || $0.hasPrefix(".FORMAT.") }) else {
+        throw StoreError.notACache(path: root)
+      }
+      // Write the marker through a staging name; two processes creating the cache at once write the same text.
+      let staging = "\(root)/.FORMAT.\(getpid()).\(UInt32.random(in: 0...UInt32.max))"
+      let file = try SystemFile(path: staging, writable: true, create: true)
+      try Array(CacheFormat.markerText.utf8).withUnsafeBytes { try file.write($0, at: 0) }
+      try file.sync()
+      try FileSystemCalls.renameFile(staging, to: markerPath)
+      try FileSystemCalls.syncDirectory(root)
+    }
+    try FileSystemCalls.makeDirectory("\(root)/objects")
+    try FileSystemCalls.makeDirectory("\(root)/tmp")
+  }
+
+  /// The paths of object `id`.
+  public func paths(for id: ObjectID) -> ObjectPaths { ObjectPaths(root: root, id: id) }
+
+  /// Creates the object's shard directories (0700) if needed.
+  func ensureShard(for id: ObjectID) throws {
+    let paths = paths(for: id)
+    try mapIO {
+      try FileSystemCalls.makeDirectory(paths.outerShard)
+      try FileSystemCalls.makeDirectory(paths.directory)
+    }
+  }
+
+  // MARK: Manifests
+
+  /// The object's committed manifest, nil if it has none. Throws `StoreError.corruptManifest` if the file
+  /// cannot be decoded (or names another object).
+  public func readManifest(_ id: ObjectID) throws -> Manifest? {
+    let path = paths(for: id).manifest
+    let bytes: Data
+    do {
+      bytes = try Data(contentsOf: URL(fileURLWithPath: path))
+    } catch let error as CocoaError where error.code == .fileReadNoSuchFile {
+      return nil
+    } catch {
+      if try mapIO({ try FileSystemCalls.status(path) }) == nil { return nil }
+      throw StoreError.io(operation: "read", path: path, errno: .ioError)
+    }
+    do {
+      return try ManifestCodec.decode(bytes, expectedID: id)
+    } catch {
+      throw StoreError.corruptManifest(id, path: path, error)
+    }
+  }
+
+  /// Writes `manifest` as the object's manifest: staged in `tmp/`, (durable) fsynced, renamed over the old
+  /// one, and (durable) the directory fsynced. Callers hold the commit lock.
+  func replaceManifest(_ manifest: Manifest) throws {
+    let bytes = try ManifestCodec.encode(manifest)
+    let target = paths(for: manifest.objectID).manifest
+    let staging =
+      "\(tmpDirectory)/\(manifest.objectID.hex).\(getpid()).\(UInt64.random(in: 0...UInt64.max)).manifest"
+    try mapIO {
+      do {
+        let file = try SystemFile(path: staging, writable: true, create: true)
+        try bytes.withUnsafeBytes { try file.write($0, at: 0) }
+        if durability == .durable { try file.sync() }
+      } catch {
+        _ = try? FileSystemCalls.unlinkFile(staging)
+        throw error
+      }
+      do {
+        try FileSystemCalls.renameFile(staging, to: target)
+      } catch {
+        _ = try? FileSystemCalls.unlinkFile(staging)
+        throw error
+      }
+      if durability == .durable { try FileSystemCalls.syncDirectory(paths(for: manifest.objectID).directory) }
+    }
+  }
+
+  /// Commits `change` for the object whose data file is `file` (opened for writing), merging with the manifest
+  /// now on disk, and returns the manifest as written. Other writers' chunks are kept; an origin version that
+  /// differs from the one on disk is not mixed in (see `ManifestChange`).
+  func commit(_ change: ManifestChange, base: Manifest, dataFile file: SystemFile) throws -> CommitResult {
+    let id = base.objectID
+    acquireGate(id)
+    defer { releaseGate(id) }
+    try mapIO { try file.commitLock(true) }
+    defer { try? file.commitLock(false) }
+    let onDisk: Manifest?
+    do { onDisk = try readManifest(id) } catch StoreError.corruptManifest { onDisk = nil }
+    let merged = change.merge(into: onDisk, base: base)
+    if merged.manifest != onDisk { try replaceManifest(merged.manifest) }
+    return merged
+  }
+
+  private func acquireGate(_ id: ObjectID) {
+    while true {
+      let inserted = commitGate.withLock { $0.insert(id).inserted }
+      if inserted { return }
+      sched_yield()
+    }
+  }
+
+  private func releaseGate(_ id: ObjectID) { _ = commitGate.withLock { $0.remove(id) } }
+
+  // MARK: Recency
+
+  /// Bumps the object's recency stamp (the manifest's modification time), at most once a minute per object
+  /// in this process. Errors are ignored: recency is a hint.
+  public func noteAccess(_ id: ObjectID, now: Double = Date().timeIntervalSince1970) {
+    let due = lastTouched.withLock { touched -> Bool in
+      if let last = touched[id], now - last < Self.touchInterval { return false }
+      if touched.count > 50_000 { touched = touched.filter { now - $0.value < Self.touchInterval } }
+      touched[id] = now
+      return true
+    }
+    if due { try? FileSystemCalls.touch(paths(for: id).manifest) }
+  }
+
+  // MARK: Removal
+
+  /// Removes the object if no process has it open. Returns the bytes freed (allocated data blocks plus the
+  /// manifest), 0 if there was nothing. Throws `StoreError.busy` if it is in use.
+  @discardableResult
+  public func remove(_ id: ObjectID) throws -> Int64 {
+    let paths = paths(for: id)
+    return try mapIO {
+      let file: SystemFile
+      do {
+        file = try SystemFile(path: paths.data, writable: false)
+      } catch let error as SystemCallError where error.errno == .noSuchFileOrDirectory {
+        // A manifest without data: nothing can be using it.
+        let size = try FileSystemCalls.status(paths.manifest)?.size ?? 0
+        try FileSystemCalls.unlinkFile(paths.manifest)
+        return size
+      }
+      guard try file.lock(exclusive: true, wait: false) else { throw StoreError.busy(id) }
+      let opened = try file.status()
+      guard let current = try FileSystemCalls.status(paths.data), current.inode == opened.inode else {
+        // Replaced or removed since we opened it: someone else is in charge of it now.
+        throw StoreError.busy(id)
+      }
+      let manifestSize = try FileSystemCalls.status(paths.manifest)?.size ?? 0
+      // Manifest first: a crash in between leaves an orphan data file, never a manifest without data.
+      try FileSystemCalls.unlinkFile(paths.manifest)
+      try FileSystemCalls.unlinkFile(paths.data)
+      FileSystemCalls.removeEmptyDirectory(paths.directory)
+      FileSystemCalls.removeEmptyDirectory(paths.outerShard)
+      return opened.allocatedBytes + manifestSize
+    }
+  }
+
+  // MARK: Listing
+
+  /// Every object id that has a data file or a manifest. This walks the tree: for tools and `ls`, never for
+  /// opening the cache.
+  public func allObjectIDs() throws -> [ObjectID] {
+    var ids = Set<ObjectID>()
+    try mapIO {
+      for first in try FileSystemCalls.directoryEntries(objectsDirectory) ?? [] where Self.isShardName(first)
+      {
+        let outer = "\(objectsDirectory)/\(first)"
+        for second in try FileSystemCalls.directoryEntries(outer) ?? [] where Self.isShardName(second) {
+          for name in try FileSystemCalls.directoryEntries("\(outer)/\(second)") ?? [] {
+            guard let dot = name.firstIndex(of: "."), let id = ObjectID(hex: name[..<dot]) else { continue }
+            let suffix = name[dot...]
+            guard suffix == ".data" || suffix == ".manifest" else { continue }
+            if id.hex.hasPrefix(first + second) { ids.insert(id) }
+          }
+        }
+      }
+    }
+    return ids.sorted()
+  }
+
+  static func isShardName(_ name: String) -> Bool {
+    name.utf8.count == 2 && name.utf8.allSatisfy { (48...57).contains($0) || (97...102).contains($0) }
+  }
+
+  /// Bytes the object occupies on disk: allocated blocks of the data file plus the manifest's size.
+  public func diskUsage(_ id: ObjectID) throws -> Int64 {
+    let paths = paths(for: id)
+    return try mapIO {
+      (try FileSystemCalls.status(paths.data)?.allocatedBytes ?? 0)
+        + (try FileSystemCalls.status(paths.manifest)?.size ?? 0)
+    }
+  }
+
+  /// Removes files in `tmp/` last modified more than `age` seconds ago; returns how many were removed.
+  /// Younger files may belong to a live writer and are left alone.
+  @discardableResult
+  public func reapStaleTemporaryFiles(olderThan age: Double, now: Double = Date().timeIntervalSince1970)
+    throws
+    -> Int
+  {
+    var removed = 0
+    try mapIO {
+      for name in try FileSystemCalls.directoryEntries(tmpDirectory) ?? [] {
+        let path = "\(tmpDirectory)/\(name)"
+        guard let info = try FileSystemCalls.status(path), info.isRegular, now - info.modified > age else {
+          continue
+        }
+        if try FileSystemCalls.unlinkFile(path) { removed += 1 }
+      }
+    }
+    return removed
+  }
+}

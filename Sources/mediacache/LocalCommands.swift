@@ -1,0 +1,320 @@
+import ArgumentParser
+import Foundation
+import MediaCache
+
+struct ImportCommand: AsyncParsableCommand {
+  static let configuration = CommandConfiguration(
+    commandName: "import",
+    abstract: "Write a file's bytes (or one byte range of it, at the same offsets) as object KEY.",
+    discussion: """
+      Without --range the object is replaced by the whole file. With --range only those bytes are added to \
+      what is cached; --length declares the object's total length.
+      """)
+
+  @OptionGroup var cache: CacheOptions
+  @Argument(help: "The cache key (usually the origin URL).") var key: String
+  @Argument(help: "The file to read.", completion: .file()) var file: String
+  @Option(help: "Inclusive byte range START-END (or START-) of FILE to import.") var range: ByteRangeArgument?
+  @Option(help: "Total length of the object, for partial imports.") var length: Int64?
+  @Option(help: "Content type to record.") var contentType: String?
+  @Option(help: "Chunk size in bytes for a new object (default 1 MiB).") var chunkSize: Int = 1 << 20
+
+  func run() async throws {
+    try await reportingErrors {
+      let source: FileHandle
+      do {
+        source = try FileHandle(forReadingFrom: URL(fileURLWithPath: file))
+      } catch {
+        throw fail("cannot read \(file): \((error as NSError).localizedDescription)", .failure)
+      }
+      defer { try? source.close() }
+      let fileSize = Int64(try source.seekToEnd())
+      let span: Range<Int64>
+      if let range {
+        guard let resolved = range.resolved(length: fileSize), resolved.upperBound <= fileSize else {
+          throw fail(
+            "range \(range.start)-\(range.end.map(String.init) ?? "") is outside \(file) (\(fileSize) bytes)",
+            .failure)
+        }
+        span = resolved
+      } else {
+        if let length, length != fileSize {
+          throw fail("--length \(length) differs from the size of \(file) (\(fileSize) bytes)", .failure)
+        }
+        span = 0..<fileSize
+      }
+      if let length, span.upperBound > length {
+        throw fail("range ends at \(span.upperBound - 1), past --length \(length)", .failure)
+      }
+      let mediaCache = try cache.open(chunkSize: chunkSize)
+      let manager = try mediaCache.assetDataManager(for: key)
+      do {
+        if range == nil {
+          try manager.reset(contentLength: fileSize, etag: nil, lastModified: nil)
+        } else if let length {
+          try manager.setContentLength(length)
+        }
+        if let contentType { try manager.setContentType(contentType) }
+        try copy(from: source, span: span, into: manager)
+        try manager.close()
+      } catch {
+        try? manager.close()
+        throw error
+      }
+      let status = try await mediaCache.status(for: key)
+      printOut("imported \(span.count) bytes into \(mediaCache.objectID(for: key)): \(status.humanLine)")
+    }
+  }
+
+  /// Copies `span` of `source` in 1 MiB pieces through one reused buffer.
+  private func copy(from source: FileHandle, span: Range<Int64>, into manager: FileHandleAssetDataManager)
+    throws
+  {
+    let pieceSize = 1 << 20
+    let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: pieceSize, alignment: 16)
+    defer { buffer.deallocate() }
+    var offset = span.lowerBound
+    while offset < span.upperBound {
+      let want = Int(min(Int64(pieceSize), span.upperBound - offset))
+      let got = pread(source.fileDescriptor, buffer.baseAddress, want, off_t(offset))
+      if got < 0 {
+        if errno == EINTR { continue }
+        throw fail("cannot read \(file) at offset \(offset): \(String(cString: strerror(errno)))", .failure)
+      }
+      if got == 0 { throw fail("\(file) ended at \(offset), before \(span.upperBound)", .failure) }
+      try manager.write(UnsafeRawBufferPointer(rebasing: buffer[..<got]), at: offset)
+      offset += Int64(got)
+    }
+  }
+}
+
+struct CatCommand: AsyncParsableCommand {
+  static let configuration = CommandConfiguration(
+    commandName: "cat",
+    abstract: "Write cached bytes of KEY to standard output.",
+    discussion: """
+      If any requested byte is not cached, nothing is written and the exit status is 2. Every chunk is \
+      CRC-checked before its bytes are written; a corrupt chunk is dropped and ends the output with status 1.
+      """)
+
+  @OptionGroup var cache: CacheOptions
+  @Argument(help: "The cache key.") var key: String
+  @Option(help: "Inclusive byte range START-END (or START-).") var range: ByteRangeArgument?
+
+  func run() async throws {
+    try await reportingErrors {
+      let mediaCache = try cache.open()
+      let manager = try mediaCache.assetDataManager(for: key, writable: false)
+      defer { try? manager.close() }
+      let manifest = manager.manifest
+      let length = manifest.contentLength
+      let wanted: Range<Int64>
+      if let range {
+        guard let resolved = range.resolved(length: length) else {
+          throw StoreError.notCached(manifest.objectID, missing: [range.start..<Int64.max])
+        }
+        wanted = resolved
+      } else {
+        guard let length else {
+          throw StoreError.notCached(
+            manifest.objectID, missing: manifest.missingByteRanges(in: 0..<Int64.max))
+        }
+        wanted = 0..<length
+      }
+      if let length, wanted.upperBound > length {
+        throw fail("range ends at \(wanted.upperBound - 1), past the object's length \(length)", .failure)
+      }
+      let missing = manifest.missingByteRanges(in: wanted)
+      if !missing.isEmpty { throw StoreError.notCached(manifest.objectID, missing: missing) }
+      for try await piece in manager.bytes(in: wanted) {
+        FileHandle.standardOutput.write(piece)
+      }
+    }
+  }
+}
+
+struct StatusCommand: AsyncParsableCommand {
+  static let configuration = CommandConfiguration(
+    commandName: "status", abstract: "Show how much of KEY is cached.")
+
+  @OptionGroup var cache: CacheOptions
+  @Argument(help: "The cache key.") var key: String
+  @Flag(help: "Print JSON: state, cachedBytes, length, ranges as [start, endExclusive].") var json = false
+
+  func run() async throws {
+    try await reportingErrors {
+      let status = try await cache.open().status(for: key)
+      printOut(json ? status.json.serialized : status.humanLine)
+    }
+  }
+}
+
+struct InspectCommand: AsyncParsableCommand {
+  static let configuration = CommandConfiguration(
+    commandName: "inspect", abstract: "Show the manifest fields of KEY.")
+
+  @OptionGroup var cache: CacheOptions
+  @Argument(help: "The cache key.") var key: String
+  @Flag(help: "Print JSON.") var json = false
+
+  func run() async throws {
+    try await reportingErrors {
+      let mediaCache = try cache.open()
+      let id = mediaCache.objectID(for: key)
+      guard let manifest = try mediaCache.store.readManifest(id) else { throw StoreError.notFound(id) }
+      let fields = try describe(manifest, store: mediaCache.store)
+      if json {
+        printOut(JSONValue.object(fields).serialized)
+      } else {
+        for (name, value) in fields { printOut("\(name): \(value.serialized)") }
+      }
+    }
+  }
+}
+
+/// The manifest fields `inspect` and `ls` show.
+func describe(_ manifest: Manifest, store: ShardedStore) throws -> [(String, JSONValue)] {
+  let status = MediaCache.status(of: manifest)
+  let paths = store.paths(for: manifest.objectID)
+  return [
+    ("objectID", .string(manifest.objectID.hex)),
+    ("state", .string(status.stateName)),
+    ("contentLength", .optional(manifest.contentLength)),
+    ("chunkSize", .int(Int64(manifest.chunkSize))),
+    ("chunkCount", .optional(manifest.chunkCount.map(Int64.init))),
+    ("presentChunks", .int(Int64(manifest.chunkCRCs.count))),
+    (
+      "presentChunkRuns",
+      .array(
+        manifest.presentChunks.ranges.map {
+          .array([.int(Int64($0.lowerBound)), .int(Int64($0.upperBound))])
+        })
+    ),
+    ("cachedBytes", .int(manifest.cachedBytes)),
+    ("contentType", .optional(manifest.contentType)),
+    ("etag", .optional(manifest.etag)),
+    ("lastModified", .optional(manifest.lastModified)),
+    ("createdAt", .string(manifest.createdAt.formatted(.iso8601))),
+    ("pinned", .bool(manifest.isPinned)),
+    ("userMetadataBytes", .int(Int64(manifest.userMetadata.count))),
+    ("diskBytes", .int(try store.diskUsage(manifest.objectID))),
+    ("dataPath", .string(paths.data)),
+    ("manifestPath", .string(paths.manifest)),
+  ]
+}
+
+struct ListCommand: AsyncParsableCommand {
+  static let configuration = CommandConfiguration(
+    commandName: "ls", abstract: "List every cached object (walks the whole tree).")
+
+  @OptionGroup var cache: CacheOptions
+  @Flag(help: "Print a JSON array.") var json = false
+
+  func run() async throws {
+    try await reportingErrors {
+      let mediaCache = try cache.open()
+      var rows: [JSONValue] = []
+      for id in try mediaCache.store.allObjectIDs() {
+        let row: [(String, JSONValue)]
+        do {
+          guard let manifest = try mediaCache.store.readManifest(id) else {
+            row = [
+              ("objectID", .string(id.hex)), ("state", .string("none")), ("error", .string("no manifest")),
+            ]
+            rows.append(.object(row))
+            if !json { printOut("\(id.hex)  none  (data file without manifest)") }
+            continue
+          }
+          let status = MediaCache.status(of: manifest)
+          row = [
+            ("objectID", .string(id.hex)), ("state", .string(status.stateName)),
+            ("cachedBytes", .int(status.cachedBytes)), ("length", .optional(manifest.contentLength)),
+            ("pinned", .bool(manifest.isPinned)), ("diskBytes", .int(try mediaCache.store.diskUsage(id))),
+          ]
+          if !json {
+            printOut("\(id.hex)  \(status.humanLine)\(manifest.isPinned ? "  pinned" : "")")
+          }
+        } catch let error as StoreError {
+          row = [
+            ("objectID", .string(id.hex)), ("state", .string("unreadable")),
+            ("error", .string(error.description)),
+          ]
+          if !json { printOut("\(id.hex)  unreadable: \(error)") }
+        }
+        rows.append(.object(row))
+      }
+      if json { printOut(JSONValue.array(rows).serialized) }
+    }
+  }
+}
+
+struct RemoveCommand: AsyncParsableCommand {
+  static let configuration = CommandConfiguration(
+    commandName: "rm", abstract: "Remove object KEY unless a process has it open.")
+
+  @OptionGroup var cache: CacheOptions
+  @Argument(help: "The cache key.") var key: String
+
+  func run() async throws {
+    try await reportingErrors {
+      let mediaCache = try cache.open()
+      let id = mediaCache.objectID(for: key)
+      guard
+        try mediaCache.store.readManifest(id) != nil
+          || FileManager.default.fileExists(atPath: mediaCache.store.paths(for: id).data)
+      else { throw StoreError.notFound(id) }
+      let freed = try await mediaCache.remove(key)
+      printOut("removed \(id.hex), freed \(freed) bytes")
+    }
+  }
+}
+
+struct PinCommand: AsyncParsableCommand {
+  static let configuration = CommandConfiguration(
+    commandName: "pin", abstract: "Pin object KEY so it is never evicted.")
+
+  @OptionGroup var cache: CacheOptions
+  @Argument(help: "The cache key.") var key: String
+
+  func run() async throws {
+    try await reportingErrors {
+      try await cache.open().pin(key)
+      printOut("pinned \(key)")
+    }
+  }
+}
+
+struct UnpinCommand: AsyncParsableCommand {
+  static let configuration = CommandConfiguration(
+    commandName: "unpin", abstract: "Unpin object KEY.")
+
+  @OptionGroup var cache: CacheOptions
+  @Argument(help: "The cache key.") var key: String
+
+  func run() async throws {
+    try await reportingErrors {
+      try await cache.open().unpin(key)
+      printOut("unpinned \(key)")
+    }
+  }
+}
+
+struct ClearCommand: AsyncParsableCommand {
+  static let configuration = CommandConfiguration(
+    commandName: "clear",
+    abstract: "Remove every object no process has open; print the bytes freed.",
+    discussion: "Objects in use are kept and listed; the exit status is then 3.")
+
+  @OptionGroup var cache: CacheOptions
+
+  func run() async throws {
+    try await reportingErrors {
+      let report = try await cache.open().removeAll()
+      printOut("freed \(report.bytesFreed) bytes (\(report.objectsRemoved) objects)")
+      if !report.busy.isEmpty {
+        for id in report.busy { printOut("busy: \(id.hex) kept (in use)") }
+        throw fail("\(report.busy.count) object(s) in use were kept", .busy)
+      }
+    }
+  }
+}

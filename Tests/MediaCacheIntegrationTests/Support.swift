@@ -1,0 +1,142 @@
+import Foundation
+import Synchronization
+import Testing
+
+#if canImport(Glibc)
+  import Glibc
+#elseif canImport(Darwin)
+  import Darwin
+#endif
+
+/// The directory holding the built products (`mediacache`, `mediacache-testhelper`): beside the test bundle.
+let productsDirectory: URL = {
+  if let explicit = ProcessInfo.processInfo.environment["MEDIACACHE_PRODUCTS_DIR"] {
+    return URL(fileURLWithPath: explicit)
+  }
+  var url = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
+  while url.path != "/" {
+    url.deleteLastPathComponent()
+    if FileManager.default.isExecutableFile(atPath: url.appendingPathComponent("mediacache").path) {
+      return url
+    }
+  }
+  return Bundle.main.bundleURL.deletingLastPathComponent()
+}()
+
+func binary(_ name: String) -> String { productsDirectory.appendingPathComponent(name).path }
+
+/// A fresh directory, removed by `cleanup()`.
+struct TemporaryDirectory {
+  let path: String
+
+  init() throws {
+    path =
+      FileManager.default.temporaryDirectory
+      .appendingPathComponent("mediacache-it-\(UUID().uuidString)").path
+    try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+  }
+
+  func cleanup() { try? FileManager.default.removeItem(atPath: path) }
+
+  func file(_ name: String) -> String { "\(path)/\(name)" }
+}
+
+/// Deterministic pseudo-random bytes (xorshift), so a failure reproduces.
+func randomBytes(_ count: Int, seed: UInt64) -> Data {
+  var state = seed | 1
+  var bytes = [UInt8](repeating: 0, count: count)
+  for index in 0..<count {
+    state ^= state << 13
+    state ^= state >> 7
+    state ^= state << 17
+    bytes[index] = UInt8(truncatingIfNeeded: state)
+  }
+  return Data(bytes)
+}
+
+/// What a finished command printed and returned.
+struct CommandResult {
+  var status: Int32
+  var stdout: Data
+  var stderr: String
+  var text: String { String(decoding: stdout, as: UTF8.self) }
+}
+
+/// Runs a program to completion.
+func run(_ program: String, _ arguments: [String], environment: [String: String]? = nil) throws
+  -> CommandResult
+{
+  let child = try ChildProcess(program, arguments, environment: environment)
+  child.closeInput()
+  return child.wait()
+}
+
+/// A child process whose standard output is collected as it arrives, so a test can wait for a line.
+final class ChildProcess: Sendable {
+  let process: Process
+  private let input = Pipe()
+  private let output = Pipe()
+  private let errors = Pipe()
+  private let collected = OutputBuffer()
+
+  /// Output shared with the pipes' readability handlers.
+  private final class OutputBuffer: Sendable {
+    let data = Mutex<(out: Data, err: Data)>((Data(), Data()))
+    func withLock<T>(_ body: (inout (out: Data, err: Data)) -> T) -> T { data.withLock { body(&$0) } }
+  }
+
+  init(_ program: String, _ arguments: [String], environment: [String: String]? = nil) throws {
+    process = Process()
+    process.executableURL = URL(fileURLWithPath: program)
+    process.arguments = arguments
+    if let environment { process.environment = environment }
+    process.standardInput = input
+    process.standardOutput = output
+    process.standardError = errors
+    let collected = self.collected
+    output.fileHandleForReading.readabilityHandler = { handle in
+      let data = handle.availableData
+      collected.withLock { $0.out.append(data) }
+    }
+    errors.fileHandleForReading.readabilityHandler = { handle in
+      let data = handle.availableData
+      collected.withLock { $0.err.append(data) }
+    }
+    try process.run()
+  }
+
+  var pid: Int32 { process.processIdentifier }
+
+  var outputSoFar: String { collected.withLock { String(decoding: $0.out, as: UTF8.self) } }
+
+  /// Waits until some output line satisfies `predicate`, the process exits, or `timeout` passes.
+  @discardableResult
+  func waitForLine(timeout: Double = 60, _ predicate: (Substring) -> Bool) -> Bool {
+    let deadline = Date().addingTimeInterval(timeout)
+    while Date() < deadline {
+      if outputSoFar.split(separator: "\n").contains(where: predicate) { return true }
+      if !process.isRunning { return outputSoFar.split(separator: "\n").contains(where: predicate) }
+      usleep(2000)
+    }
+    return false
+  }
+
+  func closeInput() { try? input.fileHandleForWriting.close() }
+
+  func kill(_ signal: Int32 = SIGKILL) { _ = Glibc.kill(process.processIdentifier, signal) }
+
+  /// Waits for exit and returns everything it printed.
+  func wait() -> CommandResult {
+    process.waitUntilExit()
+    output.fileHandleForReading.readabilityHandler = nil
+    errors.fileHandleForReading.readabilityHandler = nil
+    let restOut = output.fileHandleForReading.readDataToEndOfFile()
+    let restErr = errors.fileHandleForReading.readDataToEndOfFile()
+    return collected.withLock {
+      $0.out.append(restOut)
+      $0.err.append(restErr)
+      return CommandResult(
+        status: process.terminationStatus, stdout: $0.out, stderr: String(decoding: $0.err, as: UTF8.self))
+    }
+  }
+}

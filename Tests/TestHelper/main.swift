@@ -1,0 +1,79 @@
+// A second process for the integration tests: it writes and holds cache objects so that crashes
+// (SIGKILL mid-write), concurrent writers and in-use locks are exercised across real processes.
+//
+//   mediacache-testhelper write CACHE KEY SOURCE [--chunk-size N] [--piece N] [--delay-ms N]
+//                                                  [--durable] [--only even|odd] [--commit-bytes N]
+//   mediacache-testhelper hold CACHE KEY     (prints "holding", waits for stdin to close, then exits)
+import Foundation
+import MediaCache
+
+#if canImport(Glibc)
+  import Glibc
+#elseif canImport(Darwin)
+  import Darwin
+#endif
+
+func say(_ line: String) {
+  FileHandle.standardOutput.write(Data((line + "\n").utf8))
+}
+
+func option(_ name: String, in arguments: [String]) -> String? {
+  guard let index = arguments.firstIndex(of: name), index + 1 < arguments.count else { return nil }
+  return arguments[index + 1]
+}
+
+func die(_ message: String) -> Never {
+  FileHandle.standardError.write(Data("mediacache-testhelper: \(message)\n".utf8))
+  exit(2)
+}
+
+let arguments = Array(CommandLine.arguments.dropFirst())
+guard let command = arguments.first else { die("usage: write|hold …") }
+
+do {
+  switch command {
+  case "write":
+    guard arguments.count >= 4 else { die("usage: write CACHE KEY SOURCE [options]") }
+    let (cachePath, key, sourcePath) = (arguments[1], arguments[2], arguments[3])
+    let chunkSize = Int(option("--chunk-size", in: arguments) ?? "") ?? 65536
+    let piece = Int(option("--piece", in: arguments) ?? "") ?? 16384
+    let delay = Double(option("--delay-ms", in: arguments) ?? "") ?? 0
+    let commitBytes = Int64(option("--commit-bytes", in: arguments) ?? "") ?? Int64(chunkSize)
+    let only = option("--only", in: arguments)
+    let durability: Durability = arguments.contains("--durable") ? .durable : .relaxed
+    let source = try Data(contentsOf: URL(fileURLWithPath: sourcePath))
+    let store = try ShardedStore(root: cachePath, chunkSize: chunkSize, durability: durability)
+    let manager = try FileHandleAssetDataManager(
+      store: store, id: CacheKey(key).objectID,
+      commitPolicy: .init(bytes: commitBytes, interval: 0.05))
+    try manager.setContentLength(Int64(source.count))
+    say("opened")
+    var offset = 0
+    while offset < source.count {
+      let end = min(source.count, offset + piece)
+      let chunk = offset / chunkSize
+      let wanted = only == nil || (only == "even" && chunk % 2 == 0) || (only == "odd" && chunk % 2 == 1)
+      if wanted {
+        try manager.write(source[offset..<end], at: Int64(offset))
+        say("wrote \(end)")
+        if delay > 0 { usleep(useconds_t(delay * 1000)) }
+      }
+      offset = end
+    }
+    try manager.close()
+    say("done")
+  case "hold":
+    guard arguments.count >= 3 else { die("usage: hold CACHE KEY") }
+    let store = try ShardedStore(root: arguments[1], chunkSize: 65536)
+    let manager = try FileHandleAssetDataManager(
+      store: store, id: CacheKey(arguments[2]).objectID, writable: false)
+    say("holding")
+    while readLine() != nil {}
+    try manager.close()
+    say("released")
+  default:
+    die("unknown command \(command)")
+  }
+} catch {
+  die("\(error)")
+}
