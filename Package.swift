@@ -7,6 +7,7 @@ let package = Package(
   products: [
     .library(name: "MediaCache", targets: ["MediaCache"]),
     .executable(name: "mediacache", targets: ["mediacache"]),
+    .executable(name: "cache-compactor", targets: ["cache-compactor"]),
   ],
   dependencies: [
     .package(url: "https://github.com/apple/swift-crypto.git", from: "3.12.3"),
@@ -35,6 +36,13 @@ let package = Package(
         .product(name: "ArgumentParser", package: "swift-argument-parser"),
       ]
     ),
+    .executableTarget(
+      name: "cache-compactor",
+      dependencies: [
+        "MediaCache",
+        .product(name: "ArgumentParser", package: "swift-argument-parser"),
+      ]
+    ),
     // A small program the integration tests run as a second process: it writes, holds and
     // verifies objects so that crashes and cross-process locking are tested for real.
     .executableTarget(
@@ -56,7 +64,7 @@ let package = Package(
     ),
     .testTarget(
       name: "MediaCacheIntegrationTests",
-      dependencies: ["MediaCache", "mediacache", "mediacache-testhelper"]
+      dependencies: ["MediaCache", "mediacache", "cache-compactor", "mediacache-testhelper"]
     ),
   ],
   swiftLanguageModes: [.v6]

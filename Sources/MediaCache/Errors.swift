@@ -37,6 +37,8 @@ public enum ManifestError: Error, Sendable, Equatable, CustomStringConvertible {
 public enum StoreError: Error, Sendable, Equatable, CustomStringConvertible {
   /// A system call failed.
   case io(operation: String, path: String, errno: Errno)
+  /// The cache directory does not exist (and the caller asked not to create it).
+  case noSuchCache(path: String)
   /// The directory exists and holds files but has no `FORMAT` marker: it is not a cache.
   case notACache(path: String)
   /// The `FORMAT` marker names a layout this build cannot use.
@@ -65,6 +67,7 @@ public enum StoreError: Error, Sendable, Equatable, CustomStringConvertible {
   public var description: String {
     switch self {
     case .io(let operation, let path, let errno): "\(operation) failed on \(path): \(errno)"
+    case .noSuchCache(let path): "\(path) does not exist"
     case .notACache(let path):
       "\(path) is not a MediaCache directory (no FORMAT marker, but not empty); refusing to use it"
     case .unsupportedFormat(let path, let found):

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// The cache an app talks to: a memory tier for small assets over a sharded on-disk store of chunked objects.
 ///
@@ -19,13 +20,30 @@ public final class MediaCache: Sendable {
     public var keyFunction: KeyFunction
     /// When written chunks are committed to the manifest.
     public var commitPolicy: FileHandleAssetDataManager.CommitPolicy
+    /// Bytes on disk above which least recently used objects are evicted (default 1 GiB; nil: no limit).
+    public var maxSize: Int64?
+    /// Objects not accessed for this many seconds are evicted (default 90 days; nil: no limit).
+    public var maxAge: Double?
+    /// Once over `maxSize`, evict down to this share of it (default 0.9).
+    public var lowWatermark: Double
+    /// Keep at least this many bytes free on the file system (nil: no floor).
+    public var minFree: Int64?
+    /// The app's veto over evictions (like a keep-alive delegate): return false to keep an object.
+    public var shouldEvict: (@Sendable (EvictionCandidate) -> Bool)?
 
     public init(
       directory: String = Configuration.defaultDirectory(), chunkSize: Int = 1 << 20,
       memoryCostLimit: Int = 20 << 20, durability: Durability = .durable,
       keyFunction: KeyFunction = .identity,
-      commitPolicy: FileHandleAssetDataManager.CommitPolicy = .init()
+      commitPolicy: FileHandleAssetDataManager.CommitPolicy = .init(), maxSize: Int64? = 1 << 30,
+      maxAge: Double? = 90 * 86400, lowWatermark: Double = 0.9, minFree: Int64? = nil,
+      shouldEvict: (@Sendable (EvictionCandidate) -> Bool)? = nil
     ) {
+      self.maxSize = maxSize
+      self.maxAge = maxAge
+      self.lowWatermark = lowWatermark
+      self.minFree = minFree
+      self.shouldEvict = shouldEvict
       self.directory = directory
       self.chunkSize = chunkSize
       self.memoryCostLimit = memoryCostLimit
@@ -97,8 +115,20 @@ public final class MediaCache: Sendable {
   /// The memory tier.
   public let memory: MemoryTier
 
+  private struct Tracking {
+    /// Bytes on disk as of the last pass plus chunks written since; nil until a pass has run.
+    var approximateBytes: Int64?
+    var compactionRunning = false
+    var subscribers: [UUID: AsyncStream<CacheEvent>.Continuation] = [:]
+  }
+
+  private let tracking = Mutex(Tracking())
+
   /// Opens (creating if needed) the cache in `configuration.directory`. Reads only the root, never the tree.
   public init(configuration: Configuration = Configuration()) throws {
+    guard configuration.lowWatermark > 0 && configuration.lowWatermark <= 1 else {
+      throw StoreError.invalidConfiguration("low watermark \(configuration.lowWatermark) is outside (0, 1]")
+    }
     guard configuration.memoryCostLimit >= 0 else {
       throw StoreError.invalidConfiguration("memory cost limit \(configuration.memoryCostLimit) is negative")
     }
@@ -106,7 +136,12 @@ public final class MediaCache: Sendable {
     self.store = try ShardedStore(
       root: configuration.directory, chunkSize: configuration.chunkSize, durability: configuration.durability)
     self.memory = MemoryTier(costLimit: configuration.memoryCostLimit)
+    // Staging files a crashed writer left behind; `tmp/` is small, so this is no tree walk.
+    _ = try? store.reapStaleTemporaryFiles(olderThan: Self.temporaryFileGracePeriod)
   }
+
+  /// Age after which a file in `tmp/` is taken as left behind by a crashed writer (1 hour).
+  public static let temporaryFileGracePeriod: Double = 3600
 
   /// The key `requested` is stored under (after the key function).
   public func key(for requested: String) -> CacheKey { configuration.keyFunction.key(for: requested) }
@@ -124,7 +159,7 @@ public final class MediaCache: Sendable {
     let id = objectID(for: requested)
     if policy.usesDisk {
       let manager = try FileHandleAssetDataManager(
-        store: store, id: id, writable: true, commitPolicy: configuration.commitPolicy)
+        store: store, id: id, writable: true, commitPolicy: configuration.commitPolicy, observer: observer)
       do {
         try manager.reset(contentLength: Int64(data.count), etag: nil, lastModified: nil)
         try manager.setContentType(contentType)
@@ -150,7 +185,7 @@ public final class MediaCache: Sendable {
     else { return nil }
     let manager: FileHandleAssetDataManager
     do {
-      manager = try FileHandleAssetDataManager(store: store, id: id, writable: false)
+      manager = try FileHandleAssetDataManager(store: store, id: id, writable: false, observer: observer)
     } catch StoreError.notFound {
       return nil
     }
@@ -216,7 +251,13 @@ public final class MediaCache: Sendable {
   public func remove(_ requested: String) async throws -> Int64 {
     let id = objectID(for: requested)
     memory.remove(id)
-    return try store.remove(id)
+    let metadata = (try? store.readManifest(id))?.userMetadata ?? Data()
+    let bytes = try store.remove(id)
+    if bytes > 0 {
+      adjustTrackedBytes(by: -bytes)
+      emit(.removed([RemovedObject(id: id, userMetadata: metadata, bytes: bytes, reason: .manual)]))
+    }
+    return bytes
   }
 
   /// Removes every object that no process has open.
@@ -224,14 +265,20 @@ public final class MediaCache: Sendable {
   public func removeAll() async throws -> RemovalReport {
     let memoryFreed = Int64(memory.removeAll())
     var report = RemovalReport(objectsRemoved: 0, bytesFreed: 0, memoryBytesFreed: memoryFreed, busy: [])
+    var removed: [RemovedObject] = []
     for id in try store.allObjectIDs() {
       do {
-        report.bytesFreed += try store.remove(id)
+        let metadata = (try? store.readManifest(id))?.userMetadata ?? Data()
+        let bytes = try store.remove(id)
+        report.bytesFreed += bytes
         report.objectsRemoved += 1
+        removed.append(RemovedObject(id: id, userMetadata: metadata, bytes: bytes, reason: .manual))
       } catch StoreError.busy(let busy) {
         report.busy.append(busy)
       }
     }
+    adjustTrackedBytes(by: -report.bytesFreed)
+    if !removed.isEmpty { emit(.removed(removed)) }
     return report
   }
 
@@ -248,5 +295,84 @@ public final class MediaCache: Sendable {
     defer { try? manager.close() }
     try manager.setPinned(pinned)
     try manager.flush()
+  }
+
+  // MARK: Limits and events
+
+  /// The compaction engine with this cache's limits.
+  public var compactor: Compactor {
+    Compactor(
+      store: store,
+      policy: CompactionPolicy(
+        maxSize: configuration.maxSize, lowWatermark: configuration.lowWatermark,
+        maxAge: configuration.maxAge,
+        minFree: configuration.minFree, tmpGracePeriod: Self.temporaryFileGracePeriod),
+      shouldEvict: configuration.shouldEvict)
+  }
+
+  /// Runs a compaction pass now (age, size and free-space limits; tmp reaping) and returns what it did.
+  @discardableResult
+  public func purge() async throws -> CompactionReport {
+    let report = try compactor.runPass()
+    for object in report.removed { memory.remove(object.id) }
+    tracking.withLock { $0.approximateBytes = report.bytesAfter }
+    if !report.removed.isEmpty { emit(.removed(report.removed)) }
+    return report
+  }
+
+  /// A stream of the cache's events (evictions, removals, dropped chunks, crossing the size limit). Each call
+  /// returns a new stream; it ends when the consumer stops iterating. The newest 1000 unread events are kept.
+  public func events() -> AsyncStream<CacheEvent> {
+    let (stream, continuation) = AsyncStream.makeStream(
+      of: CacheEvent.self, bufferingPolicy: .bufferingNewest(1000))
+    let id = UUID()
+    tracking.withLock { $0.subscribers[id] = continuation }
+    continuation.onTermination = { [weak self] _ in
+      _ = self?.tracking.withLock { $0.subscribers.removeValue(forKey: id) }
+    }
+    return stream
+  }
+
+  private func emit(_ event: CacheEvent) {
+    let subscribers = tracking.withLock { Array($0.subscribers.values) }
+    for subscriber in subscribers { subscriber.yield(event) }
+  }
+
+  private func adjustTrackedBytes(by delta: Int64) {
+    tracking.withLock { tracking in
+      if let bytes = tracking.approximateBytes { tracking.approximateBytes = max(0, bytes + delta) }
+    }
+  }
+
+  /// Callbacks given to every data manager this cache opens.
+  private var observer: FileHandleAssetDataManager.Observer {
+    FileHandleAssetDataManager.Observer(
+      chunkCompleted: { [weak self] bytes in self?.noteWritten(bytes) },
+      chunksDropped: { [weak self] id, count in self?.emit(.chunksDropped(id, count: count)) })
+  }
+
+  /// Counts written bytes; the first write, or crossing `maxSize`, starts one background pass.
+  private func noteWritten(_ bytes: Int64) {
+    let maxSize = configuration.maxSize
+    let trigger = tracking.withLock { tracking -> (start: Bool, exceeded: Int64?) in
+      guard let known = tracking.approximateBytes else {
+        // The total is learned by a pass, not by walking the tree at open.
+        if tracking.compactionRunning { return (false, nil) }
+        tracking.compactionRunning = true
+        return (true, nil)
+      }
+      let now = known + bytes
+      tracking.approximateBytes = now
+      guard let maxSize, now > maxSize, !tracking.compactionRunning else { return (false, nil) }
+      tracking.compactionRunning = true
+      return (true, now)
+    }
+    if let exceeded = trigger.exceeded { emit(.exceededMaxSize(bytes: exceeded)) }
+    if trigger.start {
+      Task.detached { [self] in
+        _ = try? await self.purge()
+        self.tracking.withLock { $0.compactionRunning = false }
+      }
+    }
   }
 }

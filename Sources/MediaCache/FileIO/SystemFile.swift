@@ -307,3 +307,40 @@ private func systemClose(_ fd: Int32) -> Int32 {
     return Darwin.close(fd)
   #endif
 }
+
+extension FileSystemCalls {
+  /// The entries of a directory with their status (not following symlinks), in one pass; nil if the directory
+  /// does not exist. Entries that vanish while listed are left out.
+  ///
+  /// The corresponding C functions are `opendir`, `readdir`, `fstatat` (`AT_SYMLINK_NOFOLLOW`) and `closedir`.
+  static func scanDirectory(_ path: String) throws -> [(name: String, status: FileStatus)]? {
+    guard let dir = opendir(path) else {
+      let code = errnoValue()
+      if code == ENOENT || code == ENOTDIR { return nil }
+      throw SystemCallError(syscall: "opendir", path: path, errno: Errno(rawValue: code))
+    }
+    defer { closedir(dir) }
+    let descriptor = dirfd(dir)
+    var result: [(name: String, status: FileStatus)] = []
+    var info = stat()
+    while let entry = readdir(dir) {
+      let ok = withUnsafeBytes(of: entry.pointee.d_name) { raw -> String? in
+        let name = raw.bindMemory(to: CChar.self).baseAddress!
+        if name[0] == 0x2E && (name[1] == 0 || (name[1] == 0x2E && name[2] == 0)) { return nil }
+        guard fstatat(descriptor, name, &info, AT_SYMLINK_NOFOLLOW) == 0 else { return nil }
+        return String(cString: name)
+      }
+      if let name = ok { result.append((name, FileStatus(info))) }
+    }
+    return result
+  }
+
+  /// Bytes available to an unprivileged user on the file system holding `path`.
+  ///
+  /// The corresponding C function is `statvfs`.
+  static func availableBytes(_ path: String) throws -> Int64 {
+    var info = statvfs()
+    _ = try retrying("statvfs", path) { statvfs(path, &info) }
+    return Int64(info.f_bavail) * Int64(info.f_frsize)
+  }
+}

@@ -38,6 +38,10 @@ public struct Manifest: Sendable, Equatable {
   public var isPinned: Bool
   /// The app's own bytes for this object (at most `maxUserMetadataBytes`).
   public var userMetadata: Data
+  /// Names one version of the object's bytes: 0 for an object filled by plain writes, a random non-zero value
+  /// from each `reset` (a replaced object or a changed origin). Writers of different tags are never merged,
+  /// even when the origin gave no validators.
+  public var versionTag: UInt32 = 0
 
   /// An empty manifest for a new object.
   public init(
@@ -139,7 +143,8 @@ public struct Manifest: Sendable, Equatable {
   /// describe different bytes and must never be merged.
   public var versionIdentity: VersionIdentity {
     VersionIdentity(
-      contentLength: contentLength, etag: etag, lastModified: lastModified, chunkSize: chunkSize)
+      contentLength: contentLength, etag: etag, lastModified: lastModified, chunkSize: chunkSize,
+      versionTag: versionTag)
   }
 
   /// See `versionIdentity`.
@@ -148,12 +153,15 @@ public struct Manifest: Sendable, Equatable {
     public var etag: String?
     public var lastModified: String?
     public var chunkSize: Int
+    public var versionTag: UInt32
 
-    /// Whether two versions can be the same bytes: equal chunk size, and no known field that differs.
+    /// Whether two versions can be the same bytes: equal chunk size and version tag, and no known field that
+    /// differs.
     /// (A length learned later, or a validator first seen later, does not make them differ.)
     public func isCompatible(with other: VersionIdentity) -> Bool {
       func agree<T: Equatable>(_ a: T?, _ b: T?) -> Bool { a == nil || b == nil || a == b }
-      return chunkSize == other.chunkSize && agree(contentLength, other.contentLength)
+      return chunkSize == other.chunkSize && versionTag == other.versionTag
+        && agree(contentLength, other.contentLength)
         && agree(etag, other.etag) && agree(lastModified, other.lastModified)
     }
   }

@@ -45,7 +45,7 @@ public enum ManifestCodec {
     out.append(manifest.objectID.bytes)
     out.append(UInt64(manifest.contentLength ?? 0))
     out.append(UInt32(manifest.chunkSize))
-    out.append(UInt32(0))
+    out.append(manifest.versionTag)
     out.append(UInt64(bitPattern: Int64((manifest.createdAt.timeIntervalSince1970 * 1000).rounded(.down))))
     out.append(UInt32(runs.count))
     out.append(UInt32(indices.count))
@@ -116,7 +116,7 @@ public enum ManifestCodec {
     }
     let rawLength: UInt64 = try reader.read("content length")
     let chunkSize32: UInt32 = try reader.read("chunk size")
-    let reserved: UInt32 = try reader.read("reserved")
+    let versionTag: UInt32 = try reader.read("version tag")
     let createdMillis = Int64(bitPattern: try reader.read("created time") as UInt64)
     let runCount: UInt32 = try reader.read("run count")
     let presentCount: UInt32 = try reader.read("present chunk count")
@@ -127,7 +127,6 @@ public enum ManifestCodec {
         name: "chunk size",
         reason: "\(chunkSize) is outside \(Manifest.minChunkSize)...\(Manifest.maxChunkSize)")
     }
-    guard reserved == 0 else { throw .invalidField(name: "reserved", reason: "must be 0, found \(reserved)") }
     var contentLength: Int64?
     if flags & flagLengthKnown != 0 {
       guard rawLength <= UInt64(Manifest.maxContentLength) else {
@@ -180,6 +179,7 @@ public enum ManifestCodec {
     var manifest = Manifest(objectID: objectID, chunkSize: chunkSize, contentLength: contentLength)
     manifest.createdAt = Date(timeIntervalSince1970: Double(createdMillis) / 1000)
     manifest.isPinned = flags & flagPinned != 0
+    manifest.versionTag = versionTag
     for run in runs {
       for index in run { manifest.setChunk(index, crc: try reader.read("chunk CRC")) }
     }

@@ -33,6 +33,24 @@ public final class FileHandleAssetDataManager: Sendable {
   private let file: SystemFile
   private let policy: CommitPolicy
   private let state: Mutex<State>
+  private let observer: Observer
+
+  /// Callbacks for the owner of a manager (the `MediaCache` facade uses them for size tracking and events).
+  /// They run on the calling thread while the manager is busy: they must not call back into it.
+  public struct Observer: Sendable {
+    /// A chunk of this many bytes became present.
+    public var chunkCompleted: (@Sendable (Int64) -> Void)?
+    /// These chunks failed their CRC and were dropped.
+    public var chunksDropped: (@Sendable (ObjectID, Int) -> Void)?
+
+    public init(
+      chunkCompleted: (@Sendable (Int64) -> Void)? = nil,
+      chunksDropped: (@Sendable (ObjectID, Int) -> Void)? = nil
+    ) {
+      self.chunkCompleted = chunkCompleted
+      self.chunksDropped = chunksDropped
+    }
+  }
 
   private struct State {
     var manifest: Manifest
@@ -49,8 +67,10 @@ public final class FileHandleAssetDataManager: Sendable {
   /// `StoreError.notFound` when the object has no manifest. A manifest that cannot be read is treated as
   /// absent by a writer (it will be replaced) and reported as `StoreError.corruptManifest` to a reader.
   public init(
-    store: ShardedStore, id: ObjectID, writable: Bool = true, commitPolicy: CommitPolicy = CommitPolicy()
+    store: ShardedStore, id: ObjectID, writable: Bool = true, commitPolicy: CommitPolicy = CommitPolicy(),
+    observer: Observer = Observer()
   ) throws {
+    self.observer = observer
     self.store = store
     self.objectID = id
     self.isWritable = writable
@@ -240,6 +260,7 @@ public final class FileHandleAssetDataManager: Sendable {
         contentType: state.manifest.contentType, etag: etag, lastModified: lastModified,
         isPinned: state.manifest.isPinned, userMetadata: state.manifest.userMetadata)
       fresh.createdAt = Date()
+      fresh.versionTag = UInt32.random(in: 1...UInt32.max)
       state.manifest = fresh
       state.partial = [:]
       state.pending = ManifestChange()
@@ -358,6 +379,7 @@ public final class FileHandleAssetDataManager: Sendable {
     state.manifest.removeChunk(index)
     state.pending.added[index] = nil
     state.pending.dropped[index] = expected
+    observer.chunksDropped?(objectID, 1)
     if isWritable {
       try commitLocked(&state)
     } else {
@@ -399,6 +421,7 @@ public final class FileHandleAssetDataManager: Sendable {
     state.pending.added[index] = crc
     state.pending.dropped[index] = nil
     state.uncommittedBytes += needed
+    observer.chunkCompleted?(needed)
   }
 
   private func commitIfDue(_ state: inout State) throws {

@@ -31,7 +31,12 @@ public final class ShardedStore: Sendable {
   ///
   /// Throws `StoreError.notACache` for a non-empty directory without a `FORMAT` marker and
   /// `StoreError.unsupportedFormat` for a marker of another major version.
-  public init(root: String, chunkSize: Int = 1 << 20, durability: Durability = .durable) throws {
+  ///
+  /// With `create: false` (maintenance tools), a missing root throws `StoreError.noSuchCache` and a root without
+  /// a marker throws `StoreError.notACache`; nothing is created.
+  public init(root: String, chunkSize: Int = 1 << 20, durability: Durability = .durable, create: Bool = true)
+    throws
+  {
     guard (Manifest.minChunkSize...Manifest.maxChunkSize).contains(chunkSize) else {
       throw StoreError.invalidConfiguration(
         "chunk size \(chunkSize) is outside \(Manifest.minChunkSize)...\(Manifest.maxChunkSize)")
@@ -41,13 +46,15 @@ public final class ShardedStore: Sendable {
     self.root = cleaned
     self.chunkSize = chunkSize
     self.durability = durability
-    try mapIO { try Self.prepareRoot(cleaned) }
+    try mapIO { try Self.prepareRoot(cleaned, create: create) }
   }
 
-  private static func prepareRoot(_ root: String) throws {
+  private static func prepareRoot(_ root: String, create: Bool) throws {
     let markerPath = "\(root)/\(CacheFormat.fileName)"
     if let info = try FileSystemCalls.status(root) {
       guard info.isDirectory else { throw StoreError.notACache(path: root) }
+    } else if !create {
+      throw StoreError.noSuchCache(path: root)
     } else {
       try FileManager.default.createDirectory(
         atPath: root, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
@@ -61,6 +68,8 @@ public final class ShardedStore: Sendable {
         throw StoreError.unsupportedFormat(
           path: root, found: "mediacache-format \(version.major).\(version.minor)")
       }
+    } else if !create {
+      throw StoreError.notACache(path: root)
     } else {
       let entries = try FileSystemCalls.directoryEntries(root) ?? []
       let ours: Set<String> = ["objects", "tmp"]
@@ -75,8 +84,10 @@ public final class ShardedStore: Sendable {
       try FileSystemCalls.renameFile(staging, to: markerPath)
       try FileSystemCalls.syncDirectory(root)
     }
-    try FileSystemCalls.makeDirectory("\(root)/objects")
-    try FileSystemCalls.makeDirectory("\(root)/tmp")
+    if create {
+      try FileSystemCalls.makeDirectory("\(root)/objects")
+      try FileSystemCalls.makeDirectory("\(root)/tmp")
+    }
   }
 
   /// The paths of object `id`.

@@ -1,0 +1,49 @@
+import Foundation
+
+/// Why an object left the cache.
+public enum RemovalReason: String, Sendable, Codable, CaseIterable {
+  /// Evicted to bring the cache under its size limit (or above its free-space floor).
+  case size
+  /// Not accessed for longer than the age limit.
+  case age
+  /// Removed by a call (`remove`, `removeAll`, `mediacache rm`/`clear`).
+  case manual
+  /// Its manifest could not be read.
+  case corrupt
+}
+
+/// An object that was removed, as reported in events and compaction reports.
+public struct RemovedObject: Sendable, Equatable {
+  /// The object.
+  public var id: ObjectID
+  /// The app's metadata from its manifest (empty if unreadable).
+  public var userMetadata: Data
+  /// Bytes freed on disk.
+  public var bytes: Int64
+  /// Why it was removed.
+  public var reason: RemovalReason
+}
+
+/// Something the cache did that an app may want to know.
+public enum CacheEvent: Sendable, Equatable {
+  /// The bytes on disk passed the configured maximum; a compaction pass was started.
+  case exceededMaxSize(bytes: Int64)
+  /// Objects were removed.
+  case removed([RemovedObject])
+  /// Chunks of an object failed their CRC and were dropped; they will be fetched again.
+  case chunksDropped(ObjectID, count: Int)
+}
+
+/// An object the compactor is about to evict, offered to the app's veto (`shouldEvict`).
+public struct EvictionCandidate: Sendable {
+  /// The object.
+  public var id: ObjectID
+  /// Its manifest (pin flag, user metadata, validators).
+  public var manifest: Manifest?
+  /// Why it would be evicted.
+  public var reason: RemovalReason
+  /// Bytes it occupies.
+  public var bytes: Int64
+  /// Seconds since the epoch of its last access.
+  public var lastAccess: Double
+}

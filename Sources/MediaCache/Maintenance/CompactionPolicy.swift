@@ -1,0 +1,74 @@
+/// The limits a compaction pass enforces.
+public struct CompactionPolicy: Sendable, Equatable {
+  /// Evict least recently used objects while the bytes on disk exceed this (nil: no size limit).
+  public var maxSize: Int64?
+  /// Once over `maxSize`, evict down to this share of it, so passes do not run back to back (default 0.9).
+  public var lowWatermark: Double
+  /// Evict objects not accessed for longer than this many seconds (nil: no age limit; default 90 days).
+  public var maxAge: Double?
+  /// Keep at least this many bytes free on the cache's file system, evicting as if over `maxSize`.
+  public var minFree: Int64?
+  /// Files in `tmp/` older than this many seconds are reaped (default 1 hour); younger ones may be live.
+  public var tmpGracePeriod: Double
+  /// Verify the CRCs of up to this many bytes of chunks per pass, continuing across passes (0: no scrub).
+  public var scrubBudget: Int64
+  /// Stop a pass after this many seconds; the next pass continues (default 60).
+  public var maxPassDuration: Double
+  /// Decide and report, change nothing.
+  public var dryRun: Bool
+
+  public init(
+    maxSize: Int64? = nil, lowWatermark: Double = 0.9, maxAge: Double? = 90 * 86400, minFree: Int64? = nil,
+    tmpGracePeriod: Double = 3600, scrubBudget: Int64 = 0, maxPassDuration: Double = 60, dryRun: Bool = false
+  ) {
+    self.maxSize = maxSize
+    self.lowWatermark = lowWatermark
+    self.maxAge = maxAge
+    self.minFree = minFree
+    self.tmpGracePeriod = tmpGracePeriod
+    self.scrubBudget = scrubBudget
+    self.maxPassDuration = maxPassDuration
+    self.dryRun = dryRun
+  }
+}
+
+/// What one compaction pass did (or, in a dry run, would do).
+public struct CompactionReport: Sendable, Equatable {
+  /// Objects found by the walk.
+  public var objectsScanned = 0
+  /// Bytes on disk before the pass.
+  public var bytesBefore: Int64 = 0
+  /// Bytes on disk after the pass.
+  public var bytesAfter: Int64 = 0
+  /// Objects evicted, by reason.
+  public var evicted: [RemovalReason: Int] = [:]
+  /// Bytes freed by evictions.
+  public var bytesFreed: Int64 = 0
+  /// The objects evicted.
+  public var removed: [RemovedObject] = []
+  /// Candidates skipped because a process had them open.
+  public var skippedBusy = 0
+  /// Candidates kept because they are pinned.
+  public var pinnedKept = 0
+  /// Candidates kept because the app's `shouldEvict` said no.
+  public var vetoed = 0
+  /// Stale files removed from `tmp/`.
+  public var tmpReaped = 0
+  /// Chunks whose CRC was checked by the scrub.
+  public var chunksScrubbed = 0
+  /// Bytes read by the scrub.
+  public var bytesScrubbed: Int64 = 0
+  /// Chunks dropped because they failed their CRC.
+  public var chunksDropped = 0
+  /// Per object, the chunks dropped.
+  public var droppedChunks: [ObjectID: [Int]] = [:]
+  /// The pass stopped early (time limit or cancellation); the next pass continues.
+  public var incomplete = false
+  /// Seconds the pass took.
+  public var duration: Double = 0
+  /// Whether this was a dry run.
+  public var dryRun = false
+
+  /// Objects evicted, all reasons.
+  public var evictedCount: Int { evicted.values.reduce(0, +) }
+}

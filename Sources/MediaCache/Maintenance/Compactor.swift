@@ -1,0 +1,219 @@
+import Foundation
+
+/// The compaction engine: enforces age, size and free-space limits by evicting least recently used objects,
+/// reaps stale staging files and scrubs chunk CRCs a budget at a time. The same code runs in an app
+/// (`MediaCache.purge()`) and in the `cache-compactor` process.
+///
+/// A pass orders objects by `stat` alone (the manifest's mtime is the recency stamp) and parses only the
+/// manifests of eviction candidates. It never removes a pinned object, one the app vetoes, or one that any
+/// process has open (the exclusive non-blocking `flock` fails: counted as busy).
+public struct Compactor: Sendable {
+  /// The store compacted.
+  public let store: ShardedStore
+  /// The limits.
+  public let policy: CompactionPolicy
+  /// The app's veto: return false to keep a candidate.
+  public let shouldEvict: (@Sendable (EvictionCandidate) -> Bool)?
+
+  /// The file, under the cache root, that remembers where the scrub stopped.
+  public static let scrubCursorName = "compactor.cursor"
+
+  public init(
+    store: ShardedStore, policy: CompactionPolicy, shouldEvict: (@Sendable (EvictionCandidate) -> Bool)? = nil
+  ) {
+    self.store = store
+    self.policy = policy
+    self.shouldEvict = shouldEvict
+  }
+
+  /// Runs one pass. `isCancelled` is polled between objects; a cancelled or timed-out pass reports
+  /// `incomplete` and leaves a consistent tree.
+  public func runPass(
+    now: Double = Date().timeIntervalSince1970, isCancelled: @Sendable () -> Bool = { false }
+  ) throws -> CompactionReport {
+    let started = Date()
+    let deadline = started.addingTimeInterval(policy.maxPassDuration)
+    func mustStop() -> Bool { isCancelled() || Date() >= deadline }
+    var report = CompactionReport()
+    report.dryRun = policy.dryRun
+    defer { report.duration = Date().timeIntervalSince(started) }
+
+    report.tmpReaped = try reapTemporaryFiles(now: now)
+    let objects = try store.scanObjects()
+    report.objectsScanned = objects.count
+    report.bytesBefore = objects.reduce(0) { $0 + $1.diskBytes }
+    var total = report.bytesBefore
+    var removedIDs = Set<ObjectID>()
+
+    // Oldest first; ties broken by id so passes are reproducible.
+    let byRecency = objects.sorted { ($0.lastAccess, $0.id) < ($1.lastAccess, $1.id) }
+
+    if let maxAge = policy.maxAge {
+      for object in byRecency where now - object.lastAccess > maxAge {
+        if mustStop() {
+          report.incomplete = true
+          break
+        }
+        if try evict(object, reason: .age, into: &report) {
+          total -= object.diskBytes
+          removedIDs.insert(object.id)
+        }
+      }
+    }
+
+    var bytesToFree: Int64 = 0
+    if let maxSize = policy.maxSize, total > maxSize {
+      bytesToFree = total - Int64(Double(maxSize) * policy.lowWatermark)
+    }
+    if let minFree = policy.minFree {
+      let available = try mapIO { try FileSystemCalls.availableBytes(store.root) }
+      if available < minFree {
+        let slack = Int64(Double(minFree) * (1 - policy.lowWatermark))
+        bytesToFree = max(bytesToFree, minFree - available + slack)
+      }
+    }
+    if bytesToFree > 0 && !report.incomplete {
+      var freed: Int64 = 0
+      for object in byRecency where !removedIDs.contains(object.id) {
+        if freed >= bytesToFree { break }
+        if mustStop() {
+          report.incomplete = true
+          break
+        }
+        if try evict(object, reason: .size, into: &report) {
+          freed += object.diskBytes
+          total -= object.diskBytes
+          removedIDs.insert(object.id)
+        }
+      }
+    }
+    report.bytesAfter = total
+
+    if policy.scrubBudget > 0 && !report.incomplete {
+      let remaining = objects.lazy.map(\.id).filter { !removedIDs.contains($0) }
+      try scrub(Array(remaining).sorted(), into: &report, mustStop: mustStop)
+    }
+    return report
+  }
+
+  // MARK: Eviction
+
+  /// Evicts one object unless pinned, vetoed or busy; returns whether it was removed (or, dry, would be).
+  private func evict(_ object: ScannedObject, reason: RemovalReason, into report: inout CompactionReport)
+    throws
+    -> Bool
+  {
+    var manifest: Manifest?
+    var reason = reason
+    do {
+      manifest = try store.readManifest(object.id)
+    } catch StoreError.corruptManifest {
+      reason = .corrupt
+    }
+    if manifest?.isPinned == true {
+      report.pinnedKept += 1
+      return false
+    }
+    let candidate = EvictionCandidate(
+      id: object.id, manifest: manifest, reason: reason, bytes: object.diskBytes,
+      lastAccess: object.lastAccess)
+    if let shouldEvict, !shouldEvict(candidate) {
+      report.vetoed += 1
+      return false
+    }
+    let bytes: Int64
+    if policy.dryRun {
+      if try store.isBusy(object.id) {
+        report.skippedBusy += 1
+        return false
+      }
+      bytes = object.diskBytes
+    } else {
+      do {
+        bytes = try store.remove(object.id)
+      } catch StoreError.busy {
+        report.skippedBusy += 1
+        return false
+      }
+    }
+    report.evicted[reason, default: 0] += 1
+    report.bytesFreed += bytes
+    report.removed.append(
+      RemovedObject(
+        id: object.id, userMetadata: manifest?.userMetadata ?? Data(), bytes: bytes, reason: reason))
+    return true
+  }
+
+  private func reapTemporaryFiles(now: Double) throws -> Int {
+    if policy.dryRun {
+      let entries = try mapIO { try FileSystemCalls.scanDirectory(store.tmpDirectory) } ?? []
+      return entries.filter { $0.status.isRegular && now - $0.status.modified > policy.tmpGracePeriod }.count
+    }
+    return try store.reapStaleTemporaryFiles(olderThan: policy.tmpGracePeriod, now: now)
+  }
+
+  // MARK: Scrubbing
+
+  /// Verifies up to `scrubBudget` bytes of chunks, starting where the last pass stopped (ids ascending, wrapping).
+  private func scrub(_ ids: [ObjectID], into report: inout CompactionReport, mustStop: () -> Bool) throws {
+    guard !ids.isEmpty else { return }
+    let cursor = readCursor()
+    var start = 0
+    var startChunk = 0
+    if let cursor {
+      start = ids.firstIndex { $0 >= cursor.id } ?? 0
+      if start < ids.count && ids[start] == cursor.id { startChunk = cursor.chunk }
+    }
+    var budget = policy.scrubBudget
+    var next: (id: ObjectID, chunk: Int)?
+    for step in 0..<ids.count {
+      let id = ids[(start + step) % ids.count]
+      if budget <= 0 || mustStop() {
+        next = (id, 0)
+        break
+      }
+      let result = try store.scrub(
+        id, fromChunk: step == 0 ? startChunk : 0, budget: budget, dryRun: policy.dryRun)
+      budget -= result.bytesVerified
+      report.chunksScrubbed += result.chunksVerified
+      report.bytesScrubbed += result.bytesVerified
+      if !result.droppedChunks.isEmpty {
+        report.chunksDropped += result.droppedChunks.count
+        report.droppedChunks[id] = result.droppedChunks
+      }
+      if let resume = result.resumeChunk {
+        next = (id, resume)
+        break
+      }
+    }
+    if !policy.dryRun {
+      if let next {
+        try writeCursor(next.id, chunk: next.chunk)
+      } else {
+        try writeCursor(ids[start], chunk: 0)  // everything verified: start over where this pass began
+      }
+    }
+  }
+
+  private var cursorPath: String { "\(store.root)/\(Self.scrubCursorName)" }
+
+  /// The saved scrub position: `<64 hex> <chunk>`; nil if absent or unreadable (then the scrub starts over).
+  func readCursor() -> (id: ObjectID, chunk: Int)? {
+    guard let text = try? String(contentsOfFile: cursorPath, encoding: .utf8) else { return nil }
+    let parts = text.split(whereSeparator: { $0 == " " || $0 == "\n" })
+    guard parts.count == 2, let id = ObjectID(hex: parts[0]), let chunk = Int(parts[1]), chunk >= 0 else {
+      return nil
+    }
+    return (id, chunk)
+  }
+
+  private func writeCursor(_ id: ObjectID, chunk: Int) throws {
+    let staging = "\(store.tmpDirectory)/compactor.cursor.\(getpid()).\(UInt32.random(in: 0...UInt32.max))"
+    try mapIO {
+      let file = try SystemFile(path: staging, writable: true, create: true)
+      try Array("\(id.hex) \(chunk)\n".utf8).withUnsafeBytes { try file.write($0, at: 0) }
+      file.close()
+      try FileSystemCalls.renameFile(staging, to: cursorPath)
+    }
+  }
+}

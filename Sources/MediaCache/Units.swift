@@ -1,0 +1,38 @@
+import Foundation
+
+/// Sizes and durations as people write them on command lines: `500M`, `10G`, `4096`; `90d`, `12h`, `30m`, `45s`.
+public enum HumanUnits {
+  /// Bytes from a number with an optional binary suffix K, M, G or T (KiB, MiB, … ; case-insensitive, an
+  /// optional trailing `B` or `iB`). Nil for anything else, including negative or overflowing values.
+  public static func parseSize(_ text: String) -> Int64? {
+    var body = Substring(text.trimmingCharacters(in: .whitespaces).uppercased())
+    if body.hasSuffix("IB") {
+      body = body.dropLast(2)
+    } else if body.hasSuffix("B") && body.count > 1 {
+      body = body.dropLast()
+    }
+    let shifts: [Character: Int64] = ["K": 10, "M": 20, "G": 30, "T": 40]
+    var shift: Int64 = 0
+    if let last = body.last, let value = shifts[last] {
+      shift = value
+      body = body.dropLast()
+    }
+    guard !body.isEmpty, let number = Double(body), number >= 0, number.isFinite else { return nil }
+    let bytes = number * Double(Int64(1) << shift)
+    guard bytes < 9.2e18, bytes == bytes.rounded(.down) || shift > 0 else { return nil }
+    return Int64(bytes.rounded(.down))
+  }
+
+  /// Seconds from a number with a suffix d, h, m or s (plain numbers are seconds). Nil for anything else.
+  public static func parseDuration(_ text: String) -> Double? {
+    var body = Substring(text.trimmingCharacters(in: .whitespaces).lowercased())
+    let units: [Character: Double] = ["d": 86400, "h": 3600, "m": 60, "s": 1]
+    var unit = 1.0
+    if let last = body.last, let value = units[last] {
+      unit = value
+      body = body.dropLast()
+    }
+    guard !body.isEmpty, let number = Double(body), number >= 0, number.isFinite else { return nil }
+    return number * unit
+  }
+}
