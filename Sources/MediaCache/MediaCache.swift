@@ -30,6 +30,9 @@ public final class MediaCache: Sendable {
     public var minFree: Int64?
     /// The app's veto over evictions (like a keep-alive delegate): return false to keep an object.
     public var shouldEvict: (@Sendable (EvictionCandidate) -> Bool)?
+    /// Create the directory if it does not exist (default). When false, a missing directory throws
+    /// `StoreError.noSuchCache` and nothing is created.
+    public var createDirectory = true
 
     public init(
       directory: String = Configuration.defaultDirectory(), chunkSize: Int = 1 << 20,
@@ -134,7 +137,8 @@ public final class MediaCache: Sendable {
     }
     self.configuration = configuration
     self.store = try ShardedStore(
-      root: configuration.directory, chunkSize: configuration.chunkSize, durability: configuration.durability)
+      root: configuration.directory, chunkSize: configuration.chunkSize, durability: configuration.durability,
+      create: configuration.createDirectory)
     self.memory = MemoryTier(costLimit: configuration.memoryCostLimit)
     // Staging files a crashed writer left behind; `tmp/` is small, so this is no tree walk.
     _ = try? store.reapStaleTemporaryFiles(olderThan: Self.temporaryFileGracePeriod)

@@ -81,9 +81,14 @@ struct CacheCompactor: ParsableCommand {
       FileHandle.standardError.write(Data("cache-compactor: \(error)\n".utf8))
       throw ExitCode(1)
     }
+    // The parent may have spawned us with these signals blocked (a test runner's thread, a supervisor).
+    var unblock = sigset_t()
+    sigemptyset(&unblock)
     for signalNumber in [SIGINT, SIGTERM] {
       signal(signalNumber) { _ in stopRequested.store(true, ordering: .relaxed) }
+      sigaddset(&unblock, signalNumber)
     }
+    pthread_sigmask(SIG_UNBLOCK, &unblock, nil)
     let compactor = Compactor(store: store, policy: policy)
     var pass = 0
     repeat {

@@ -103,7 +103,7 @@ struct CatCommand: AsyncParsableCommand {
 
   func run() async throws {
     try await reportingErrors {
-      let mediaCache = try cache.open()
+      let mediaCache = try cache.openExisting(for: key)
       let manager = try mediaCache.assetDataManager(for: key, writable: false)
       defer { try? manager.close() }
       let manifest = manager.manifest
@@ -143,7 +143,7 @@ struct StatusCommand: AsyncParsableCommand {
 
   func run() async throws {
     try await reportingErrors {
-      let status = try await cache.open().status(for: key)
+      let status = try await cache.openExisting()?.status(for: key) ?? MediaCache.Status.none
       printOut(json ? status.json.serialized : status.humanLine)
     }
   }
@@ -159,7 +159,7 @@ struct InspectCommand: AsyncParsableCommand {
 
   func run() async throws {
     try await reportingErrors {
-      let mediaCache = try cache.open()
+      let mediaCache = try cache.openExisting(for: key)
       let id = mediaCache.objectID(for: key)
       guard let manifest = try mediaCache.store.readManifest(id) else { throw StoreError.notFound(id) }
       let fields = try describe(manifest, store: mediaCache.store)
@@ -212,7 +212,10 @@ struct ListCommand: AsyncParsableCommand {
 
   func run() async throws {
     try await reportingErrors {
-      let mediaCache = try cache.open()
+      guard let mediaCache = try cache.openExisting() else {
+        if json { printOut("[]") }
+        return
+      }
       var rows: [JSONValue] = []
       for id in try mediaCache.store.allObjectIDs() {
         let row: [(String, JSONValue)]
@@ -257,7 +260,7 @@ struct RemoveCommand: AsyncParsableCommand {
 
   func run() async throws {
     try await reportingErrors {
-      let mediaCache = try cache.open()
+      let mediaCache = try cache.openExisting(for: key)
       let id = mediaCache.objectID(for: key)
       guard
         try mediaCache.store.readManifest(id) != nil
@@ -278,7 +281,7 @@ struct PinCommand: AsyncParsableCommand {
 
   func run() async throws {
     try await reportingErrors {
-      try await cache.open().pin(key)
+      try await cache.openExisting(for: key).pin(key)
       printOut("pinned \(key)")
     }
   }
@@ -293,7 +296,7 @@ struct UnpinCommand: AsyncParsableCommand {
 
   func run() async throws {
     try await reportingErrors {
-      try await cache.open().unpin(key)
+      try await cache.openExisting(for: key).unpin(key)
       printOut("unpinned \(key)")
     }
   }
@@ -309,7 +312,11 @@ struct ClearCommand: AsyncParsableCommand {
 
   func run() async throws {
     try await reportingErrors {
-      let report = try await cache.open().removeAll()
+      guard let mediaCache = try cache.openExisting() else {
+        printOut("freed 0 bytes (0 objects)")
+        return
+      }
+      let report = try await mediaCache.removeAll()
       printOut("freed \(report.bytesFreed) bytes (\(report.objectsRemoved) objects)")
       if !report.busy.isEmpty {
         for id in report.busy { printOut("busy: \(id.hex) kept (in use)") }

@@ -24,10 +24,30 @@ struct CacheOptions: ParsableArguments {
     completion: .directory)
   var directory: String?
 
+  /// Opens the cache, creating the directory if needed (for commands that write).
   func open(chunkSize: Int = 1 << 20) throws -> MediaCache {
     let configuration = MediaCache.Configuration(
       directory: directory ?? MediaCache.Configuration.defaultDirectory(), chunkSize: chunkSize)
     return try MediaCache(configuration: configuration)
+  }
+
+  /// Opens an existing cache for commands that only look or remove; nil if the directory does not exist
+  /// (nothing is created).
+  func openExisting() throws -> MediaCache? {
+    var configuration = MediaCache.Configuration(
+      directory: directory ?? MediaCache.Configuration.defaultDirectory())
+    configuration.createDirectory = false
+    do {
+      return try MediaCache(configuration: configuration)
+    } catch StoreError.noSuchCache {
+      return nil
+    }
+  }
+
+  /// Like `openExisting()`, but a missing directory means the object is not cached.
+  func openExisting(for key: String) throws -> MediaCache {
+    guard let cache = try openExisting() else { throw StoreError.notFound(CacheKey(key).objectID) }
+    return cache
   }
 }
 
@@ -70,7 +90,7 @@ func reportingErrors(_ body: () async throws -> Void) async throws {
     try await body()
   } catch let error as StoreError {
     switch error {
-    case .notFound, .notCached: throw fail(error.description, .notCached)
+    case .notFound, .notCached, .noSuchCache: throw fail(error.description, .notCached)
     case .busy: throw fail(error.description, .busy)
     case .notACache, .unsupportedFormat: throw fail(error.description, .badCache)
     default: throw fail(error.description, .failure)

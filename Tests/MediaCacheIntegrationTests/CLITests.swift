@@ -177,6 +177,20 @@ import Testing
     #expect(outside.stderr.contains("outside"))
   }
 
+  @Test func lookingAtAMissingCacheCreatesNothing() throws {
+    let dir = try TemporaryDirectory()
+    defer { dir.cleanup() }
+    let absent = dir.file("absent")
+    #expect(try run(mediacache, ["ls", "--cache", absent, "--json"]).text == "[]\n")
+    #expect(try run(mediacache, ["status", "--cache", absent, "k"]).text == "none\n")
+    let cat = try run(mediacache, ["cat", "--cache", absent, "k"])
+    #expect(cat.status == 2)
+    #expect(cat.stdout.isEmpty)
+    #expect(try run(mediacache, ["rm", "--cache", absent, "k"]).status == 2)
+    #expect(try run(mediacache, ["clear", "--cache", absent]).text == "freed 0 bytes (0 objects)\n")
+    #expect(!FileManager.default.fileExists(atPath: absent))
+  }
+
   @Test func defaultDirectoryComesFromTheEnvironment() throws {
     let dir = try TemporaryDirectory()
     defer { dir.cleanup() }

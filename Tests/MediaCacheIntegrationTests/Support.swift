@@ -125,8 +125,16 @@ final class ChildProcess: Sendable {
 
   func kill(_ signal: Int32 = SIGKILL) { _ = Glibc.kill(process.processIdentifier, signal) }
 
-  /// Waits for exit and returns everything it printed.
-  func wait() -> CommandResult {
+  /// Waits for exit and returns everything it printed. A child still running after `timeout` seconds is killed
+  /// (SIGKILL) and the test records an issue, so a hung child never hangs the suite.
+  func wait(timeout: Double = 120) -> CommandResult {
+    let deadline = Date().addingTimeInterval(timeout)
+    while process.isRunning && Date() < deadline { usleep(1000) }
+    if process.isRunning {
+      Issue.record(
+        "\(process.executableURL?.lastPathComponent ?? "child") still running after \(timeout) s; killed")
+      kill(SIGKILL)
+    }
     process.waitUntilExit()
     output.fileHandleForReading.readabilityHandler = nil
     errors.fileHandleForReading.readabilityHandler = nil

@@ -3,6 +3,7 @@
 //
 //   mediacache-testhelper write CACHE KEY SOURCE [--chunk-size N] [--piece N] [--delay-ms N]
 //                                                  [--durable] [--only even|odd] [--commit-bytes N]
+//   mediacache-testhelper read CACHE KEY SOURCE [--seconds S]  (verifies every byte it reads)
 //   mediacache-testhelper hold CACHE KEY     (prints "holding", waits for stdin to close, then exits)
 import Foundation
 import MediaCache
@@ -62,6 +63,37 @@ do {
     }
     try manager.close()
     say("done")
+  case "read":
+    // Reads the whole object again and again for --seconds; every byte must equal SOURCE or the read must
+    // fail cleanly as not cached. Prints "reads=N misses=M" and exits 0, or "WRONG …" and exits 3.
+    guard arguments.count >= 4 else { die("usage: read CACHE KEY SOURCE [--seconds S]") }
+    let source = try Data(contentsOf: URL(fileURLWithPath: arguments[3]))
+    let seconds = Double(option("--seconds", in: arguments) ?? "") ?? 2
+    let store = try ShardedStore(root: arguments[1], chunkSize: 65536)
+    let id = CacheKey(arguments[2]).objectID
+    var reads = 0
+    var misses = 0
+    let deadline = Date().addingTimeInterval(seconds)
+    while Date() < deadline {
+      do {
+        let manager = try FileHandleAssetDataManager(store: store, id: id, writable: false)
+        defer { try? manager.close() }
+        var offset = 0
+        for try await piece in manager.bytes(in: 0..<Int64(source.count)) {
+          if piece != source[offset..<(offset + piece.count)] {
+            say("WRONG bytes at offset \(offset)")
+            exit(3)
+          }
+          offset += piece.count
+        }
+        reads += 1
+      } catch StoreError.notFound {
+        misses += 1
+      } catch StoreError.notCached {
+        misses += 1
+      }
+    }
+    say("reads=\(reads) misses=\(misses)")
   case "hold":
     guard arguments.count >= 3 else { die("usage: hold CACHE KEY") }
     let store = try ShardedStore(root: arguments[1], chunkSize: 65536)

@@ -204,12 +204,12 @@ struct FileStatus: Sendable, Equatable {
 
 /// Path operations: each names its system call and throws `SystemCallError`.
 enum FileSystemCalls {
-  /// The status of `path`, or nil if nothing is there. Does not follow a final symlink.
+  /// The status of `path`, or nil if nothing is there. Does not follow a final symlink unless asked to.
   ///
-  /// The corresponding C function is `lstat`.
-  static func status(_ path: String) throws -> FileStatus? {
+  /// The corresponding C function is `lstat` (or `stat` when following).
+  static func status(_ path: String, followingSymlink: Bool = false) throws -> FileStatus? {
     var info = stat()
-    while lstat(path, &info) != 0 {
+    while (followingSymlink ? stat(path, &info) : lstat(path, &info)) != 0 {
       let code = errnoValue()
       if code == EINTR { continue }
       if code == ENOENT || code == ENOTDIR { return nil }

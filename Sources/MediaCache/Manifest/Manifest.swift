@@ -12,6 +12,11 @@ public struct Manifest: Sendable, Equatable {
   public static let maxChunkSize = 64 << 20
   /// Largest content length the format stores (2^53, so lengths survive a trip through JSON).
   public static let maxContentLength: Int64 = 1 << 53
+
+  /// Largest length an object of `chunkSize` may have: `maxContentLength`, and no chunk index past 2^32 - 1.
+  public static func maxLength(chunkSize: Int) -> Int64 {
+    min(maxContentLength, Int64(chunkSize) * Int64(UInt32.max))
+  }
   /// Field limits, in UTF-8 bytes.
   public static let maxContentTypeBytes = 255
   public static let maxETagBytes = 1024
@@ -54,7 +59,7 @@ public struct Manifest: Sendable, Equatable {
     self.contentLength = contentLength
     self.chunkCRCs = [:]
     self.createdAt = Date(
-      timeIntervalSince1970: (createdAt.timeIntervalSince1970 * 1000).rounded(.down) / 1000)
+      timeIntervalSince1970: (createdAt.timeIntervalSince1970 * 1000).rounded() / 1000)
     self.contentType = contentType
     self.etag = etag
     self.lastModified = lastModified

@@ -31,6 +31,19 @@ public enum ManifestCodec {
     try checkLimit("ETag", etag.count, Manifest.maxETagBytes)
     try checkLimit("Last-Modified", lastModified.count, Manifest.maxLastModifiedBytes)
     try checkLimit("user metadata", manifest.userMetadata.count, Manifest.maxUserMetadataBytes)
+    guard (Manifest.minChunkSize...Manifest.maxChunkSize).contains(manifest.chunkSize) else {
+      throw StoreError.invalidConfiguration("chunk size \(manifest.chunkSize) cannot be encoded")
+    }
+    let lengthLimit = Manifest.maxLength(chunkSize: manifest.chunkSize)
+    if let length = manifest.contentLength, length < 0 || length > lengthLimit {
+      throw StoreError.outOfBounds(manifest.objectID, range: 0..<max(0, length), length: lengthLimit)
+    }
+    if let last = manifest.chunkCRCs.keys.max(), last >= Int(UInt32.max) || manifest.chunkCRCs.keys.min()! < 0
+    {
+      let start = Int64(last) * Int64(manifest.chunkSize)
+      throw StoreError.outOfBounds(
+        manifest.objectID, range: start..<(start + Int64(manifest.chunkSize)), length: manifest.contentLength)
+    }
 
     let runs = manifest.presentChunks.ranges
     let indices = manifest.chunkCRCs.keys.sorted()
@@ -46,7 +59,7 @@ public enum ManifestCodec {
     out.append(UInt64(manifest.contentLength ?? 0))
     out.append(UInt32(manifest.chunkSize))
     out.append(manifest.versionTag)
-    out.append(UInt64(bitPattern: Int64((manifest.createdAt.timeIntervalSince1970 * 1000).rounded(.down))))
+    out.append(UInt64(bitPattern: Int64((manifest.createdAt.timeIntervalSince1970 * 1000).rounded())))
     out.append(UInt32(runs.count))
     out.append(UInt32(indices.count))
     for run in runs {
@@ -129,9 +142,10 @@ public enum ManifestCodec {
     }
     var contentLength: Int64?
     if flags & flagLengthKnown != 0 {
-      guard rawLength <= UInt64(Manifest.maxContentLength) else {
+      let limit = Manifest.maxLength(chunkSize: chunkSize)
+      guard rawLength <= UInt64(limit) else {
         throw .invalidField(
-          name: "content length", reason: "\(rawLength) exceeds \(Manifest.maxContentLength)")
+          name: "content length", reason: "\(rawLength) exceeds \(limit) for chunk size \(chunkSize)")
       }
       contentLength = Int64(rawLength)
     } else if rawLength != 0 {

@@ -16,7 +16,7 @@ public final class FileHandleAssetDataManager: Sendable {
   public struct CommitPolicy: Sendable {
     /// Commit once this many bytes of newly completed chunks are pending.
     public var bytes: Int64
-    /// Commit pending chunks at the first write or read after this many seconds.
+    /// Commit pending chunks at the first write after this many seconds.
     public var interval: Double
 
     public init(bytes: Int64 = 8 << 20, interval: Double = 2) {
@@ -148,7 +148,7 @@ public final class FileHandleAssetDataManager: Sendable {
     try state.withLock { state in
       try ensureWritable(state)
       let end = offset + Int64(bytes.count)
-      guard offset >= 0, end <= Manifest.maxContentLength,
+      guard offset >= 0, end <= Manifest.maxLength(chunkSize: state.manifest.chunkSize),
         state.manifest.contentLength.map({ end <= $0 }) ?? true
       else {
         throw StoreError.outOfBounds(
@@ -190,12 +190,14 @@ public final class FileHandleAssetDataManager: Sendable {
         }
         return
       }
-      guard length >= 0, length <= Manifest.maxContentLength else {
+      guard length >= 0, length <= Manifest.maxLength(chunkSize: state.manifest.chunkSize) else {
         throw StoreError.outOfBounds(objectID, range: 0..<max(0, length), length: nil)
       }
       let chunkSize = Int64(state.manifest.chunkSize)
       let chunkCount = Int((length + chunkSize - 1) / chunkSize)
-      if let beyond = state.manifest.presentChunks.ranges.last, beyond.upperBound > chunkCount {
+      // While the length was unknown every present chunk is a full chunk: none may reach past the length.
+      if let beyond = state.manifest.presentChunks.ranges.last, Int64(beyond.upperBound) * chunkSize > length
+      {
         throw StoreError.outOfBounds(
           objectID, range: Int64(beyond.lowerBound) * chunkSize..<Int64(beyond.upperBound) * chunkSize,
           length: length)
@@ -348,7 +350,9 @@ public final class FileHandleAssetDataManager: Sendable {
     guard range.lowerBound >= 0, state.manifest.contentLength.map({ range.upperBound <= $0 }) ?? true else {
       throw StoreError.outOfBounds(objectID, range: range, length: state.manifest.contentLength)
     }
-    if state.manifest.missingByteRanges(in: range).isEmpty { return }
+    // Per chunk, not through the byte-range set: this runs for every piece of a streamed read.
+    let covering = state.manifest.chunks(covering: range)
+    if covering.allSatisfy({ state.manifest.isPresent($0) }) { return }
     try refreshLocked(&state)
     let missing = state.manifest.missingByteRanges(in: range)
     if !missing.isEmpty { throw StoreError.notCached(objectID, missing: missing) }

@@ -33,7 +33,13 @@ struct ManifestChange: Sendable {
       result = onDisk
       if onDisk.versionIdentity.isCompatible(with: base.versionIdentity) {
         // Learn what the writer knows and the disk does not yet.
-        if result.contentLength == nil { result.contentLength = base.contentLength }
+        if result.contentLength == nil, let length = base.contentLength {
+          // Chunks committed while the length was unknown are full chunks: any reaching past it cannot be right.
+          result.contentLength = length
+          for index in result.chunkCRCs.keys where Int64(index + 1) * Int64(result.chunkSize) > length {
+            result.removeChunk(index)
+          }
+        }
         if result.etag == nil { result.etag = base.etag }
         if result.lastModified == nil { result.lastModified = base.lastModified }
         for (index, crc) in added where result.contentLength.map({ index < chunkCount($0) }) ?? true {

@@ -23,9 +23,6 @@ public final class ShardedStore: Sendable {
   private let lastTouched = Mutex<[ObjectID: Double]>([:])
   /// Minimum seconds between two recency bumps of one object by this process.
   static let touchInterval: Double = 60
-  /// Within one process, commits of one object are serialised here too (needed where the commit lock is a
-  /// POSIX record lock, harmless elsewhere).
-  private let commitGate = Mutex<Set<ObjectID>>([])
 
   /// Opens the cache at `root`, creating it (mode 0700) if it does not exist or is empty.
   ///
@@ -51,7 +48,7 @@ public final class ShardedStore: Sendable {
 
   private static func prepareRoot(_ root: String, create: Bool) throws {
     let markerPath = "\(root)/\(CacheFormat.fileName)"
-    if let info = try FileSystemCalls.status(root) {
+    if let info = try FileSystemCalls.status(root, followingSymlink: true) {
       guard info.isDirectory else { throw StoreError.notACache(path: root) }
     } else if !create {
       throw StoreError.noSuchCache(path: root)
@@ -155,8 +152,9 @@ public final class ShardedStore: Sendable {
   /// differs from the one on disk is not mixed in (see `ManifestChange`).
   func commit(_ change: ManifestChange, base: Manifest, dataFile file: SystemFile) throws -> CommitResult {
     let id = base.objectID
-    acquireGate(id)
-    defer { releaseGate(id) }
+    let gateKey = paths(for: id).data
+    acquireGate(gateKey)
+    defer { releaseGate(gateKey) }
     try mapIO { try file.commitLock(true) }
     defer { try? file.commitLock(false) }
     let onDisk: Manifest?
@@ -166,15 +164,15 @@ public final class ShardedStore: Sendable {
     return merged
   }
 
-  private func acquireGate(_ id: ObjectID) {
+  private func acquireGate(_ key: String) {
     while true {
-      let inserted = commitGate.withLock { $0.insert(id).inserted }
+      let inserted = commitGate.withLock { $0.insert(key).inserted }
       if inserted { return }
       sched_yield()
     }
   }
 
-  private func releaseGate(_ id: ObjectID) { _ = commitGate.withLock { $0.remove(id) } }
+  private func releaseGate(_ key: String) { _ = commitGate.withLock { $0.remove(key) } }
 
   // MARK: Recency
 
@@ -279,3 +277,8 @@ public final class ShardedStore: Sendable {
     return removed
   }
 }
+
+/// Within one process, commits of one object (keyed by its data path, whatever `ShardedStore` instance makes
+/// them) are serialised here as well as by the commit lock: needed where that lock is a POSIX record lock,
+/// harmless where it is an open-file-description lock.
+private let commitGate = Mutex<Set<String>>([])

@@ -1,0 +1,251 @@
+import Foundation
+import MediaCache
+import Testing
+
+#if canImport(Glibc)
+  import Glibc
+#elseif canImport(Darwin)
+  import Darwin
+#endif
+
+/// `cache-compactor` run as a separate process against real cache trees.
+@Suite(.serialized)
+struct CompactorTests {
+  let compactor = binary("cache-compactor")
+  let chunkSize = 4096
+
+  /// Creates `count` complete objects `obj-0…` of `size` bytes, with recency stamps one minute apart, oldest
+  /// first (obj-0 is the least recently used).
+  func makeTree(_ cache: String, count: Int, size: Int, start: Double = Date().timeIntervalSince1970 - 86400)
+    throws -> ShardedStore
+  {
+    let store = try ShardedStore(root: cache, chunkSize: chunkSize, durability: .relaxed)
+    for index in 0..<count {
+      let id = CacheKey("obj-\(index)").objectID
+      let manager = try FileHandleAssetDataManager(store: store, id: id)
+      try manager.setContentLength(Int64(size))
+      try manager.write(randomBytes(size, seed: UInt64(index + 1)), at: 0)
+      try manager.close()
+      try setRecency(store, id, start + Double(index) * 60)
+    }
+    return store
+  }
+
+  func setRecency(_ store: ShardedStore, _ id: ObjectID, _ seconds: Double) throws {
+    try FileManager.default.setAttributes(
+      [.modificationDate: Date(timeIntervalSince1970: seconds)], ofItemAtPath: store.paths(for: id).manifest)
+  }
+
+  func passJSON(_ result: CommandResult) throws -> [[String: Any]] {
+    try result.text.split(separator: "\n").map {
+      try #require(try JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any])
+    }
+  }
+
+  func exists(_ store: ShardedStore, _ key: String) -> Bool {
+    FileManager.default.fileExists(atPath: store.paths(for: CacheKey(key).objectID).manifest)
+  }
+
+  /// Every file path, size, modification time and content hash under `root`.
+  func treeFingerprint(_ root: String) throws -> [String] {
+    let enumerator = FileManager.default.enumerator(atPath: root)
+    var lines: [String] = []
+    while let path = enumerator?.nextObject() as? String {
+      let full = "\(root)/\(path)"
+      let attributes = try FileManager.default.attributesOfItem(atPath: full)
+      let modified = (attributes[.modificationDate] as? Date)?.timeIntervalSince1970 ?? 0
+      var line = "\(path) \(attributes[.type] ?? "") \(modified)"
+      if attributes[.type] as? FileAttributeType == .typeRegular {
+        line += " \(CRC32.checksum(try Data(contentsOf: URL(fileURLWithPath: full))))"
+      }
+      lines.append(line)
+    }
+    return lines.sorted()
+  }
+
+  @Test func leastRecentlyUsedGoFirstDownToTheWatermark() throws {
+    let dir = try TemporaryDirectory()
+    defer { dir.cleanup() }
+    let cache = dir.file("cache")
+    let store = try makeTree(cache, count: 10, size: 40_000)
+    let perObject = try store.diskUsage(CacheKey("obj-0").objectID)
+    // Room for 6.5 objects: the pass must go down to 90% of that, i.e. keep 5.
+    let limit = perObject * 13 / 2
+    let result = try run(compactor, [cache, "--max-size", "\(limit)", "--json"])
+    #expect(result.status == 0, "\(result.stderr)")
+    let pass = try #require(try passJSON(result).first)
+    let removed = try #require(pass["removed"] as? [[String: Any]])
+    let expectedOrder = (0..<5).map { CacheKey("obj-\($0)").objectID.hex }
+    #expect(removed.map { $0["objectID"] as? String } == expectedOrder)
+    #expect(removed.allSatisfy { $0["reason"] as? String == "size" })
+    #expect((pass["bytesAfter"] as? Int ?? .max) <= Int(Double(limit) * 0.9))
+    for index in 0..<10 { #expect(exists(store, "obj-\(index)") == (index >= 5), "obj-\(index)") }
+    // Under the limit now: a second pass evicts nothing.
+    let again = try #require(
+      try passJSON(try run(compactor, [cache, "--max-size", "\(limit)", "--json"])).first)
+    #expect(again["evictedTotal"] as? Int == 0)
+  }
+
+  @Test func ageLimitPinsAndDryRun() throws {
+    let dir = try TemporaryDirectory()
+    defer { dir.cleanup() }
+    let cache = dir.file("cache")
+    let now = Date().timeIntervalSince1970
+    let store = try makeTree(cache, count: 6, size: 10_000, start: now - 100 * 86400)
+    // obj-0…2 last used 100 days ago, obj-3…5 just now; obj-1 is pinned.
+    for index in 3..<6 { try setRecency(store, CacheKey("obj-\(index)").objectID, now - 10) }
+    let pinned = try FileHandleAssetDataManager(store: store, id: CacheKey("obj-1").objectID)
+    try pinned.setPinned(true)
+    try pinned.close()
+    try setRecency(store, CacheKey("obj-1").objectID, now - 100 * 86400)
+
+    // A dry run decides the same but changes nothing: the tree is byte-for-byte and time-for-time identical.
+    let before = try treeFingerprint(cache)
+    let dry = try #require(
+      try passJSON(try run(compactor, [cache, "--max-age", "90d", "--dry-run", "--json"])).first)
+    #expect(dry["evictedTotal"] as? Int == 2)
+    #expect(dry["pinnedKept"] as? Int == 1)
+    #expect(try treeFingerprint(cache) == before)
+
+    let real = try #require(try passJSON(try run(compactor, [cache, "--max-age", "90d", "--json"])).first)
+    #expect((real["evicted"] as? [String: Int])?["age"] == 2)
+    #expect(real["pinnedKept"] as? Int == 1)
+    #expect(!exists(store, "obj-0") && exists(store, "obj-1") && !exists(store, "obj-2"))
+    #expect((3..<6).allSatisfy { exists(store, "obj-\($0)") })
+  }
+
+  @Test func busyObjectSurvivesUntilClosed() throws {
+    let dir = try TemporaryDirectory()
+    defer { dir.cleanup() }
+    let cache = dir.file("cache")
+    let store = try makeTree(cache, count: 3, size: 20_000)
+    let holder = try ChildProcess(binary("mediacache-testhelper"), ["hold", cache, "obj-0"])
+    #expect(holder.waitForLine { $0 == "holding" })
+    let first = try #require(try passJSON(try run(compactor, [cache, "--max-size", "1", "--json"])).first)
+    #expect(first["skippedBusy"] as? Int == 1)
+    #expect(first["evictedTotal"] as? Int == 2)
+    #expect(exists(store, "obj-0"))
+    holder.closeInput()
+    #expect(holder.wait().status == 0)
+    let second = try #require(try passJSON(try run(compactor, [cache, "--max-size", "1", "--json"])).first)
+    #expect(second["evictedTotal"] as? Int == 1)
+    #expect(second["skippedBusy"] as? Int == 0)
+    #expect(!exists(store, "obj-0"))
+  }
+
+  @Test func readersSeeCorrectBytesOrCleanMissesWhilePassesRun() throws {
+    let dir = try TemporaryDirectory()
+    defer { dir.cleanup() }
+    let cache = dir.file("cache")
+    _ = try ShardedStore(root: cache, chunkSize: 65536)
+    let source = randomBytes(600_000, seed: 99)
+    try source.write(to: URL(fileURLWithPath: dir.file("source")))
+    let passes = try ChildProcess(
+      compactor, [cache, "--max-size", "1", "--max-age", "0s", "--interval", "0.01s"])
+    let reader = try ChildProcess(
+      binary("mediacache-testhelper"), ["read", cache, "video", dir.file("source"), "--seconds", "3"])
+    // Keep re-creating the object while it is being evicted and read.
+    let deadline = Date().addingTimeInterval(3)
+    var writes = 0
+    while Date() < deadline {
+      let writer = try run(
+        binary("mediacache-testhelper"),
+        ["write", cache, "video", dir.file("source"), "--chunk-size", "65536", "--piece", "65536"])
+      #expect(writer.status == 0, "\(writer.stderr)")
+      writes += 1
+    }
+    let readResult = reader.wait()
+    passes.kill(SIGTERM)
+    let passResult = passes.wait()
+    #expect(readResult.status == 0, "reader: \(readResult.text) \(readResult.stderr)")
+    #expect(readResult.text.hasPrefix("reads="), "\(readResult.text)")
+    #expect(passResult.status == 0, "\(passResult.stderr)")
+    #expect(passResult.text.contains("evicted 1"), "the compactor never evicted the object")
+    #expect(writes > 1)
+  }
+
+  @Test func killedMidPassLeavesAConsistentTree() throws {
+    let dir = try TemporaryDirectory()
+    defer { dir.cleanup() }
+    let cache = dir.file("cache")
+    let store = try makeTree(cache, count: 400, size: 9000)
+    for round in 0..<12 {
+      let pass = try ChildProcess(compactor, [cache, "--max-size", "\(max(1, 400 - round * 30) * 12_000)"])
+      usleep(useconds_t(1000 + (round * 7919) % 15000))
+      pass.kill(SIGKILL)
+      _ = pass.wait()
+      // No manifest without its data file; every listed chunk passes its CRC.
+      for object in try store.scanObjects() where object.manifestModified != nil {
+        #expect(object.dataModified != nil, "manifest without data: \(object.id)")
+        let scrub = try store.scrub(object.id, budget: .max, dryRun: true)
+        #expect(scrub.droppedChunks.isEmpty, "\(object.id): \(scrub.droppedChunks)")
+      }
+    }
+    // A reopened cache and a full pass see a consistent tree.
+    let cacheAgain = try MediaCache(configuration: .init(directory: cache, chunkSize: chunkSize))
+    let report = try cacheAgain.compactor.runPass()
+    #expect(report.bytesAfter <= report.bytesBefore)
+  }
+
+  @Test func intervalModeExitsZeroOnSIGTERM() throws {
+    let dir = try TemporaryDirectory()
+    defer { dir.cleanup() }
+    let cache = dir.file("cache")
+    _ = try makeTree(cache, count: 2, size: 5000)
+    let loop = try ChildProcess(compactor, [cache, "--interval", "1h"])
+    #expect(loop.waitForLine { $0.hasPrefix("pass 1") })
+    loop.kill(SIGTERM)
+    let result = loop.wait()
+    #expect(result.status == 0)
+    #expect(!result.text.contains("pass 2"))
+  }
+
+  @Test func scrubDropsExactlyTheCorruptChunk() throws {
+    let dir = try TemporaryDirectory()
+    defer { dir.cleanup() }
+    let cache = dir.file("cache")
+    let store = try makeTree(cache, count: 3, size: 10 * chunkSize)
+    let id = CacheKey("obj-1").objectID
+    // Plant a flipped byte in chunk 6.
+    let handle = try FileHandle(forUpdating: URL(fileURLWithPath: store.paths(for: id).data))
+    try handle.seek(toOffset: UInt64(6 * chunkSize + 123))
+    let original = try #require(try handle.read(upToCount: 1))
+    try handle.seek(toOffset: UInt64(6 * chunkSize + 123))
+    try handle.write(contentsOf: Data([original[0] ^ 0x40]))
+    try handle.close()
+
+    let pass = try #require(try passJSON(try run(compactor, [cache, "--scrub", "100M", "--json"])).first)
+    #expect(pass["chunksDropped"] as? Int == 1)
+    #expect((pass["droppedChunks"] as? [String: [Int]]) == [id.hex: [6]])
+    #expect(pass["chunksScrubbed"] as? Int == 30)
+    let manifest = try #require(try store.readManifest(id))
+    #expect(manifest.presentChunks == ChunkSet([0..<6, 7..<10]))
+    #expect(try store.readManifest(CacheKey("obj-0").objectID)?.isComplete == true)
+
+    // A small budget continues across passes from a saved cursor: three passes of 12 chunks cover 30.
+    var seen = 0
+    for _ in 0..<3 {
+      let small = try #require(
+        try passJSON(try run(compactor, [cache, "--scrub", "\(12 * chunkSize)", "--json"])).first)
+      seen += small["chunksScrubbed"] as? Int ?? 0
+      #expect(small["chunksDropped"] as? Int == 0)
+    }
+    #expect(seen >= 29)
+  }
+
+  @Test func refusesWhatIsNotACache() throws {
+    let dir = try TemporaryDirectory()
+    defer { dir.cleanup() }
+    let missing = try run(compactor, [dir.file("absent"), "--max-size", "1"])
+    #expect(missing.status == 1)
+    #expect(missing.stderr.contains("does not exist"))
+    #expect(!FileManager.default.fileExists(atPath: dir.file("absent")))
+    try Data("x".utf8).write(to: URL(fileURLWithPath: dir.file("foreign.txt")))
+    let foreign = try run(compactor, [dir.path, "--max-size", "1"])
+    #expect(foreign.status == 1)
+    #expect(foreign.stderr.contains("not a MediaCache directory"))
+    #expect(try FileManager.default.contentsOfDirectory(atPath: dir.path).sorted() == ["foreign.txt"])
+    #expect(try run(compactor, [dir.path, "--max-age", "soon"]).status == 64)
+    #expect(try run(compactor, [dir.path, "--scrub", "-5M"]).status == 64)
+  }
+}
