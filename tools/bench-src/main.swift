@@ -2,6 +2,8 @@
 //
 //   mediacache-bench fileio    --file PATH [--size-mib N] [--piece-kib K] [--rounds R] [--no-dd] [--json]
 //   mediacache-bench write-rss --cache DIR [--size-gib G] [--chunk-mib C | --chunk-kib K] [--no-dd] [--json]
+//   mediacache-bench make-tree --cache DIR [--objects N]
+//   mediacache-bench compactor-pass --cache DIR [--rounds R] [--json]
 //   mediacache-bench dump-example-manifest
 //
 // `fileio` compares ways of reading a file sequentially (why the library uses positional reads).
@@ -43,6 +45,11 @@ let usage = """
         relaxed-durability ShardedStore at DIR (chunk size C MiB or K KiB, default 1 MiB), reads it back
         with bytes(in:), reports peak RSS and throughput against `dd` (run before and after), then removes
         the object.
+    mediacache-bench make-tree --cache DIR [--objects N]
+        Creates N small objects (default 100000) with recency stamps spread over 100 days.
+    mediacache-bench compactor-pass --cache DIR [--rounds R] [--json]
+        Times `find DIR/objects -type f -printf '%T@ %s\n'` and compaction passes (no eviction; dry run down
+        to half the size) over the tree, alternating, R rounds (default 5); reports medians and peak RSS.
     mediacache-bench dump-example-manifest
         Prints a hex dump and field walk of a fixed example manifest made by ManifestCodec.encode.
   """
@@ -56,11 +63,15 @@ struct Arguments {
     "fileio": ["--file", "--size-mib", "--piece-kib", "--rounds"],
     "write-rss": ["--cache", "--size-gib", "--chunk-mib", "--chunk-kib"],
     "dump-example-manifest": [],
+    "make-tree": ["--cache", "--objects"],
+    "compactor-pass": ["--cache", "--rounds"],
   ]
   static let flagOptions: [String: Set<String>] = [
     "fileio": ["--json", "--no-dd"],
     "write-rss": ["--json", "--no-dd"],
     "dump-example-manifest": [],
+    "make-tree": [],
+    "compactor-pass": ["--json"],
   ]
 
   init(_ argv: [String]) throws {
@@ -814,6 +825,8 @@ do {
   case "fileio": try fileIO(arguments)
   case "write-rss": try await writeRSS(arguments)
   case "dump-example-manifest": try dumpExampleManifest()
+  case "make-tree": try makeTree(arguments)
+  case "compactor-pass": try compactorPass(arguments)
   default: throw UsageError("unknown subcommand")
   }
 } catch let error as UsageError {
