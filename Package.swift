@@ -8,6 +8,7 @@ let package = Package(
     .library(name: "MediaCache", targets: ["MediaCache"]),
     .executable(name: "mediacache", targets: ["mediacache"]),
     .executable(name: "cache-compactor", targets: ["cache-compactor"]),
+    .executable(name: "cache-fsck", targets: ["cache-fsck"]),
   ],
   dependencies: [
     .package(url: "https://github.com/apple/swift-crypto.git", from: "3.12.3"),
@@ -43,6 +44,13 @@ let package = Package(
         .product(name: "ArgumentParser", package: "swift-argument-parser"),
       ]
     ),
+    .executableTarget(
+      name: "cache-fsck",
+      dependencies: [
+        "MediaCache",
+        .product(name: "ArgumentParser", package: "swift-argument-parser"),
+      ]
+    ),
     // A small program the integration tests run as a second process: it writes, holds and
     // verifies objects so that crashes and cross-process locking are tested for real.
     .executableTarget(
@@ -64,7 +72,7 @@ let package = Package(
     ),
     .testTarget(
       name: "MediaCacheIntegrationTests",
-      dependencies: ["MediaCache", "mediacache", "cache-compactor", "mediacache-testhelper"]
+      dependencies: ["MediaCache", "mediacache", "cache-compactor", "cache-fsck", "mediacache-testhelper"]
     ),
   ],
   swiftLanguageModes: [.v6]

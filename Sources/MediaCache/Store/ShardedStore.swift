@@ -46,6 +46,16 @@ public final class ShardedStore: Sendable {
     try mapIO { try Self.prepareRoot(cleaned, create: create) }
   }
 
+  /// A store over `root` as it is, without checking or creating anything: for the checker, which reports on
+  /// trees whatever state they are in.
+  init(unvalidatedRoot root: String) {
+    var cleaned = root
+    while cleaned.count > 1 && cleaned.hasSuffix("/") { cleaned.removeLast() }
+    self.root = cleaned
+    self.chunkSize = 1 << 20
+    self.durability = .durable
+  }
+
   private static func prepareRoot(_ root: String, create: Bool) throws {
     let markerPath = "\(root)/\(CacheFormat.fileName)"
     if let info = try FileSystemCalls.status(root, followingSymlink: true) {

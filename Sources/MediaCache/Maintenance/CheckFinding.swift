@@ -1,0 +1,90 @@
+/// One thing `CacheChecker` found: where, what is wrong, what was expected and what was found, and what was
+/// done about it.
+public struct CheckFinding: Sendable, Equatable {
+  /// What kind of problem.
+  public enum Kind: String, Sendable, CaseIterable {
+    case missingFormatMarker = "missing-format"
+    case badFormatMarker = "bad-format"
+    case unknownEntry = "unknown-entry"
+    case badShardName = "bad-shard-name"
+    case misplacedFile = "misplaced"
+    case hashPathMismatch = "hash-path-mismatch"
+    case badMagic = "bad-magic"
+    case unsupportedManifestVersion = "unsupported-version"
+    case manifestChecksum = "bad-manifest-crc"
+    case truncatedManifest = "truncated-manifest"
+    case invalidManifest = "invalid-manifest"
+    case missingData = "missing-data"
+    case orphanData = "orphan-data"
+    case shortData = "short-data"
+    case chunkChecksum = "chunk-crc"
+    case staleTemporaryFile = "stale-tmp"
+    case busy = "busy"
+  }
+
+  /// How much it matters.
+  public enum Severity: String, Sendable {
+    /// Reported, never changed, does not affect the exit status (unknown files, busy objects in a check).
+    case warning
+    /// Wrong: counts as an error until repaired.
+    case error
+  }
+
+  /// What was done.
+  public enum Action: String, Sendable {
+    /// Nothing (a check, or a warning).
+    case none
+    /// Fixed by `--repair`.
+    case repaired
+    /// Needed a repair, but the object is in use by another process: left as it is.
+    case skippedBusy = "skipped-busy"
+    /// Needed a repair that could not be made (see the message).
+    case failed
+  }
+
+  /// The path relative to the cache root.
+  public var path: String
+  public var kind: Kind
+  public var severity: Severity
+  /// One sentence for a person.
+  public var message: String
+  public var expected: String?
+  public var found: String?
+  /// The chunk concerned, for chunk findings.
+  public var chunk: Int?
+  public var action: Action = .none
+
+  /// Whether the finding still stands after the run.
+  public var isUncorrectedError: Bool { severity == .error && action != .repaired }
+}
+
+/// Totals of a check.
+public struct CheckTotals: Sendable, Equatable {
+  public var objects = 0
+  public var complete = 0
+  public var partial = 0
+  public var pinned = 0
+  public var busy = 0
+  /// Bytes on disk: allocated data blocks plus manifests.
+  public var bytes: Int64 = 0
+  public var chunksVerified = 0
+  public var bytesVerified: Int64 = 0
+}
+
+/// What a check (or repair) found and did.
+public struct CheckReport: Sendable, Equatable {
+  public var findings: [CheckFinding] = []
+  public var totals = CheckTotals()
+  /// Stopped early (SIGINT): findings cover only what was reached.
+  public var cancelled = false
+
+  /// Errors fixed.
+  public var corrected: Int { findings.filter { $0.severity == .error && $0.action == .repaired }.count }
+  /// Errors left.
+  public var uncorrected: Int { findings.filter(\.isUncorrectedError).count }
+
+  /// The e2fsck-style exit status: 1 errors corrected, 4 errors left, 32 cancelled (or-ed).
+  public var exitStatus: Int32 {
+    (corrected > 0 ? 1 : 0) | (uncorrected > 0 ? 4 : 0) | (cancelled ? 32 : 0)
+  }
+}
