@@ -46,16 +46,7 @@ func compactorPass(_ arguments: Arguments) throws {
   let before = MemorySnapshot.now()
 
   func runFind() throws -> Double {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: find)
-    process.arguments = ["\(root)/objects", "-type", "f", "-printf", "%T@ %s\n"]
-    process.standardOutput = FileHandle.nullDevice
-    let (_, elapsed) = try timed {
-      try process.run()
-      process.waitUntilExit()
-    }
-    guard process.terminationStatus == 0 else { throw BenchError("find exited \(process.terminationStatus)") }
-    return elapsed
+    try timeCommand(find, ["\(root)/objects", "-type", "f", "-printf", "%T@ %s\n"])
   }
 
   _ = try runFind()  // warm the dentry and inode caches for both sides
@@ -101,4 +92,20 @@ func compactorPass(_ arguments: Arguments) throws {
   report.set("memory_before", before.json)
   report.set("memory_after", after.json)
   report.emit(json: json)
+}
+
+/// Runs a command with its output discarded and returns the seconds it took; throws if it fails.
+func timeCommand(_ program: String, _ arguments: [String]) throws -> Double {
+  let process = Process()
+  process.executableURL = URL(fileURLWithPath: program)
+  process.arguments = arguments
+  process.standardOutput = FileHandle.nullDevice
+  let (_, elapsed) = try timed {
+    try process.run()
+    process.waitUntilExit()
+  }
+  guard process.terminationStatus == 0 else {
+    throw BenchError("\(program) exited \(process.terminationStatus)")
+  }
+  return elapsed
 }

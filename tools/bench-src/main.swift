@@ -4,6 +4,8 @@
 //   mediacache-bench write-rss --cache DIR [--size-gib G] [--chunk-mib C | --chunk-kib K] [--no-dd] [--json]
 //   mediacache-bench make-tree --cache DIR [--objects N]
 //   mediacache-bench compactor-pass --cache DIR [--rounds R] [--json]
+//   mediacache-bench make-big-tree --cache DIR [--objects N] [--size-mib M]
+//   mediacache-bench fsck-pass --cache DIR [--rounds R] [--json]
 //   mediacache-bench dump-example-manifest
 //
 // `fileio` compares ways of reading a file sequentially (why the library uses positional reads).
@@ -50,6 +52,11 @@ let usage = """
     mediacache-bench compactor-pass --cache DIR [--rounds R] [--json]
         Times `find DIR/objects -type f -printf '%T@ %s\n'` and compaction passes (no eviction; dry run down
         to half the size) over the tree, alternating, R rounds (default 5); reports medians and peak RSS.
+    mediacache-bench make-big-tree --cache DIR [--objects N] [--size-mib M]
+        Creates N objects (default 16) of M MiB (default 128) with 1 MiB chunks.
+    mediacache-bench fsck-pass --cache DIR [--rounds R] [--json]
+        Times find, the checker's --fast pass, `cat` of every data file and full CRC verification over the
+        tree, alternating, R rounds (default 3), plus zlib's CRC speed; reports medians and ratios.
     mediacache-bench dump-example-manifest
         Prints a hex dump and field walk of a fixed example manifest made by ManifestCodec.encode.
   """
@@ -65,6 +72,8 @@ struct Arguments {
     "dump-example-manifest": [],
     "make-tree": ["--cache", "--objects"],
     "compactor-pass": ["--cache", "--rounds"],
+    "make-big-tree": ["--cache", "--objects", "--size-mib"],
+    "fsck-pass": ["--cache", "--rounds"],
   ]
   static let flagOptions: [String: Set<String>] = [
     "fileio": ["--json", "--no-dd"],
@@ -72,6 +81,8 @@ struct Arguments {
     "dump-example-manifest": [],
     "make-tree": [],
     "compactor-pass": ["--json"],
+    "make-big-tree": [],
+    "fsck-pass": ["--json"],
   ]
 
   init(_ argv: [String]) throws {
@@ -827,6 +838,8 @@ do {
   case "dump-example-manifest": try dumpExampleManifest()
   case "make-tree": try makeTree(arguments)
   case "compactor-pass": try compactorPass(arguments)
+  case "make-big-tree": try makeBigTree(arguments)
+  case "fsck-pass": try fsckPass(arguments)
   default: throw UsageError("unknown subcommand")
   }
 } catch let error as UsageError {

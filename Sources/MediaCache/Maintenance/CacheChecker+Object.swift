@@ -5,120 +5,183 @@ extension CacheChecker {
 
   private func relative(_ path: String) -> String { String(path.dropFirst(root.count + 1)) }
 
+  /// What one look at an object found.
+  private struct Evaluation {
+    var findings: [CheckFinding] = []
+    var manifest: Manifest?
+    /// Chunks to drop: short or failing their CRC, with the CRC the manifest records.
+    var bad: [Int: UInt32] = [:]
+    var totals = CheckTotals()
+  }
+
   /// Checks (and, with `repair`, fixes) one object: placement, manifest, data file, chunk CRCs.
+  ///
+  /// `--fast` first looks without any lock and stops there when all is well; anything suspicious, every full
+  /// verification and every repair is (re)done while holding the object's in-use lock exclusively, so a writer
+  /// cannot be mid-way under it. An object another process has open is skipped, except for manifest decoding
+  /// (manifests are replaced atomically, so a bad one is bad whoever is using the object).
   func checkObject(_ id: ObjectID, files: inout ObjectFiles, _ report: inout CheckReport) {
     let paths = store.paths(for: id)
     movePlaced(&files.data, to: paths.data, id: id, &report)
     movePlaced(&files.manifest, to: paths.manifest, id: id, &report)
 
-    // Hold the in-use lock exclusively while looking at the data, so no writer starts under the check. If
-    // another process has the object open, only its manifest is checked.
+    if options.fast && !options.repair {
+      let quick = evaluate(id, files, dataFile: nil, dataSize: files.dataStatus?.size, busy: false)
+      if quick.findings.isEmpty {
+        add(quick.totals, to: &report.totals)
+        return
+      }
+    }
+
     var lock: SystemFile?
     var busy = false
     if let data = files.data {
-      if let file = try? SystemFile(path: absolute(data), writable: options.repair) {
-        if (try? file.lock(exclusive: true, wait: false)) == true { lock = file } else { busy = true }
+      if let file = try? SystemFile(path: absolute(data), writable: options.repair),
+        (try? file.lock(exclusive: true, wait: false)) == true
+      {
+        lock = file
       } else {
-        busy = true  // cannot open it: treat like an object we must not touch
+        busy = true
       }
     }
     defer { lock?.close() }
-    if busy { report.totals.busy += 1 }
-
-    guard let manifestPath = files.manifest else {
-      guard let data = files.data, !busy else { return }  // a busy data file is a writer's new object
-      report.totals.bytes += (try? FileSystemCalls.status(absolute(data)))??.allocatedBytes ?? 0
-      var finding = CheckFinding(
-        path: data, kind: .orphanData, severity: .error, message: "data file without a manifest",
-        expected: "\(id.hex).manifest", found: "no manifest")
-      if options.repair { finding.action = unlink([data]) }
-      report.findings.append(finding)
+    if busy {
+      report.totals.busy += 1
+      var outcome = evaluate(id, files, dataFile: nil, dataSize: nil, busy: true)
+      if options.repair {
+        for index in outcome.findings.indices { outcome.findings[index].action = .skippedBusy }
+      }
+      add(outcome.totals, to: &report.totals)
+      report.findings += outcome.findings
       return
     }
+    let dataStatus = try? lock?.status()
+    if let dataStatus { files.dataStatus = dataStatus }
+    var outcome = evaluate(id, files, dataFile: lock, dataSize: dataStatus?.size, busy: false)
+    add(outcome.totals, to: &report.totals)
+    if options.repair { repair(&outcome, files: files, lock: lock) }
+    report.findings += outcome.findings
+  }
 
+  private func add(_ totals: CheckTotals, to sum: inout CheckTotals) {
+    sum.objects += totals.objects
+    sum.complete += totals.complete
+    sum.partial += totals.partial
+    sum.pinned += totals.pinned
+    sum.bytes += totals.bytes
+    sum.chunksVerified += totals.chunksVerified
+    sum.bytesVerified += totals.bytesVerified
+  }
+
+  /// Looks at an object. With `busy`, only the manifest's own validity is judged.
+  private func evaluate(
+    _ id: ObjectID, _ files: ObjectFiles, dataFile: SystemFile?, dataSize: Int64?, busy: Bool
+  )
+    -> Evaluation
+  {
+    var outcome = Evaluation()
+    outcome.totals.bytes = files.dataStatus?.allocatedBytes ?? 0
+    guard let manifestPath = files.manifest else {
+      guard let data = files.data, !busy else { return outcome }  // a busy data file is a writer's new object
+      outcome.findings.append(
+        CheckFinding(
+          path: data, kind: .orphanData, severity: .error, message: "data file without a manifest",
+          expected: "\(id.hex).manifest", found: "no manifest"))
+      return outcome
+    }
+    outcome.totals.bytes += files.manifestStatus?.size ?? 0
     let manifest: Manifest
     do {
-      let bytes = try Data(contentsOf: URL(fileURLWithPath: absolute(manifestPath)))
-      manifest = try ManifestCodec.decode(bytes, expectedID: id)
+      manifest = try ManifestCodec.decode(
+        try readFile(manifestPath, sizeHint: files.manifestStatus?.size), expectedID: id)
     } catch let error as ManifestError {
-      var finding = Self.finding(for: error, path: manifestPath)
-      if options.repair {
-        finding.action = busy ? .skippedBusy : unlink([manifestPath] + (files.data.map { [$0] } ?? []))
-      }
-      report.findings.append(finding)
-      return
+      outcome.findings.append(Self.finding(for: error, path: manifestPath))
+      return outcome
     } catch {
-      report.findings.append(
+      outcome.findings.append(
         CheckFinding(
           path: manifestPath, kind: .truncatedManifest, severity: .error,
           message: "manifest cannot be read: \(error)"))
-      return
+      return outcome
     }
-
-    report.totals.objects += 1
+    outcome.manifest = manifest
+    outcome.totals.objects = 1
     if manifest.isComplete {
-      report.totals.complete += 1
+      outcome.totals.complete = 1
     } else if !manifest.chunkCRCs.isEmpty {
-      report.totals.partial += 1
+      outcome.totals.partial = 1
     }
-    if manifest.isPinned { report.totals.pinned += 1 }
-    let manifestBytes = (try? FileSystemCalls.status(absolute(manifestPath)))??.size ?? 0
-    report.totals.bytes += manifestBytes
+    if manifest.isPinned { outcome.totals.pinned = 1 }
+    if busy { return outcome }
 
     guard let data = files.data else {
-      var finding = CheckFinding(
-        path: manifestPath, kind: .missingData, severity: .error, message: "manifest without its data file",
-        expected: "\(id.hex).data", found: "no data file")
-      if options.repair { finding.action = unlink([manifestPath]) }
-      report.findings.append(finding)
-      return
+      outcome.findings.append(
+        CheckFinding(
+          path: manifestPath, kind: .missingData, severity: .error, message: "manifest without its data file",
+          expected: "\(id.hex).data", found: "no data file"))
+      return outcome
     }
-    guard !busy, let lock else { return }
-    let dataStatus = try? lock.status()
-    report.totals.bytes += dataStatus?.allocatedBytes ?? 0
-    var bad: [Int: UInt32] = [:]
-
     // Chunks that reach past the end of the data file.
-    let size = dataStatus?.size ?? 0
+    let size = dataSize ?? 0
     let listed = manifest.chunkCRCs.keys.sorted()
     let beyond = listed.filter { manifest.byteRange(ofChunk: $0).upperBound > size }
     if let first = beyond.first {
       let needed = manifest.byteRange(ofChunk: listed.last!).upperBound
-      report.findings.append(
+      outcome.findings.append(
         CheckFinding(
           path: data, kind: .shortData, severity: .error,
           message:
             "data file is shorter than the chunks its manifest lists (\(beyond.count) chunk(s) from \(first))",
           expected: "at least \(needed) bytes", found: "\(size) bytes", chunk: first))
-      for index in beyond { bad[index] = manifest.crc(ofChunk: index) }
+      for index in beyond { outcome.bad[index] = manifest.crc(ofChunk: index) }
     }
-
-    if !options.fast {
-      verifyChunks(manifest, listed.filter { bad[$0] == nil }, file: lock, data: data, into: &bad, &report)
+    if !options.fast, let dataFile {
+      verifyChunks(
+        manifest, listed.filter { outcome.bad[$0] == nil }, file: dataFile, data: data, into: &outcome)
     }
+    return outcome
+  }
 
-    if options.repair && !bad.isEmpty {
+  /// Applies the repair each finding calls for; the object's in-use lock is held exclusively.
+  private func repair(_ outcome: inout Evaluation, files: ObjectFiles, lock: SystemFile?) {
+    guard let kind = outcome.findings.first?.kind else { return }
+    let action: CheckFinding.Action
+    switch kind {
+    case .orphanData: action = unlink([files.data].compactMap { $0 })
+    case .missingData: action = unlink([files.manifest].compactMap { $0 })
+    case .shortData, .chunkChecksum:
+      guard let manifest = outcome.manifest, let lock else { return }
       var change = ManifestChange()
-      change.dropped = bad
-      let action: CheckFinding.Action
-      do {
-        _ = try store.commit(change, base: manifest, dataFile: lock)
-        action = .repaired
-      } catch {
-        action = .failed
-      }
-      for index in report.findings.indices.reversed() where report.findings[index].path == data {
-        guard report.findings[index].kind == .shortData || report.findings[index].kind == .chunkChecksum
-        else { break }
-        report.findings[index].action = action
-      }
+      change.dropped = outcome.bad
+      action = (try? store.commit(change, base: manifest, dataFile: lock)) != nil ? .repaired : .failed
+    default:
+      // The manifest cannot be read: the object goes, manifest first.
+      action = unlink([files.manifest, files.data].compactMap { $0 })
     }
+    for index in outcome.findings.indices { outcome.findings[index].action = action }
+  }
+
+  /// The bytes of a small file: one `pread` when the size from the walk is right, else read to the end.
+  private func readFile(_ relativePath: String, sizeHint: Int64?) throws -> Data {
+    let file = try SystemFile(path: absolute(relativePath), writable: false)
+    defer { file.close() }
+    var data = Data(count: Int(sizeHint ?? 4096) + 1)
+    var total = 0
+    while true {
+      if total == data.count { data.count *= 2 }
+      let count = try data.withUnsafeMutableBytes { raw in
+        try file.read(into: UnsafeMutableRawBufferPointer(rebasing: raw[total...]), at: Int64(total))
+      }
+      total += count
+      if count == 0 || total < data.count { break }
+    }
+    data.count = total
+    return data
   }
 
   /// Reads every listed chunk whole and compares its CRC; adds a finding and an entry in `bad` per mismatch.
   private func verifyChunks(
-    _ manifest: Manifest, _ chunks: [Int], file: SystemFile, data: String, into bad: inout [Int: UInt32],
-    _ report: inout CheckReport
+    _ manifest: Manifest, _ chunks: [Int], file: SystemFile, data: String, into outcome: inout Evaluation
   ) {
     let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: manifest.chunkSize, alignment: 64)
     defer { buffer.deallocate() }
@@ -128,11 +191,11 @@ extension CacheChecker {
       let count = (try? file.read(into: target, at: range.lowerBound)) ?? 0
       let crc = CRC32.checksum(UnsafeRawBufferPointer(rebasing: buffer[..<count]))
       let expected = manifest.crc(ofChunk: index)!
-      report.totals.chunksVerified += 1
-      report.totals.bytesVerified += Int64(count)
+      outcome.totals.chunksVerified += 1
+      outcome.totals.bytesVerified += Int64(count)
       if crc != expected || count != target.count {
-        bad[index] = expected
-        report.findings.append(
+        outcome.bad[index] = expected
+        outcome.findings.append(
           CheckFinding(
             path: data, kind: .chunkChecksum, severity: .error,
             message: "chunk \(index) (bytes \(range.lowerBound)-\(range.upperBound - 1)) fails its CRC",

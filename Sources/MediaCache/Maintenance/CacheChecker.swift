@@ -61,6 +61,9 @@ public struct CacheChecker: Sendable {
   struct ObjectFiles {
     var data: String?
     var manifest: String?
+    /// Status from the directory walk (same inode after a move).
+    var dataStatus: FileStatus?
+    var manifestStatus: FileStatus?
   }
 
   /// Runs the check. `isCancelled` is polled between objects; `progress` is called after each object.
@@ -213,8 +216,10 @@ public struct CacheChecker: Sendable {
     }
     if isData {
       objects[id, default: ObjectFiles()].data = relative
+      objects[id]!.dataStatus = status
     } else {
       objects[id, default: ObjectFiles()].manifest = relative
+      objects[id]!.manifestStatus = status
     }
   }
 
