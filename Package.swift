@@ -63,6 +63,11 @@ let package = Package(
       dependencies: ["MediaCache"],
       path: "tools/bench-src"
     ),
+    .executableTarget(
+      name: "mediacache-fixtures",
+      dependencies: ["MediaCache"],
+      path: "tools/make-fixtures-src"
+    ),
     .testTarget(
       name: "MediaCacheTests",
       dependencies: [

@@ -50,7 +50,12 @@ struct CacheFsck: ParsableCommand {
   static func main() {
     let command: CacheFsck
     do {
-      command = try parseAsRoot() as! CacheFsck
+      let parsed = try parseAsRoot()
+      guard let fsck = parsed as? CacheFsck else {
+        print(helpMessage())
+        Foundation.exit(0)
+      }
+      command = fsck
     } catch {
       let code = exitCode(for: error)
       if code == .success {

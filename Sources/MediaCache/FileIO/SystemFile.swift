@@ -246,6 +246,13 @@ enum FileSystemCalls {
     _ = try retrying("rename", source) { rename(source, destination) }
   }
 
+  /// Makes `destination` a second name of `source`; fails with EEXIST if `destination` exists.
+  ///
+  /// The corresponding C function is `link`.
+  static func linkFile(_ source: String, to destination: String) throws {
+    _ = try retrying("link", source) { link(source, destination) }
+  }
+
   /// Flushes a directory's entries (after a rename or create in it).
   ///
   /// The corresponding C functions are `open` (`O_RDONLY | O_DIRECTORY`) and `fsync`.

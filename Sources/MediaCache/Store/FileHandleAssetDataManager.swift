@@ -84,14 +84,17 @@ public final class FileHandleAssetDataManager: Sendable {
     for _ in 0..<64 {
       let candidate: SystemFile
       do {
-        candidate = try mapIO { try SystemFile(path: paths.data, writable: writable, create: writable) }
+        let existing = try mapIO { try SystemFile(path: paths.data, writable: writable) }
+        _ = try mapIO { try existing.lock(exclusive: false, wait: true) }
+        candidate = existing
       } catch StoreError.io(_, _, .noSuchFileOrDirectory) where !writable {
         throw StoreError.notFound(id)
       } catch StoreError.io(_, _, .noSuchFileOrDirectory) {
+        // A new object: its data file appears already locked (see `createLockedDataFile`).
         try store.ensureShard(for: id)
-        continue
+        guard let created = try store.createLockedDataFile(for: id) else { continue }
+        candidate = created
       }
-      _ = try mapIO { try candidate.lock(exclusive: false, wait: true) }
       let lockedInode = try mapIO { try candidate.status().inode }
       if let current = try mapIO({ try FileSystemCalls.status(paths.data) }), current.inode == lockedInode {
         opened = candidate

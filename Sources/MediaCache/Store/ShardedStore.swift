@@ -140,7 +140,7 @@ public final class ShardedStore: Sendable {
       "\(tmpDirectory)/\(manifest.objectID.hex).\(getpid()).\(UInt64.random(in: 0...UInt64.max)).manifest"
     try mapIO {
       do {
-        let file = try SystemFile(path: staging, writable: true, create: true)
+        let file = try createStagingFile(staging)
         try bytes.withUnsafeBytes { try file.write($0, at: 0) }
         if durability == .durable { try file.sync() }
       } catch {
@@ -154,6 +154,37 @@ public final class ShardedStore: Sendable {
         throw error
       }
       if durability == .durable { try FileSystemCalls.syncDirectory(paths(for: manifest.objectID).directory) }
+    }
+  }
+
+  /// Creates a staging file in `tmp/` (0600), recreating `tmp/` if someone removed it (git does not keep
+  /// empty directories; an operator may have cleaned it).
+  func createStagingFile(_ path: String) throws -> SystemFile {
+    do {
+      return try SystemFile(path: path, writable: true, create: true)
+    } catch let error as SystemCallError where error.errno == .noSuchFileOrDirectory {
+      try FileSystemCalls.makeDirectory(tmpDirectory)
+      return try SystemFile(path: path, writable: true, create: true)
+    }
+  }
+
+  /// Creates object `id`'s data file already holding the in-use lock: the file is made and locked in `tmp/`,
+  /// then linked into place, so no other process ever sees a new data file that nobody has locked (a
+  /// checker or compactor would take it for an orphan). Returns nil if a data file appeared there first.
+  func createLockedDataFile(for id: ObjectID) throws -> SystemFile? {
+    let target = paths(for: id).data
+    let staging = "\(tmpDirectory)/\(id.hex).\(getpid()).\(UInt64.random(in: 0...UInt64.max)).data"
+    return try mapIO {
+      let file = try createStagingFile(staging)
+      defer { _ = try? FileSystemCalls.unlinkFile(staging) }
+      _ = try file.lock(exclusive: false, wait: true)
+      do {
+        try FileSystemCalls.linkFile(staging, to: target)
+      } catch let error as SystemCallError where error.errno == .fileExists {
+        file.close()
+        return nil
+      }
+      return file
     }
   }
 
