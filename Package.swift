@@ -6,6 +6,7 @@ let package = Package(
   platforms: [.macOS(.v15)],
   products: [
     .library(name: "MediaCache", targets: ["MediaCache"]),
+    .library(name: "MediaCacheHTTP", targets: ["MediaCacheHTTP"]),
     .executable(name: "mediacache", targets: ["mediacache"]),
     .executable(name: "cache-compactor", targets: ["cache-compactor"]),
     .executable(name: "cache-fsck", targets: ["cache-fsck"]),
@@ -15,6 +16,8 @@ let package = Package(
     .package(url: "https://github.com/apple/swift-system.git", from: "1.8.1"),
     .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
     .package(url: "https://github.com/x-sheep/swift-property-based.git", from: "2.0.1"),
+    .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
+    .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
   ],
   targets: [
     .systemLibrary(
@@ -30,10 +33,21 @@ let package = Package(
         .product(name: "SystemPackage", package: "swift-system"),
       ]
     ),
+    // Origin fetching: range GETs through AsyncHTTPClient, kept out of the core library.
+    .target(
+      name: "MediaCacheHTTP",
+      dependencies: [
+        "MediaCache",
+        .product(name: "AsyncHTTPClient", package: "async-http-client"),
+        .product(name: "NIOCore", package: "swift-nio"),
+        .product(name: "NIOHTTP1", package: "swift-nio"),
+      ]
+    ),
     .executableTarget(
       name: "mediacache",
       dependencies: [
         "MediaCache",
+        "MediaCacheHTTP",
         .product(name: "ArgumentParser", package: "swift-argument-parser"),
       ]
     ),
@@ -58,6 +72,22 @@ let package = Package(
       dependencies: ["MediaCache"],
       path: "Tests/TestHelper"
     ),
+    // A real HTTP origin on 127.0.0.1 for the origin-fetching tests (modes: normal, norange, chunked,
+    // lastmod, truncated, wrongrange, flaky, slow, redirect, gzip), plus a standalone runner of it.
+    .target(
+      name: "MediaCacheTestOrigin",
+      dependencies: [
+        .product(name: "NIOCore", package: "swift-nio"),
+        .product(name: "NIOPosix", package: "swift-nio"),
+        .product(name: "NIOHTTP1", package: "swift-nio"),
+      ],
+      path: "Tests/TestOrigin"
+    ),
+    .executableTarget(
+      name: "mediacache-test-origin",
+      dependencies: ["MediaCacheTestOrigin"],
+      path: "Tests/TestOriginMain"
+    ),
     .executableTarget(
       name: "mediacache-bench",
       dependencies: ["MediaCache"],
@@ -77,7 +107,10 @@ let package = Package(
     ),
     .testTarget(
       name: "MediaCacheIntegrationTests",
-      dependencies: ["MediaCache", "mediacache", "cache-compactor", "cache-fsck", "mediacache-testhelper"]
+      dependencies: [
+        "MediaCache", "mediacache", "cache-compactor", "cache-fsck", "mediacache-testhelper",
+        "MediaCacheTestOrigin", "MediaCacheHTTP",
+      ]
     ),
   ],
   swiftLanguageModes: [.v6]

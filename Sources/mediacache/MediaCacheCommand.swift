@@ -13,6 +13,6 @@ struct MediaCacheCommand: AsyncParsableCommand {
       """,
     subcommands: [
       ImportCommand.self, CatCommand.self, StatusCommand.self, InspectCommand.self, ListCommand.self,
-      RemoveCommand.self, PinCommand.self, UnpinCommand.self, ClearCommand.self,
+      RemoveCommand.self, PinCommand.self, UnpinCommand.self, ClearCommand.self, FetchCommand.self,
     ])
 }

@@ -25,9 +25,10 @@ struct CacheOptions: ParsableArguments {
   var directory: String?
 
   /// Opens the cache, creating the directory if needed (for commands that write).
-  func open(chunkSize: Int = 1 << 20) throws -> MediaCache {
+  func open(chunkSize: Int = 1 << 20, durability: Durability = .durable) throws -> MediaCache {
     let configuration = MediaCache.Configuration(
-      directory: directory ?? MediaCache.Configuration.defaultDirectory(), chunkSize: chunkSize)
+      directory: directory ?? MediaCache.Configuration.defaultDirectory(), chunkSize: chunkSize,
+      durability: durability)
     return try MediaCache(configuration: configuration)
   }
 

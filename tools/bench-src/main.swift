@@ -57,6 +57,8 @@ let usage = """
     mediacache-bench fsck-pass --cache DIR [--rounds R] [--json]
         Times find, the checker's --fast pass, `cat` of every data file and full CRC verification over the
         tree, alternating, R rounds (default 3), plus zlib's CRC speed; reports medians and ratios.
+    mediacache-bench run-rss -- COMMAND [ARGS...]
+        Runs COMMAND (stdout to /dev/null) and prints its wall time and peak RSS (wait4 rusage).
     mediacache-bench dump-example-manifest
         Prints a hex dump and field walk of a fixed example manifest made by ManifestCodec.encode.
   """
@@ -828,6 +830,16 @@ func dumpExampleManifest() throws {
 if CommandLine.arguments.count >= 2 && ["-h", "--help", "help"].contains(CommandLine.arguments[1]) {
   print(usage)
   exit(0)
+}
+
+if CommandLine.arguments.count >= 2 && CommandLine.arguments[1] == "run-rss" {
+  do {
+    try runRSS(CommandLine.arguments)
+    exit(0)
+  } catch {
+    FileHandle.standardError.write(Data("mediacache-bench: \(error)\n".utf8))
+    exit(1)
+  }
 }
 
 do {

@@ -148,8 +148,18 @@ public final class FileHandleAssetDataManager: Sendable {
   ///
   /// Throws `StoreError.outOfBounds` past a known length, `StoreError.io` if the disk refuses.
   public func write(_ bytes: UnsafeRawBufferPointer, at offset: Int64) throws {
+    try write(bytes, at: offset, ifVersion: nil)
+  }
+
+  /// Writes `bytes` at `offset` only if the object is still at version `versionTag` (see `Manifest.versionTag`):
+  /// a fetch that started before a `reset` must not write bytes of the old version into the new one. Throws
+  /// `StoreError.versionChanged` otherwise.
+  public func write(_ bytes: UnsafeRawBufferPointer, at offset: Int64, ifVersion versionTag: UInt32?) throws {
     try state.withLock { state in
       try ensureWritable(state)
+      if let versionTag, state.manifest.versionTag != versionTag {
+        throw StoreError.versionChanged(objectID, expected: versionTag, current: state.manifest.versionTag)
+      }
       let end = offset + Int64(bytes.count)
       guard offset >= 0, end <= Manifest.maxLength(chunkSize: state.manifest.chunkSize),
         state.manifest.contentLength.map({ end <= $0 }) ?? true
@@ -216,6 +226,22 @@ public final class FileHandleAssetDataManager: Sendable {
       if chunkCount > 0 { try completeIfCovered(chunkCount - 1, &state) }
       // The length is part of the object's identity: it is committed even before any chunk completes.
       state.pending.contentLength = length
+    }
+  }
+
+  /// Records the origin's validators where none are recorded yet (committed with the next batch). Different
+  /// validators mean a different version: use `reset` for that.
+  public func setValidators(etag: String?, lastModified: String?) throws {
+    try state.withLock { state in
+      try ensureWritable(state)
+      if state.manifest.etag == nil, let etag {
+        state.manifest.etag = etag
+        state.pending.etag = etag
+      }
+      if state.manifest.lastModified == nil, let lastModified {
+        state.manifest.lastModified = lastModified
+        state.pending.lastModified = lastModified
+      }
     }
   }
 

@@ -15,13 +15,16 @@ struct ManifestChange: Sendable {
   var contentType: String?
   /// A length this writer learned.
   var contentLength: Int64?
+  /// Validators this writer learned (the merge takes them from the writer's view where the disk has none).
+  var etag: String?
+  var lastModified: String?
   /// True when this writer started a new origin version: its identity replaces the disk's and the disk's
   /// chunks are discarded.
   var reset = false
 
   var isEmpty: Bool {
     added.isEmpty && dropped.isEmpty && isPinned == nil && userMetadata == nil && contentType == nil
-      && contentLength == nil && !reset
+      && contentLength == nil && etag == nil && lastModified == nil && !reset
   }
 
   /// Applies the change to `onDisk` (nil when the object has no readable manifest), using `base` — the writer's

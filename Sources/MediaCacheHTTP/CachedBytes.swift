@@ -1,0 +1,177 @@
+import Foundation
+import MediaCache
+import Synchronization
+
+/// The bytes of one read (`CachingReader.read`): an async sequence of pieces of at most one chunk, in order.
+/// While it exists the object is open (no process evicts it).
+public final class CachedBytes: AsyncSequence, Sendable {
+  public typealias Element = Data
+
+  let session: ObjectSession
+  /// The absolute bytes this read covers (its upper bound is `Int64.max` while the length is unknown).
+  public let range: Range<Int64>
+  /// The flight `read` started to learn the length, handed to the first cursor (already attached).
+  private let initialFlight: Mutex<Flight?>
+
+  init(session: ObjectSession, range: Range<Int64>, initialFlight: Flight?) {
+    self.session = session
+    self.range = range
+    self.initialFlight = Mutex(initialFlight)
+  }
+
+  func takeInitialFlight() -> Flight? {
+    initialFlight.withLock { flight in
+      defer { flight = nil }; return flight
+    }
+  }
+
+  private let closed = Atomic<Bool>(false)
+
+  deinit { close() }
+
+  /// Ends the read: commits what was fetched and releases the object (also done on deinit).
+  public func close() {
+    guard !closed.exchange(true, ordering: .acquiringAndReleasing) else { return }
+    if let flight = takeInitialFlight() { Task { await flight.detach() } }
+    session.reader.closeSession(session)
+  }
+
+  /// The object's total length, once known.
+  public var length: Int64? { session.manager.contentLength }
+  /// The bytes this read will deliver, once the length is known.
+  public var count: Int64? {
+    guard range.upperBound != .max else { return length.map { Swift.max(0, $0 - range.lowerBound) } }
+    return Int64(range.count)
+  }
+  /// What the cache recorded from the origin.
+  public var contentType: String? { session.manager.manifest.contentType }
+  public var etag: String? { session.manager.manifest.etag }
+  public var lastModified: String? { session.manager.manifest.lastModified }
+
+  /// Waits until the flights still finishing their last chunk are done.
+  func waitForFlights() async { await session.waitForFlights() }
+
+  /// Bytes of the range cached now.
+  var cachedBytes: Int64 {
+    let end = range.upperBound == .max ? (length ?? range.lowerBound) : range.upperBound
+    guard end > range.lowerBound else { return 0 }
+    return session.manager.manifest.presentByteRanges.intersection(range.lowerBound..<end).count
+  }
+
+  public func makeAsyncIterator() -> Iterator { Iterator(cursor: ReadCursor(owner: self, skipCached: false)) }
+
+  /// Pieces of the range that had to come from the origin, without reading what is already cached: yields the
+  /// size of each fetched piece (for prefetch).
+  func skippingCached() -> AsyncThrowingStream<Int, any Error> {
+    let cursor = ReadCursor(owner: self, skipCached: true)
+    return AsyncThrowingStream {
+      guard let piece = try await cursor.next() else { return nil }
+      return piece.count
+    }
+  }
+
+  func progress(fetched: Int64, since start: Date, cachedAtStart: Int64) -> PrefetchProgress {
+    let elapsed = Swift.max(Date().timeIntervalSince(start), 0.001)
+    let total = count ?? 0
+    return PrefetchProgress(
+      cachedBytes: cachedBytes, totalBytes: total, fetchedBytes: fetched,
+      bytesPerSecond: Double(fetched) / elapsed)
+  }
+
+  /// Pulls one piece at a time, so memory stays at about one chunk however slow the consumer.
+  public struct Iterator: AsyncIteratorProtocol {
+    let cursor: ReadCursor
+    public mutating func next() async throws -> Data? { try await cursor.next() }
+  }
+}
+
+/// The position of one reader, and the flight it is attached to.
+final class ReadCursor: @unchecked Sendable {
+  // Mutated only by the task iterating the sequence (an iterator is not shared between tasks).
+  private let owner: CachedBytes
+  private let skipCached: Bool
+  private var position: Int64
+  private var flight: Flight?
+  /// The object's reset count when this reader delivered its first byte: a later reset means the bytes
+  /// after it would be of another version.
+  private var versionSeen: Int?
+
+  init(owner: CachedBytes, skipCached: Bool) {
+    self.owner = owner
+    self.skipCached = skipCached
+    self.position = owner.range.lowerBound
+    self.flight = owner.takeInitialFlight()
+  }
+
+  deinit {
+    if let flight { Task { await flight.detach() } }
+  }
+
+  private func leaveFlight() async {
+    if let flight { await flight.detach() }
+    flight = nil
+  }
+
+  private func noteDelivery() {
+    if versionSeen == nil { versionSeen = owner.session.reader.resetCount(owner.session.manager.objectID) }
+  }
+
+  func next() async throws -> Data? {
+    let session = owner.session
+    let manager = session.manager
+    var freshFlight = false
+    while true {
+      try Task.checkCancellation()
+      let end = min(owner.range.upperBound, manager.contentLength ?? .max)
+      guard position < end else {
+        if let flight { await flight.detach(finishingChunk: true) }
+        flight = nil
+        return nil
+      }
+      if let versionSeen, session.reader.resetCount(manager.objectID) != versionSeen {
+        throw OriginError.inconsistentResponse(
+          url: session.url, reason: "the origin's object changed while it was being read")
+      }
+      let manifest = manager.manifest
+      let chunkSize = Int64(manifest.chunkSize)
+      let chunk = Int(position / chunkSize)
+      if manifest.isPresent(chunk) {
+        let pieceEnd = min(end, Int64(chunk + 1) * chunkSize)
+        if skipCached {
+          position = pieceEnd
+          continue
+        }
+        do {
+          let data = try manager.read(position..<pieceEnd)
+          position = pieceEnd
+          noteDelivery()
+          return data
+        } catch StoreError.corruptChunk, StoreError.notCached {
+          continue  // dropped or gone: fetch it again
+        }
+      }
+      if flight == nil || freshFlight {
+        await leaveFlight()
+        flight = await session.flight(
+          for: position, upTo: owner.range.upperBound == .max ? nil : owner.range.upperBound)
+        freshFlight = false
+      } else if let current = flight, !(await current.canServe(position)) {
+        await leaveFlight()
+        continue
+      }
+      switch try await flight!.next(from: position, limit: Int(chunkSize)) {
+      case .memory(let data):
+        let usable = data.prefix(Int(min(Int64(data.count), end - position)))
+        position += Int64(usable.count)
+        noteDelivery()
+        return Data(usable)
+      case .disk:
+        // The flight completed this chunk; if the cache does not have it (dropped since), fetch anew.
+        if !manager.manifest.isPresent(chunk) { freshFlight = true }
+      case .end:
+        await leaveFlight()
+        if manager.contentLength.map({ position >= $0 }) == true { return nil }
+      }
+    }
+  }
+}

@@ -1,0 +1,236 @@
+import Foundation
+import MediaCache
+import Synchronization
+
+/// Which bytes of an object to read.
+public enum RequestedRange: Sendable, Equatable {
+  /// The whole object.
+  case all
+  /// Bytes `start..<end`.
+  case bounded(Range<Int64>)
+  /// From `start` to the end (`bytes=N-`).
+  case from(Int64)
+  /// The last `count` bytes (`bytes=-N`).
+  case suffix(Int64)
+}
+
+/// Reads any byte range of a remote object through the cache: present chunks come from disk (CRC-checked),
+/// missing runs from the origin with one chunk-aligned range request each, streamed to the reader as they
+/// arrive and written to the cache at the same time.
+///
+/// Concurrent readers of the same missing bytes in this process share one origin request; when the last of
+/// them goes away the request is cancelled (complete chunks stay cached). A chunk that fails its CRC on read is
+/// dropped and fetched again without the reader noticing.
+public final class CachingReader: Sendable {
+  /// Limits and retries.
+  public struct Configuration: Sendable {
+    /// Origin requests at once in this process (default 6).
+    public var maxConcurrentRequests = 6
+    /// Retries after a connection error, a 5xx or a cut-off body (default 3).
+    public var maxRetries = 3
+    /// First backoff, seconds; doubled per retry, plus up to 50% jitter (default 0.2).
+    public var retryBaseDelay = 0.2
+
+    public init(maxConcurrentRequests: Int = 6, maxRetries: Int = 3, retryBaseDelay: Double = 0.2) {
+      self.maxConcurrentRequests = maxConcurrentRequests
+      self.maxRetries = maxRetries
+      self.retryBaseDelay = retryBaseDelay
+    }
+  }
+
+  public let cache: MediaCache
+  public let client: OriginClient
+  public let configuration: Configuration
+  let limiter: RequestLimiter
+
+  private struct Sessions {
+    var open: [ObjectID: (session: ObjectSession, users: Int)] = [:]
+    /// Times each object was reset in this process (a reader that saw bytes of one version fails on another).
+    var resets: [ObjectID: Int] = [:]
+  }
+
+  private let sessions = Mutex(Sessions())
+
+  public init(
+    cache: MediaCache, client: OriginClient = OriginClient(), configuration: Configuration = Configuration()
+  ) {
+    self.cache = cache
+    self.client = client
+    self.configuration = configuration
+    self.limiter = RequestLimiter(limit: configuration.maxConcurrentRequests)
+  }
+
+  // MARK: Sessions
+
+  func openSession(_ url: String) throws -> ObjectSession {
+    let id = cache.objectID(for: url)
+    return try sessions.withLock { state in
+      if let entry = state.open[id] {
+        state.open[id] = (entry.session, entry.users + 1)
+        return entry.session
+      }
+      let manager = try cache.assetDataManager(for: url)
+      let session = ObjectSession(url: url, manager: manager, reader: self)
+      state.open[id] = (session, 1)
+      return session
+    }
+  }
+
+  func closeSession(_ session: ObjectSession) {
+    let id = session.manager.objectID
+    let last = sessions.withLock { state -> Bool in
+      guard let entry = state.open[id] else { return false }
+      if entry.users <= 1 {
+        state.open[id] = nil
+        return true
+      }
+      state.open[id] = (entry.session, entry.users - 1)
+      return false
+    }
+    if last { try? session.manager.close() }
+  }
+
+  func noteReset(_ id: ObjectID) { sessions.withLock { $0.resets[id, default: 0] += 1 } }
+
+  func resetCount(_ id: ObjectID) -> Int { sessions.withLock { $0.resets[id] ?? 0 } }
+
+  // MARK: Reading
+
+  /// The bytes of `range` of the object at `url`, in order, as an async sequence of pieces (at most a chunk
+  /// each). The object's length is known once this returns (`CachedBytes.length`).
+  ///
+  /// Throws `OriginError` for origin failures and `StoreError` for cache failures; a range that starts past the
+  /// end throws `OriginError.rangeNotSatisfiable`.
+  public func read(_ url: String, range: RequestedRange = .all) async throws -> CachedBytes {
+    try OriginClient.validate(url)
+    let session = try openSession(url)
+    do {
+      let (resolved, flight) = try await resolve(range, session: session)
+      return CachedBytes(session: session, range: resolved, initialFlight: flight)
+    } catch {
+      closeSession(session)
+      throw error
+    }
+  }
+
+  /// Turns a requested range into absolute bytes, learning the length from the origin if the cache does not
+  /// know it yet (from the first missing run's response, or a HEAD for a suffix).
+  /// Also returns the flight started to learn the length, still attached: the read's first cursor takes it over.
+  private func resolve(_ range: RequestedRange, session: ObjectSession) async throws -> (
+    Range<Int64>, Flight?
+  ) {
+    var length = session.manager.contentLength
+    var started: Flight?
+    if length == nil {
+      switch range {
+      case .bounded(let bounds) where bounds.isEmpty: return (bounds, nil)
+      case .suffix:
+        let head = try await client.head(session.url)
+        guard let total = head.length else {
+          throw OriginError.inconsistentResponse(
+            url: session.url, reason: "origin gives no length for a suffix range")
+        }
+        length = total
+      default:
+        let start: Int64 =
+          if case .bounded(let bounds) = range { bounds.lowerBound } else if case .from(let s) = range {
+            s
+          } else { 0 }
+        let end: Int64? = if case .bounded(let bounds) = range { bounds.upperBound } else { nil }
+        let flight = await session.flight(for: start, upTo: end)
+        do {
+          _ = try await flight.waitForHead()
+        } catch {
+          await flight.detach()
+          throw error
+        }
+        started = flight
+        length = session.manager.contentLength
+      }
+    }
+    do {
+      return (try bounds(of: range, length: length, url: session.url), started)
+    } catch {
+      await started?.detach()
+      throw error
+    }
+  }
+
+  private func bounds(of range: RequestedRange, length: Int64?, url: String) throws -> Range<Int64> {
+    func unsatisfiable(_ text: String) -> OriginError {
+      .rangeNotSatisfiable(url: url, range: text, length: length)
+    }
+    switch range {
+    case .all: return 0..<(length ?? .max)
+    case .bounded(let bounds):
+      guard let length else { return bounds }
+      guard bounds.lowerBound < length || bounds.isEmpty else {
+        throw unsatisfiable("\(bounds.lowerBound)-\(bounds.upperBound - 1)")
+      }
+      return bounds.lowerBound..<min(bounds.upperBound, length)
+    case .from(let start):
+      guard let length else { return start..<Int64.max }
+      guard start < length else { throw unsatisfiable("\(start)-") }
+      return start..<length
+    case .suffix(let count):
+      let total = length ?? 0
+      guard count > 0 else { throw unsatisfiable("-\(count)") }
+      return max(0, total - count)..<total
+    }
+  }
+
+  // MARK: Prefetch
+
+  /// Fills `range` of the object (the whole object by default), skipping what is cached, and reports
+  /// progress. Cancel the consuming task to stop; a later prefetch resumes where it stopped.
+  public func prefetch(_ url: String, range: RequestedRange = .all) -> AsyncThrowingStream<
+    PrefetchProgress, any Error
+  > {
+    let (stream, continuation) = AsyncThrowingStream.makeStream(of: PrefetchProgress.self)
+    let task = Task {
+      do {
+        let bytes = try await read(url, range: range)
+        let started = Date()
+        var fetched: Int64 = 0
+        var lastReport = Date.distantPast
+        let cachedAtStart = bytes.cachedBytes
+        for try await _ in bytes.skippingCached() {
+          fetched = max(0, bytes.cachedBytes - cachedAtStart)
+          if Date().timeIntervalSince(lastReport) >= 0.2 {
+            lastReport = Date()
+            continuation.yield(bytes.progress(fetched: fetched, since: started, cachedAtStart: cachedAtStart))
+          }
+        }
+        await bytes.waitForFlights()
+        fetched = max(0, bytes.cachedBytes - cachedAtStart)
+        bytes.close()
+        continuation.yield(bytes.progress(fetched: fetched, since: started, cachedAtStart: cachedAtStart))
+        continuation.finish()
+      } catch {
+        continuation.finish(throwing: error)
+      }
+    }
+    continuation.onTermination = { _ in task.cancel() }
+    return stream
+  }
+
+  /// Cancels every origin request this reader has running; readers waiting on them get `CancellationError`.
+  public func cancelAll() async {
+    let open = sessions.withLock { $0.open.values.map(\.session) }
+    for session in open { await session.cancelAll() }
+  }
+}
+
+/// Progress of a prefetch.
+public struct PrefetchProgress: Sendable, Equatable {
+  /// Bytes of the range now cached.
+  public var cachedBytes: Int64
+  /// Bytes in the range.
+  public var totalBytes: Int64
+  /// Bytes fetched from the origin by this prefetch.
+  public var fetchedBytes: Int64
+  /// Origin throughput of this prefetch so far.
+  public var bytesPerSecond: Double
+
+  public var isComplete: Bool { cachedBytes >= totalBytes }
+}

@@ -1,0 +1,155 @@
+import Foundation
+
+/// One origin request filling a run of chunks of one object, shared by every reader in this process that needs
+/// those bytes (single flight).
+///
+/// Bytes are written to the cache as they arrive and handed to readers at once. Only the current, incomplete
+/// chunk is kept in memory: a reader that joins late or falls behind reads the earlier bytes from the cache
+/// (those chunks are complete and CRC-checked), then the in-memory tail, then live bytes.
+actor Flight {
+  /// What a reader gets for a position.
+  enum Piece: Sendable {
+    /// Bytes from memory, starting at the position asked.
+    case memory(Data)
+    /// The position lies in a chunk this flight completed: read it from the cache.
+    case disk
+    /// The flight ended before the position (it was cut short, or the object ended).
+    case end
+  }
+
+  /// First byte (chunk-aligned).
+  let start: Int64
+  /// Exclusive end of the run; nil: to the end of the object.
+  private(set) var end: Int64?
+  let chunkSize: Int64
+  /// Every byte before this has arrived and been written to the cache.
+  private(set) var received: Int64
+  /// Start of the bytes kept in `buffer`: the beginning of the incomplete chunk holding `received`.
+  private var bufferStart: Int64
+  private var buffer = Data()
+  private(set) var outcome: Result<Void, any Error>?
+  /// What the origin said in its response head, once it answered.
+  private(set) var head: OriginMetadata?
+  private var waiters: [CheckedContinuation<Void, Never>] = []
+  private var readers = 0
+  private var task: Task<Void, Never>?
+
+  init(start: Int64, end: Int64?, chunkSize: Int) {
+    self.start = start
+    self.end = end
+    self.chunkSize = Int64(chunkSize)
+    self.received = start
+    self.bufferStart = start
+  }
+
+  var isFinished: Bool { outcome != nil }
+
+  /// Whether a reader at `position` can be served by this flight soon: inside the run, and not more than two
+  /// chunks ahead of what has arrived (farther ahead, a new request is faster).
+  func canServe(_ position: Int64) -> Bool {
+    guard outcome == nil, position >= start, end.map({ position < $0 }) ?? true else { return false }
+    return position - received <= 2 * chunkSize
+  }
+
+  func setTask(_ task: Task<Void, Never>) { self.task = task }
+
+  func attach() { readers += 1 }
+
+  /// A reader left; the last one to leave cancels the origin request (complete chunks stay cached, the
+  /// partial one is discarded). A reader that simply reached the end of its range lets the flight finish the
+  /// chunk it is in (`finishingChunk`), so the range's last chunk is cached too.
+  func detach(finishingChunk: Bool = false) {
+    readers -= 1
+    guard readers <= 0, outcome == nil else { return }
+    if finishingChunk && received > start {
+      let chunkEnd = ((received + chunkSize - 1) / chunkSize) * chunkSize
+      if chunkEnd > received {
+        limit(to: chunkEnd)
+        return
+      }
+    }
+    task?.cancel()
+  }
+
+  /// Cancels the origin request; readers waiting get `CancellationError`.
+  func cancel() {
+    task?.cancel()
+    finish(.failure(CancellationError()))
+  }
+
+  /// Stops the run at `newEnd` (another flight fetches what follows).
+  func limit(to newEnd: Int64) {
+    if end.map({ newEnd < $0 }) ?? true { end = max(newEnd, received) }
+    wakeAll()
+  }
+
+  func setHead(_ metadata: OriginMetadata) {
+    head = metadata
+    wakeAll()
+  }
+
+  /// Bytes that arrived at `offset` (already written to the cache). Bytes before `received` (a retry's overlap,
+  /// or a 200 body's bytes before the run) are not delivered again.
+  func deliver(_ bytes: Data, at offset: Int64) {
+    let newEnd = offset + Int64(bytes.count)
+    guard newEnd > received else { return }
+    let fresh = bytes.suffix(Int(newEnd - max(offset, received)))
+    received = newEnd
+    let chunkStart = (received / chunkSize) * chunkSize
+    if chunkStart > bufferStart {
+      // The earlier chunks are complete in the cache; keep only the incomplete one.
+      bufferStart = max(chunkStart, start)
+      buffer = Data(fresh.suffix(Int(received - bufferStart)))
+    } else {
+      buffer.append(fresh)
+    }
+    wakeAll()
+  }
+
+  func finish(_ result: Result<Void, any Error>) {
+    if outcome == nil { outcome = result }
+    buffer = Data()
+    bufferStart = received
+    wakeAll()
+  }
+
+  /// Waits until the origin answered (or the flight failed); returns the head.
+  func waitForHead() async throws -> OriginMetadata? {
+    while head == nil {
+      if case .failure(let error) = outcome { throw error }
+      if outcome != nil { return nil }
+      await withCheckedContinuation { waiters.append($0) }
+    }
+    return head
+  }
+
+  /// Waits until the flight has ended.
+  func waitForEnd() async throws {
+    while outcome == nil { await withCheckedContinuation { waiters.append($0) } }
+    try outcome?.get()
+  }
+
+  /// The next bytes for a reader at `position` (at most `limit`), waiting for them if needed.
+  func next(from position: Int64, limit: Int) async throws -> Piece {
+    while true {
+      if position < bufferStart { return .disk }
+      if position < received {
+        let from = Int(position - bufferStart)
+        let to = min(buffer.count, from + limit)
+        return .memory(Data(buffer[buffer.startIndex + from..<buffer.startIndex + to]))
+      }
+      if let end, position >= end { return .end }
+      switch outcome {
+      case .failure(let error): throw error
+      case .success: return .end
+      case nil: await withCheckedContinuation { waiters.append($0) }
+      }
+    }
+  }
+
+  private func wakeAll() {
+    let current = waiters
+    waiters = []
+    for waiter in current { waiter.resume() }
+  }
+}

@@ -1,0 +1,211 @@
+import AsyncHTTPClient
+import Foundation
+import MediaCache
+import NIOCore
+import Synchronization
+
+/// Everything this process is doing with one object: one shared data manager (so completed chunks are visible
+/// to every reader at once) and the flights filling it.
+final class ObjectSession: Sendable {
+  let url: String
+  let manager: FileHandleAssetDataManager
+  let reader: CachingReader
+  private let flights = Mutex<[Flight]>([])
+
+  init(url: String, manager: FileHandleAssetDataManager, reader: CachingReader) {
+    self.url = url
+    self.manager = manager
+    self.reader = reader
+  }
+
+  var chunkSize: Int { manager.manifest.chunkSize }
+
+  /// A flight that will deliver the byte at `position` soon, joined (attached); a new one if none can.
+  /// The new run goes from the chunk of `position` to the next present chunk or to `want` (chunk-aligned).
+  func flight(for position: Int64, upTo want: Int64?) async -> Flight {
+    for flight in flights.withLock({ $0 }) where await flight.canServe(position) {
+      await flight.attach()
+      return flight
+    }
+    let manifest = manager.manifest
+    let chunkSize = Int64(manifest.chunkSize)
+    let start = (position / chunkSize) * chunkSize
+    var end: Int64? = want.map {
+      min(((($0 + chunkSize - 1) / chunkSize) * chunkSize), manifest.contentLength ?? .max)
+    }
+    if let length = manifest.contentLength { end = min(end ?? length, length) }
+    // Stop before the next chunk that is already cached.
+    var chunk = Int(start / chunkSize) + 1
+    let lastChunk = end.map { Int(($0 - 1) / chunkSize) } ?? manifest.chunkCount.map { $0 - 1 }
+    while lastChunk.map({ chunk <= $0 }) ?? false {
+      if manifest.isPresent(chunk) {
+        end = Int64(chunk) * chunkSize
+        break
+      }
+      chunk += 1
+    }
+    let flight = Flight(start: start, end: end, chunkSize: manifest.chunkSize)
+    await flight.attach()
+    // An earlier flight of the same run that is far behind stops where this one starts.
+    for other in flights.withLock({ $0 }) where other.start < start { await other.limit(to: start) }
+    flights.withLock { list in
+      list.append(flight)
+      if list.count > 64 { list.removeFirst(list.count - 64) }
+    }
+    let task = Task { await self.run(flight) }
+    await flight.setTask(task)
+    return flight
+  }
+
+  /// Waits until every flight of this object has ended.
+  func waitForFlights() async {
+    for flight in flights.withLock({ $0 }) { _ = try? await flight.waitForEnd() }
+  }
+
+  /// Cancels every running flight of this object.
+  func cancelAll() async {
+    for flight in flights.withLock({ $0 }) { await flight.cancel() }
+  }
+
+  private func forget(_ flight: Flight) {
+    flights.withLock { $0.removeAll { $0 === flight } }
+  }
+
+  // MARK: Fetching
+
+  /// Fills the flight's run from the origin: retries with backoff on connection errors, 5xx and cut-off
+  /// bodies, resuming at the first byte not yet received; resets the object if the origin's version changed.
+  private func run(_ flight: Flight) async {
+    let configuration = reader.configuration
+    var attempt = 1
+    while true {
+      do {
+        await reader.limiter.acquire()
+        let result: Result<Void, any Error>
+        do {
+          try await fetchOnce(flight)
+          result = .success(())
+        } catch {
+          result = .failure(error)
+        }
+        await reader.limiter.release()
+        try result.get()
+        await flight.finish(.success(()))
+        forget(flight)
+        return
+      } catch let error as OriginError where error.isRetryable && attempt <= configuration.maxRetries {
+        attempt += 1
+        let backoff = configuration.retryBaseDelay * pow(2, Double(attempt - 2))
+        let jitter = Double.random(in: 0...(backoff / 2))
+        do { try await Task.sleep(for: .seconds(backoff + jitter)) } catch {
+          await flight.finish(.failure(CancellationError()))
+          forget(flight)
+          return
+        }
+      } catch {
+        await flight.finish(.failure(Self.withAttempts(error, attempt)))
+        forget(flight)
+        return
+      }
+    }
+  }
+
+  static func withAttempts(_ error: any Error, _ attempts: Int) -> any Error {
+    switch error {
+    case OriginError.httpStatus(let url, let status, _):
+      OriginError.httpStatus(url: url, status: status, attempts: attempts)
+    case OriginError.connectionFailed(let url, let reason, _):
+      OriginError.connectionFailed(url: url, reason: reason, attempts: attempts)
+    case OriginError.truncatedBody(let url, let expected, let received, _):
+      OriginError.truncatedBody(url: url, expected: expected, received: received, attempts: attempts)
+    default: error
+    }
+  }
+
+  private func fetchOnce(_ flight: Flight) async throws {
+    try Task.checkCancellation()
+    let position = await flight.received
+    let end = await flight.end
+    if let end, position >= end { return }
+    let stored = manager.manifest
+    let validator = stored.etag ?? stored.lastModified
+    let response = try await reader.client.get(url, start: position, end: end, ifRange: validator)
+    var versionTag = try reconcile(response, stored: stored)
+    await flight.setHead(response.metadata)
+    var offset = response.start
+    var bodyBytes: Int64 = 0
+    var body = response.body.makeAsyncIterator()
+    while true {
+      let next: ByteBuffer?
+      do {
+        next = try await body.next()
+      } catch is CancellationError {
+        throw CancellationError()
+      } catch let error as HTTPClientError where error == .cancelled {
+        throw CancellationError()
+      } catch {
+        // The connection broke mid-body: retryable, resuming at the first byte not received.
+        if let expected = response.expectedBodyLength {
+          throw OriginError.truncatedBody(
+            url: url, expected: response.start + expected, received: offset, attempts: 1)
+        }
+        throw OriginError.connectionFailed(url: url, reason: "\(error)", attempts: 1)
+      }
+      guard let buffer = next else { break }
+      try Task.checkCancellation()
+      let count = Int64(buffer.readableBytes)
+      try buffer.withUnsafeReadableBytes { raw in
+        do {
+          try manager.write(raw, at: offset, ifVersion: versionTag)
+        } catch StoreError.outOfBounds {
+          throw OriginError.inconsistentResponse(
+            url: url, reason: "body runs past the length the origin declared")
+        }
+      }
+      await flight.deliver(Data(buffer.readableBytesView), at: offset)
+      offset += count
+      bodyBytes += count
+      if let flightEnd = await flight.end, offset >= flightEnd, response.isPartial { break }
+    }
+    if let expected = response.expectedBodyLength, bodyBytes < expected {
+      let flightEnd = await flight.end
+      if flightEnd.map({ offset < $0 }) ?? true {
+        throw OriginError.truncatedBody(
+          url: url, expected: response.start + expected, received: offset, attempts: 1)
+      }
+    }
+    if response.metadata.length == nil && !response.isPartial {
+      // A body without a declared length (chunked): its end is the object's end.
+      try manager.setContentLength(offset)
+      versionTag = manager.manifest.versionTag
+    }
+    _ = versionTag
+  }
+
+  /// Compares the response with what the cache holds: records validators for a new object, resets the object
+  /// when the origin's version changed. Returns the version tag the body must be written under.
+  private func reconcile(_ response: OriginResponse, stored: Manifest) throws -> UInt32 {
+    let metadata = response.metadata
+    func differs<T: Equatable>(_ a: T?, _ b: T?) -> Bool { a != nil && b != nil && a != b }
+    // A different entity tag, length or (without tags) Last-Modified is another version. A 200 whose
+    // validators match is an origin that ignores Range: same version, the body starts at 0.
+    let changed =
+      differs(stored.etag, metadata.etag) || differs(stored.contentLength, metadata.length)
+      || (stored.etag == nil && differs(stored.lastModified, metadata.lastModified))
+    if changed {
+      try manager.reset(
+        contentLength: metadata.length, etag: metadata.etag, lastModified: metadata.lastModified)
+      try manager.setContentType(metadata.contentType)
+      reader.noteReset(manager.objectID)
+    } else {
+      try manager.setValidators(etag: metadata.etag, lastModified: metadata.lastModified)
+      if stored.contentType == nil, let type = metadata.contentType { try manager.setContentType(type) }
+      if let length = metadata.length, stored.contentLength == nil {
+        do { try manager.setContentLength(length) } catch StoreError.lengthConflict {
+          throw OriginError.inconsistentResponse(url: url, reason: "length changed without a new validator")
+        }
+      }
+    }
+    return manager.manifest.versionTag
+  }
+}

@@ -1,0 +1,172 @@
+import AsyncHTTPClient
+import Foundation
+import NIOCore
+import NIOHTTP1
+
+/// What the origin said about an object in one response.
+public struct OriginMetadata: Sendable, Equatable {
+  /// Total length, if the origin told it.
+  public var length: Int64?
+  public var etag: String?
+  public var lastModified: String?
+  public var contentType: String?
+}
+
+/// One origin response, body not yet read.
+struct OriginResponse: Sendable {
+  /// First byte of the object the body holds (0 for a 200).
+  var start: Int64
+  /// Bytes the body should hold, when known (Content-Length or the Content-Range span).
+  var expectedBodyLength: Int64?
+  /// Whether this is a 206 for the range asked.
+  var isPartial: Bool
+  var metadata: OriginMetadata
+  var body: HTTPClientResponse.Body
+}
+
+/// Range GETs against the origin through AsyncHTTPClient: `identity` encoding, bounded redirects, connect and
+/// idle timeouts, and strict checking of what comes back.
+public final class OriginClient: Sendable {
+  /// Settings of the HTTP client.
+  public struct Configuration: Sendable {
+    /// Connect timeout, seconds.
+    public var connectTimeout: Double = 10
+    /// Longest silence while reading a response, seconds.
+    public var idleTimeout: Double = 30
+    /// Redirects followed at most.
+    public var maxRedirects = 5
+    /// `User-Agent` sent.
+    public var userAgent = "MediaCache/1"
+
+    public init(connectTimeout: Double = 10, idleTimeout: Double = 30, maxRedirects: Int = 5) {
+      self.connectTimeout = connectTimeout
+      self.idleTimeout = idleTimeout
+      self.maxRedirects = maxRedirects
+    }
+  }
+
+  let http: HTTPClient
+  public let configuration: Configuration
+
+  public init(configuration: Configuration = Configuration()) {
+    self.configuration = configuration
+    var settings = HTTPClient.Configuration(
+      redirectConfiguration: .follow(max: configuration.maxRedirects, allowCycles: false),
+      timeout: .init(
+        connect: .milliseconds(Int64(configuration.connectTimeout * 1000)),
+        read: .milliseconds(Int64(configuration.idleTimeout * 1000))),
+      decompression: .disabled)
+    settings.httpVersion = .http1Only
+    http = HTTPClient(eventLoopGroupProvider: .singleton, configuration: settings)
+  }
+
+  /// Closes the client's connections.
+  public func shutdown() async throws { try await http.shutdown() }
+
+  /// Checks that `url` is an absolute http or https URL.
+  static func validate(_ url: String) throws(OriginError) {
+    guard let components = URLComponents(string: url), let scheme = components.scheme?.lowercased(),
+      components.host?.isEmpty == false
+    else { throw .invalidURL(url) }
+    guard scheme == "http" || scheme == "https" else { throw .unsupportedScheme(url: url) }
+  }
+
+  /// HEAD: what the origin says about the object without a body.
+  func head(_ url: String) async throws -> OriginMetadata {
+    var request = HTTPClientRequest(url: url)
+    request.method = .HEAD
+    request.headers.add(name: "Accept-Encoding", value: "identity")
+    request.headers.add(name: "User-Agent", value: configuration.userAgent)
+    let response = try await execute(request, url: url)
+    guard response.status == .ok else {
+      throw OriginError.httpStatus(url: url, status: Int(response.status.code), attempts: 1)
+    }
+    var metadata = Self.metadata(response.headers)
+    metadata.length = response.headers.first(name: "Content-Length").flatMap { Int64($0) }
+    return metadata
+  }
+
+  /// GET of bytes `start..<end` (`end` nil: to the end of the object), with `If-Range` when a validator is
+  /// given. Checks status, `Content-Range` and `Content-Encoding`; the body is returned unread.
+  func get(_ url: String, start: Int64, end: Int64?, ifRange: String?) async throws -> OriginResponse {
+    var request = HTTPClientRequest(url: url)
+    let rangeText = "\(start)-\(end.map { String($0 - 1) } ?? "")"
+    if start > 0 || end != nil { request.headers.add(name: "Range", value: "bytes=\(rangeText)") }
+    if let ifRange { request.headers.add(name: "If-Range", value: ifRange) }
+    request.headers.add(name: "Accept-Encoding", value: "identity")
+    request.headers.add(name: "User-Agent", value: configuration.userAgent)
+    let response = try await execute(request, url: url)
+    let headers = response.headers
+    if let encoding = headers.first(name: "Content-Encoding"), encoding.lowercased() != "identity" {
+      throw OriginError.unsupportedContentEncoding(url: url, encoding: encoding)
+    }
+    var metadata = Self.metadata(headers)
+    let contentLength = headers.first(name: "Content-Length").flatMap { Int64($0) }
+    switch response.status.code {
+    case 206:
+      guard let header = headers.first(name: "Content-Range"), let parsed = Self.parseContentRange(header),
+        let first = parsed.first, let last = parsed.last
+      else {
+        throw OriginError.contentRangeMismatch(
+          url: url, requested: rangeText, received: headers.first(name: "Content-Range") ?? "none")
+      }
+      metadata.length = parsed.total
+      let endOK =
+        end.map { last + 1 == $0 || (parsed.total.map { last + 1 == $0 && $0 < end! } ?? false) } ?? true
+      guard first == start, last >= first, endOK, parsed.total.map({ last < $0 }) ?? true else {
+        throw OriginError.contentRangeMismatch(url: url, requested: rangeText, received: header)
+      }
+      return OriginResponse(
+        start: first, expectedBodyLength: last - first + 1, isPartial: true, metadata: metadata,
+        body: response.body)
+    case 200:
+      metadata.length = contentLength
+      return OriginResponse(
+        start: 0, expectedBodyLength: contentLength, isPartial: false, metadata: metadata, body: response.body
+      )
+    case 416:
+      let total = headers.first(name: "Content-Range").flatMap { Self.parseContentRange($0)?.total }
+      throw OriginError.rangeNotSatisfiable(url: url, range: rangeText, length: total)
+    default:
+      throw OriginError.httpStatus(url: url, status: Int(response.status.code), attempts: 1)
+    }
+  }
+
+  private func execute(_ request: HTTPClientRequest, url: String) async throws -> HTTPClientResponse {
+    do {
+      return try await http.execute(request, deadline: .distantFuture)
+    } catch let error as HTTPClientError {
+      if error == .redirectLimitReached || error == .redirectCycleDetected {
+        throw OriginError.tooManyRedirects(url: url)
+      }
+      if error == .cancelled { throw CancellationError() }
+      throw OriginError.connectionFailed(url: url, reason: "\(error)", attempts: 1)
+    } catch is CancellationError {
+      throw CancellationError()
+    } catch let error as OriginError {
+      throw error
+    } catch {
+      throw OriginError.connectionFailed(url: url, reason: "\(error)", attempts: 1)
+    }
+  }
+
+  static func metadata(_ headers: HTTPHeaders) -> OriginMetadata {
+    OriginMetadata(
+      length: nil, etag: headers.first(name: "ETag"), lastModified: headers.first(name: "Last-Modified"),
+      contentType: headers.first(name: "Content-Type"))
+  }
+
+  /// `bytes FIRST-LAST/TOTAL`, `bytes FIRST-LAST/*` or `bytes */TOTAL`.
+  static func parseContentRange(_ value: String) -> (first: Int64?, last: Int64?, total: Int64?)? {
+    let trimmed = value.trimmingCharacters(in: .whitespaces)
+    guard trimmed.lowercased().hasPrefix("bytes ") else { return nil }
+    let parts = trimmed.dropFirst(6).split(separator: "/", maxSplits: 1)
+    guard parts.count == 2 else { return nil }
+    let total: Int64? = parts[1] == "*" ? nil : Int64(parts[1])
+    if parts[1] != "*" && total == nil { return nil }
+    if parts[0] == "*" { return (nil, nil, total) }
+    let bounds = parts[0].split(separator: "-", maxSplits: 1)
+    guard bounds.count == 2, let first = Int64(bounds[0]), let last = Int64(bounds[1]) else { return nil }
+    return (first, last, total)
+  }
+}

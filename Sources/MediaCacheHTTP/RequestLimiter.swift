@@ -1,0 +1,24 @@
+/// A counting semaphore for origin requests: at most `limit` at once in the process (default 6).
+actor RequestLimiter {
+  let limit: Int
+  private var running = 0
+  private var queue: [CheckedContinuation<Void, Never>] = []
+
+  init(limit: Int) { self.limit = max(1, limit) }
+
+  func acquire() async {
+    if running < limit {
+      running += 1
+      return
+    }
+    await withCheckedContinuation { queue.append($0) }
+  }
+
+  func release() {
+    if queue.isEmpty {
+      running -= 1
+    } else {
+      queue.removeFirst().resume()  // the slot passes straight to the next waiter
+    }
+  }
+}

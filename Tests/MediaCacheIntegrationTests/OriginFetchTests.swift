@@ -1,0 +1,286 @@
+import Foundation
+import MediaCache
+import MediaCacheHTTP
+import MediaCacheTestOrigin
+import Testing
+
+/// Reading through the cache from a real HTTP origin on 127.0.0.1 (`TestOrigin`), in every origin mode.
+@Suite(.serialized)
+struct OriginFetchTests {
+  static let chunkSize = 65536
+
+  /// A cache in a fresh directory, a reader over it, and an origin; all torn down afterwards.
+  func withReader(
+    retries: Int = 3, _ body: (CachingReader, TestOrigin, MediaCache) async throws -> Void
+  ) async throws {
+    let dir = try TemporaryDirectory()
+    defer { dir.cleanup() }
+    let origin = try await TestOrigin.start()
+    let cache = try MediaCache(
+      configuration: .init(directory: dir.file("cache"), chunkSize: Self.chunkSize, durability: .relaxed))
+    let client = OriginClient(configuration: .init(connectTimeout: 5, idleTimeout: 10))
+    let reader = CachingReader(
+      cache: cache, client: client, configuration: .init(maxRetries: retries, retryBaseDelay: 0.01))
+    do {
+      try await body(reader, origin, cache)
+    } catch {
+      try? await client.shutdown()
+      try? await origin.shutdown()
+      throw error
+    }
+    try await client.shutdown()
+    try await origin.shutdown()
+  }
+
+  func readAll(_ reader: CachingReader, _ url: String, _ range: RequestedRange = .all) async throws -> Data {
+    let bytes = try await reader.read(url, range: range)
+    defer { bytes.close() }
+    var out = Data()
+    for try await piece in bytes {
+      #expect(piece.count <= Self.chunkSize)
+      out.append(piece)
+    }
+    return out
+  }
+
+  func expected(_ name: String, _ size: Int, version: Int = 0, _ range: Range<Int>? = nil) -> Data {
+    Data(TestOrigin.bytes(name: name, size: size, version: version, range: range ?? 0..<size))
+  }
+
+  /// Every chunk the cache lists for `url` holds exactly the origin's bytes of `version`.
+  func expectNoWrongByte(_ cache: MediaCache, _ url: String, _ name: String, _ size: Int, version: Int = 0)
+    throws
+  {
+    guard let manifest = try cache.store.readManifest(cache.objectID(for: url)) else { return }
+    let manager = try cache.assetDataManager(for: url, writable: false)
+    defer { try? manager.close() }
+    let all = expected(name, size, version: version)
+    for run in manifest.presentByteRanges.ranges {
+      #expect(try manager.read(run) == all[Int(run.lowerBound)..<Int(run.upperBound)], "bytes \(run)")
+    }
+  }
+
+  @Test func normalOriginFillsTheCacheAndSecondReadsNeedNoRequest() async throws {
+    try await withReader { reader, origin, cache async throws in
+      let size = 1_000_000
+      let url = origin.url(.normal, "movie", size: size)
+      #expect(try await readAll(reader, url) == expected("movie", size))
+      #expect(try await cache.status(for: url) == .complete(length: Int64(size)))
+      let before = origin.requests(for: "movie").count
+      #expect(
+        try await readAll(reader, url, .bounded(100_000..<300_000))
+          == expected("movie", size, 100_000..<300_000))
+      #expect(try await readAll(reader, url, .suffix(1000)) == expected("movie", size, (size - 1000)..<size))
+      #expect(origin.requests(for: "movie").count == before)
+      let manifest = try #require(try cache.store.readManifest(cache.objectID(for: url)))
+      #expect(manifest.etag == TestOrigin.etag(name: "movie"))
+      #expect(manifest.contentType == "video/mp4")
+    }
+  }
+
+  @Test func halfCachedRangeFetchesOnlyTheMissingChunks() async throws {
+    try await withReader { reader, origin, cache async throws in
+      let size = 16 * Self.chunkSize
+      let url = origin.url(.normal, "half", size: size)
+      _ = try await readAll(reader, url, .bounded(0..<Int64(8 * Self.chunkSize)))
+      origin.resetRecords()
+      #expect(try await readAll(reader, url) == expected("half", size))
+      let requests = origin.requests(for: "half")
+      #expect(requests.count == 1, "\(requests)")
+      #expect(requests.first?.range == "bytes=\(8 * Self.chunkSize)-\(size - 1)")
+      #expect(origin.totalBodyBytes(for: "half") == 8 * Self.chunkSize)
+      #expect(try await cache.status(for: url) == .complete(length: Int64(size)))
+    }
+  }
+
+  @Test func openEndedAndSuffixRangesLearnTheLength() async throws {
+    try await withReader { reader, origin, cache async throws in
+      let size = 300_000
+      let url = origin.url(.normal, "open", size: size)
+      #expect(try await readAll(reader, url, .from(250_000)) == expected("open", size, 250_000..<size))
+      #expect(try await cache.manifest(for: url)?.contentLength == Int64(size))
+      let other = origin.url(.normal, "suffix", size: size)
+      #expect(
+        try await readAll(reader, other, .suffix(5000)) == expected("suffix", size, (size - 5000)..<size))
+      await #expect(throws: OriginError.self) { _ = try await readAll(reader, url, .from(Int64(size) + 10)) }
+    }
+  }
+
+  @Test func originWithoutRangeSupport() async throws {
+    try await withReader { reader, origin, cache async throws in
+      let size = 500_000
+      let url = origin.url(.norange, "plain", size: size)
+      #expect(
+        try await readAll(reader, url, .bounded(300_000..<400_000))
+          == expected("plain", size, 300_000..<400_000))
+      try expectNoWrongByte(cache, url, "plain", size)
+      #expect(try await readAll(reader, url) == expected("plain", size))
+    }
+  }
+
+  @Test func chunkedOriginWithoutLength() async throws {
+    try await withReader { reader, origin, cache async throws in
+      let size = 400_123
+      let url = origin.url(.chunked, "chunky", size: size)
+      #expect(try await readAll(reader, url) == expected("chunky", size))
+      #expect(try await cache.status(for: url) == .complete(length: Int64(size)))
+    }
+  }
+
+  @Test(arguments: [TestOrigin.Mode.normal, .lastmod])
+  func originChangeResetsInsteadOfMixing(mode: TestOrigin.Mode) async throws {
+    try await withReader { reader, origin, cache async throws in
+      let size = 10 * Self.chunkSize
+      let name = "changing-\(mode.rawValue)"
+      let url = origin.url(mode, name, size: size)
+      #expect(
+        try await readAll(reader, url, .bounded(0..<Int64(4 * Self.chunkSize)))
+          == expected(name, size, 0..<(4 * Self.chunkSize)))
+      origin.setVersion(name: name, to: 1)
+      // The rest is fetched with If-Range; the origin's new version resets the object.
+      let rest = try await readAll(reader, url, .bounded(Int64(4 * Self.chunkSize)..<Int64(size)))
+      #expect(rest == expected(name, size, version: 1, (4 * Self.chunkSize)..<size))
+      #expect(try await readAll(reader, url) == expected(name, size, version: 1))
+      try expectNoWrongByte(cache, url, name, size, version: 1)
+      let validators = origin.requests(for: name).compactMap(\.ifRange)
+      #expect(!validators.isEmpty)
+    }
+  }
+
+  @Test func truncatedBodyIsATypedErrorAndNothingWrongIsCached() async throws {
+    try await withReader(retries: 1) { reader, origin, cache async throws in
+      let size = 400_000
+      let url = origin.url(.truncated, "cut", size: size)
+      await #expect {
+        _ = try await readAll(reader, url)
+      } throws: { error in
+        guard case OriginError.truncatedBody = error else { return false }
+        return true
+      }
+      try expectNoWrongByte(cache, url, "cut", size)
+    }
+  }
+
+  @Test func wrongContentRangeIsRefused() async throws {
+    try await withReader { reader, origin, cache async throws in
+      let size = 400_000
+      let url = origin.url(.wrongrange, "shifted", size: size)
+      await #expect {
+        _ = try await readAll(reader, url, .bounded(100_000..<200_000))
+      } throws: { error in
+        guard case OriginError.contentRangeMismatch = error else { return false }
+        return true
+      }
+      #expect(try await cache.status(for: url) == .none)
+    }
+  }
+
+  @Test func serverErrorsAreRetried() async throws {
+    try await withReader { reader, origin, _ async throws in
+      let size = 200_000
+      let url = origin.url(.flaky, "flaky", size: size)
+      #expect(try await readAll(reader, url) == expected("flaky", size))
+      #expect(origin.requests(for: "flaky").map(\.status) == [500, 500, 200])
+    }
+  }
+
+  @Test func persistentServerErrorsEndWithATypedError() async throws {
+    try await withReader(retries: 1) { reader, origin, _ async throws in
+      let url = origin.url(.flaky, "down", size: 1000, query: "failures=10")
+      await #expect(throws: OriginError.httpStatus(url: url, status: 500, attempts: 2)) {
+        _ = try await readAll(reader, url)
+      }
+    }
+  }
+
+  @Test func redirectsAreFollowedAndTheKeyIsTheAskedURL() async throws {
+    try await withReader { reader, origin, cache async throws in
+      let size = 100_000
+      let url = origin.url(.redirect, "moved", size: size)
+      #expect(try await readAll(reader, url) == expected("moved", size))
+      #expect(try await cache.status(for: url) == .complete(length: Int64(size)))
+      #expect(try await cache.status(for: origin.url(.normal, "moved", size: size)) == .none)
+      let loop = origin.url(.redirect, "far", size: size, query: "hops=12")
+      await #expect(throws: OriginError.tooManyRedirects(url: loop)) { _ = try await readAll(reader, loop) }
+    }
+  }
+
+  @Test func compressedBodiesAndOtherSchemesAreRefused() async throws {
+    try await withReader { reader, origin, cache async throws in
+      let url = origin.url(.gzip, "zipped", size: 50_000)
+      await #expect {
+        _ = try await readAll(reader, url)
+      } throws: { error in
+        guard case OriginError.unsupportedContentEncoding = error else { return false }
+        return true
+      }
+      #expect(try await cache.status(for: url) == .none)
+      await #expect(throws: OriginError.unsupportedScheme(url: "ftp://example.com/a.mp4")) {
+        _ = try await reader.read("ftp://example.com/a.mp4")
+      }
+    }
+  }
+
+  @Test func firstBytesArriveLongBeforeTheObjectIsComplete() async throws {
+    try await withReader { reader, origin, cache async throws in
+      let size = 2_000_000
+      let url = origin.url(.slow, "trickle", size: size, query: "delay-ms=5")
+      let bytes = try await reader.read(url)
+      var iterator = bytes.makeAsyncIterator()
+      let first = try #require(try await iterator.next())
+      #expect(first == expected("trickle", size, 0..<first.count))
+      let request = try #require(origin.requests(for: "trickle").first)
+      #expect(!request.isComplete && request.bodyBytesSent < size / 2, "\(request)")
+      var all = first
+      while let piece = try await iterator.next() { all.append(piece) }
+      bytes.close()
+      #expect(all == expected("trickle", size))
+      #expect(try await cache.status(for: url) == .complete(length: Int64(size)))
+    }
+  }
+
+  @Test func tenConcurrentReadersFetchEachChunkOnce() async throws {
+    try await withReader { reader, origin, _ async throws in
+      let size = 3_000_000
+      let url = origin.url(.slow, "popular", size: size, query: "delay-ms=2")
+      let want = expected("popular", size)
+      try await withThrowingTaskGroup(of: Data.self) { group in
+        for _ in 0..<10 { group.addTask { try await readAll(reader, url) } }
+        for try await result in group { #expect(result == want) }
+      }
+      #expect(origin.totalBodyBytes(for: "popular") == size, "\(origin.requests(for: "popular"))")
+    }
+  }
+
+  @Test func cancelledReaderCancelsTheRequestAndALaterReadResumes() async throws {
+    try await withReader { reader, origin, cache async throws in
+      let size = 4_000_000
+      let url = origin.url(.slow, "abandoned", size: size, query: "delay-ms=10")
+      let task = Task {
+        let bytes = try await reader.read(url)
+        var received = 0
+        for try await piece in bytes {
+          received += piece.count
+          if received >= 4 * Self.chunkSize { break }
+        }
+        bytes.close()
+        return received
+      }
+      _ = try await task.value
+      // The origin sees the client go away.
+      var disconnected = false
+      for _ in 0..<500 where !disconnected {
+        disconnected = origin.requests(for: "abandoned").contains { $0.clientDisconnected }
+        try await Task.sleep(for: .milliseconds(10))
+      }
+      #expect(disconnected, "\(origin.requests(for: "abandoned"))")
+      #expect(origin.totalBodyBytes(for: "abandoned") < size)
+      let cached = try await cache.manifest(for: url)?.presentByteRanges.count ?? 0
+      #expect(cached >= Int64(4 * Self.chunkSize))
+      origin.resetRecords()
+      #expect(try await readAll(reader, url) == expected("abandoned", size))
+      let resumed = try #require(origin.requests(for: "abandoned").first?.range)
+      #expect(resumed.hasPrefix("bytes=\(cached)-"), "resumed with \(resumed), cached \(cached)")
+    }
+  }
+}
