@@ -65,10 +65,11 @@ public final class OriginClient: Sendable {
 
   /// Checks that `url` is an absolute http or https URL.
   static func validate(_ url: String) throws(OriginError) {
-    guard let components = URLComponents(string: url), let scheme = components.scheme?.lowercased(),
-      components.host?.isEmpty == false
-    else { throw .invalidURL(url) }
+    guard let components = URLComponents(string: url), let scheme = components.scheme?.lowercased() else {
+      throw .invalidURL(url)
+    }
     guard scheme == "http" || scheme == "https" else { throw .unsupportedScheme(url: url) }
+    guard components.host?.isEmpty == false else { throw .invalidURL(url) }
   }
 
   /// HEAD: what the origin says about the object without a body.

@@ -27,7 +27,9 @@ struct FetchCommand: AsyncParsableCommand {
 
   func run() async throws {
     try await reportingErrors {
-      let mediaCache = try cache.open(chunkSize: chunkSize, durability: durability)
+      // Commit often enough that an interrupted fetch loses at most a second or 4 MiB of work.
+      let mediaCache = try cache.open(
+        chunkSize: chunkSize, durability: durability, commitPolicy: .init(bytes: 4 << 20, interval: 1))
       let client = OriginClient()
       let reader = CachingReader(cache: mediaCache, client: client)
       let requested: RequestedRange

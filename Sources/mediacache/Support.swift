@@ -25,10 +25,13 @@ struct CacheOptions: ParsableArguments {
   var directory: String?
 
   /// Opens the cache, creating the directory if needed (for commands that write).
-  func open(chunkSize: Int = 1 << 20, durability: Durability = .durable) throws -> MediaCache {
+  func open(
+    chunkSize: Int = 1 << 20, durability: Durability = .durable,
+    commitPolicy: FileHandleAssetDataManager.CommitPolicy = .init()
+  ) throws -> MediaCache {
     let configuration = MediaCache.Configuration(
       directory: directory ?? MediaCache.Configuration.defaultDirectory(), chunkSize: chunkSize,
-      durability: durability)
+      durability: durability, commitPolicy: commitPolicy)
     return try MediaCache(configuration: configuration)
   }
 

@@ -1,0 +1,103 @@
+import Foundation
+import MediaCache
+import MediaCacheTestOrigin
+import Testing
+
+#if canImport(Glibc)
+  import Glibc
+#elseif canImport(Darwin)
+  import Darwin
+#endif
+
+/// `mediacache fetch` run as a separate process against an origin in this process.
+@Suite(.serialized)
+struct FetchCommandTests {
+  let mediacache = binary("mediacache")
+
+  @Test func killedFetchesResumeWithoutRefetchingCachedChunks() async throws {
+    let dir = try TemporaryDirectory()
+    defer { dir.cleanup() }
+    let origin = try await TestOrigin.start()
+    defer { Task { try? await origin.shutdown() } }
+    // About 6 s of trickle; each run is killed after 1.1-1.6 s, past the fetch's 1 s commit interval.
+    let size = 12_000_000
+    let url = origin.url(.slow, "resumable", size: size, query: "delay-ms=8")
+    let cacheDir = dir.file("cache")
+    let arguments = ["fetch", "--cache", cacheDir, "--chunk-size", "65536", "--durability", "relaxed", url]
+    var generator = SystemRandomNumberGenerator()
+    for round in 0..<4 {
+      let before = origin.requests(for: "resumable").count
+      let fetch = try ChildProcess(mediacache, arguments)
+      usleep(useconds_t(Int.random(in: 1_100_000...1_600_000, using: &generator)))
+      fetch.kill(SIGKILL)
+      _ = fetch.wait()
+      // What the manifest lists is exactly right, and the next run asks only for what is missing.
+      let store = try ShardedStore(root: cacheDir, chunkSize: 65536)
+      let id = CacheKey(url).objectID
+      let manifest = try store.readManifest(id)
+      let cached = manifest?.presentByteRanges ?? ByteRangeSet()
+      if let manifest {
+        let manager = try FileHandleAssetDataManager(store: store, id: id, writable: false)
+        for run in cached.ranges {
+          let want = Data(
+            TestOrigin.bytes(name: "resumable", size: size, range: Int(run.lowerBound)..<Int(run.upperBound)))
+          #expect(try manager.read(run) == want, "round \(round) \(run)")
+        }
+        try manager.close()
+        _ = manifest
+      }
+      let restart = try ChildProcess(mediacache, arguments)
+      let requested = await waitForRequest(origin, after: before + 1)
+      restart.kill(SIGKILL)
+      _ = restart.wait()
+      if let firstMissing = cached.gaps(in: 0..<Int64(size)).first?.lowerBound {
+        let asked = requested?.range ?? "bytes=0-"
+        #expect(
+          asked.hasPrefix("bytes=\(firstMissing)-"),
+          "round \(round): \(String(describing: requested)), cached \(cached)")
+      } else {
+        #expect(requested == nil, "a complete object was fetched again")
+      }
+      if round == 3 { #expect(!cached.isEmpty, "nothing was committed before any kill") }
+    }
+    let final = try run(mediacache, arguments)
+    #expect(final.status == 0, "\(final.stderr)")
+    #expect(final.text.contains("complete \(size) bytes"))
+    let cat = try run(mediacache, ["cat", "--cache", cacheDir, url])
+    #expect(cat.stdout == Data(TestOrigin.bytes(name: "resumable", size: size)))
+  }
+
+  /// The request a restarted fetch sent first (the `count`-th for the object), or nil after 10 s.
+  func waitForRequest(_ origin: TestOrigin, after count: Int) async -> RecordedRequest? {
+    for _ in 0..<1000 {
+      let requests = origin.requests(for: "resumable")
+      if requests.count >= count + 1 { return requests[count] }
+      try? await Task.sleep(for: .milliseconds(10))
+    }
+    return nil
+  }
+
+  @Test func fetchErrorsAreOneLine() async throws {
+    let dir = try TemporaryDirectory()
+    defer { dir.cleanup() }
+    let origin = try await TestOrigin.start()
+    defer { Task { try? await origin.shutdown() } }
+    let gone = try run(mediacache, ["fetch", "--cache", dir.file("c"), origin.url(.gzip, "z", size: 1000)])
+    #expect(gone.status == 1)
+    #expect(
+      gone.stderr.split(separator: "\n").last?.contains("Content-Encoding gzip") == true, "\(gone.stderr)")
+    let scheme = try run(mediacache, ["fetch", "--cache", dir.file("c"), "file:///etc/passwd"])
+    #expect(scheme.status == 1)
+    #expect(scheme.stderr.contains("only http and https"))
+    let range = try run(
+      mediacache,
+      ["fetch", "--cache", dir.file("c"), "--range", "100-199", origin.url(.normal, "r", size: 1000)])
+    #expect(range.status == 0, "\(range.stderr)")
+    #expect(
+      try run(
+        mediacache,
+        ["cat", "--cache", dir.file("c"), origin.url(.normal, "r", size: 1000), "--range", "100-199"]
+      ).stdout
+        == Data(TestOrigin.bytes(name: "r", size: 1000, range: 100..<200)))
+  }
+}
