@@ -58,15 +58,47 @@ public final class CachedBytes: AsyncSequence, Sendable {
     return session.manager.manifest.presentByteRanges.intersection(range.lowerBound..<end).count
   }
 
-  public func makeAsyncIterator() -> Iterator { Iterator(cursor: ReadCursor(owner: self, skipCached: false)) }
+  public func makeAsyncIterator() -> Iterator { Iterator(cursor: ReadCursor(owner: self)) }
 
-  /// Pieces of the range that had to come from the origin, without reading what is already cached: yields the
-  /// size of each fetched piece (for prefetch).
-  func skippingCached() -> AsyncThrowingStream<Int, any Error> {
-    let cursor = ReadCursor(owner: self, skipCached: true)
-    return AsyncThrowingStream {
-      guard let piece = try await cursor.next() else { return nil }
-      return piece.count
+  /// Caches every missing chunk of the range (the last one whole), one flight per missing run, without reading
+  /// what is cached or copying any byte to this task (for prefetch).
+  func fillMissing() async throws {
+    let manager = session.manager
+    var position = range.lowerBound
+    var stalled = 0
+    while true {
+      try Task.checkCancellation()
+      let manifest = manager.manifest
+      let chunkSize = Int64(manifest.chunkSize)
+      let wanted = Swift.min(range.upperBound, manifest.contentLength ?? .max)
+      let end = Swift.min(((wanted + chunkSize - 1) / chunkSize) * chunkSize, manifest.contentLength ?? .max)
+      guard position < end else { return }
+      let chunk = Int(position / chunkSize)
+      if manifest.isPresent(chunk) {
+        position = Int64(chunk + 1) * chunkSize
+        stalled = 0
+        continue
+      }
+      let flight: Flight
+      if let initial = takeInitialFlight() {
+        flight = initial
+      } else {
+        flight = await session.flight(for: position, upTo: end == .max ? nil : end)
+      }
+      do {
+        try await flight.waitForEnd()
+      } catch {
+        await flight.detach()
+        throw error
+      }
+      await flight.detach()
+      if !manager.manifest.isPresent(chunk) {
+        stalled += 1
+        if stalled > 3 {
+          throw OriginError.inconsistentResponse(
+            url: session.url, reason: "bytes \(position)- could not be cached")
+        }
+      }
     }
   }
 
@@ -89,16 +121,14 @@ public final class CachedBytes: AsyncSequence, Sendable {
 final class ReadCursor: @unchecked Sendable {
   // Mutated only by the task iterating the sequence (an iterator is not shared between tasks).
   private let owner: CachedBytes
-  private let skipCached: Bool
   private var position: Int64
   private var flight: Flight?
   /// The object's reset count when this reader delivered its first byte: a later reset means the bytes
   /// after it would be of another version.
   private var versionSeen: Int?
 
-  init(owner: CachedBytes, skipCached: Bool) {
+  init(owner: CachedBytes) {
     self.owner = owner
-    self.skipCached = skipCached
     self.position = owner.range.lowerBound
     self.flight = owner.takeInitialFlight()
   }
@@ -137,10 +167,6 @@ final class ReadCursor: @unchecked Sendable {
       let chunk = Int(position / chunkSize)
       if manifest.isPresent(chunk) {
         let pieceEnd = min(end, Int64(chunk + 1) * chunkSize)
-        if skipCached {
-          position = pieceEnd
-          continue
-        }
         do {
           let data = try manager.read(position..<pieceEnd)
           position = pieceEnd

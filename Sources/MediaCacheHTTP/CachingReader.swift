@@ -190,19 +190,20 @@ public final class CachingReader: Sendable {
     let task = Task {
       do {
         let bytes = try await read(url, range: range)
+        defer { bytes.close() }
         let started = Date()
-        var fetched: Int64 = 0
-        var lastReport = Date.distantPast
         let cachedAtStart = bytes.cachedBytes
-        for try await _ in bytes.skippingCached() {
-          fetched = max(0, bytes.cachedBytes - cachedAtStart)
-          if Date().timeIntervalSince(lastReport) >= 0.2 {
-            lastReport = Date()
+        // Progress is sampled while the flights run; no byte passes through this task.
+        let reporter = Task {
+          while !Task.isCancelled {
+            let fetched = max(0, bytes.cachedBytes - cachedAtStart)
             continuation.yield(bytes.progress(fetched: fetched, since: started, cachedAtStart: cachedAtStart))
+            try? await Task.sleep(for: .milliseconds(200))
           }
         }
-        await bytes.waitForFlights()
-        fetched = max(0, bytes.cachedBytes - cachedAtStart)
+        defer { reporter.cancel() }
+        try await bytes.fillMissing()
+        let fetched = max(0, bytes.cachedBytes - cachedAtStart)
         bytes.close()
         continuation.yield(bytes.progress(fetched: fetched, since: started, cachedAtStart: cachedAtStart))
         continuation.finish()

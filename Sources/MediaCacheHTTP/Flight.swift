@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// One origin request filling a run of chunks of one object, shared by every reader in this process that needs
 /// those bytes (single flight).
@@ -31,12 +32,21 @@ actor Flight {
   /// What the origin said in its response head, once it answered.
   private(set) var head: OriginMetadata?
   private var waiters: [CheckedContinuation<Void, Never>] = []
+  /// Readers blocked waiting for bytes right now; while there are none, the fetch hands bytes over in larger
+  /// batches (fewer hops), since nobody is waiting for them.
+  nonisolated let blockedReaders = Atomic<Int>(0)
+  /// How far bytes have been written to the cache (ahead of `received` by at most one undelivered batch).
+  nonisolated let writtenHint: Atomic<Int64>
+  /// `end` as seen without a hop: -1 for none.
+  nonisolated let endHint = Atomic<Int64>(-1)
   private var readers = 0
   private var task: Task<Void, Never>?
 
   init(start: Int64, end: Int64?, chunkSize: Int) {
     self.start = start
     self.end = end
+    self.endHint.store(end ?? -1, ordering: .relaxed)
+    self.writtenHint = Atomic(start)
     self.chunkSize = Int64(chunkSize)
     self.received = start
     self.bufferStart = start
@@ -48,7 +58,7 @@ actor Flight {
   /// chunks ahead of what has arrived (farther ahead, a new request is faster).
   func canServe(_ position: Int64) -> Bool {
     guard outcome == nil, position >= start, end.map({ position < $0 }) ?? true else { return false }
-    return position - received <= 2 * chunkSize
+    return position - max(received, writtenHint.load(ordering: .relaxed)) <= 2 * chunkSize
   }
 
   func setTask(_ task: Task<Void, Never>) { self.task = task }
@@ -79,7 +89,10 @@ actor Flight {
 
   /// Stops the run at `newEnd` (another flight fetches what follows).
   func limit(to newEnd: Int64) {
-    if end.map({ newEnd < $0 }) ?? true { end = max(newEnd, received) }
+    if end.map({ newEnd < $0 }) ?? true {
+      end = max(newEnd, received)
+      endHint.store(end ?? -1, ordering: .relaxed)
+    }
     wakeAll()
   }
 
@@ -90,6 +103,14 @@ actor Flight {
 
   /// Bytes that arrived at `offset` (already written to the cache). Bytes before `received` (a retry's overlap,
   /// or a 200 body's bytes before the run) are not delivered again.
+  func deliver(_ pieces: [Data], at offset: Int64) {
+    var position = offset
+    for piece in pieces {
+      deliver(piece, at: position)
+      position += Int64(piece.count)
+    }
+  }
+
   func deliver(_ bytes: Data, at offset: Int64) {
     let newEnd = offset + Int64(bytes.count)
     guard newEnd > received else { return }
@@ -142,7 +163,10 @@ actor Flight {
       switch outcome {
       case .failure(let error): throw error
       case .success: return .end
-      case nil: await withCheckedContinuation { waiters.append($0) }
+      case nil:
+        blockedReaders.add(1, ordering: .relaxed)
+        await withCheckedContinuation { waiters.append($0) }
+        blockedReaders.subtract(1, ordering: .relaxed)
       }
     }
   }

@@ -134,6 +134,9 @@ final class ObjectSession: Sendable {
     await flight.setHead(response.metadata)
     var offset = response.start
     var bodyBytes: Int64 = 0
+    var pending: [Data] = []
+    var pendingOffset = offset
+    var pendingBytes: Int64 = 0
     var body = response.body.makeAsyncIterator()
     while true {
       let next: ByteBuffer?
@@ -153,6 +156,7 @@ final class ObjectSession: Sendable {
       }
       guard let buffer = next else { break }
       try Task.checkCancellation()
+      defer { offset += Int64(buffer.readableBytes) }
       let count = Int64(buffer.readableBytes)
       try buffer.withUnsafeReadableBytes { raw in
         do {
@@ -162,11 +166,20 @@ final class ObjectSession: Sendable {
             url: url, reason: "body runs past the length the origin declared")
         }
       }
-      await flight.deliver(Data(buffer.readableBytesView), at: offset)
-      offset += count
+      flight.writtenHint.store(offset + count, ordering: .relaxed)
+      if pending.isEmpty { pendingOffset = offset }
+      pending.append(Data(buffer.readableBytesView))
+      pendingBytes += count
+      if pendingBytes >= 256 << 10 || flight.blockedReaders.load(ordering: .relaxed) > 0 {
+        await flight.deliver(pending, at: pendingOffset)
+        pending.removeAll(keepingCapacity: true)
+        pendingBytes = 0
+      }
       bodyBytes += count
-      if let flightEnd = await flight.end, offset >= flightEnd, response.isPartial { break }
+      let flightEnd = flight.endHint.load(ordering: .relaxed)
+      if flightEnd >= 0, offset + count >= flightEnd, response.isPartial { break }
     }
+    if !pending.isEmpty { await flight.deliver(pending, at: pendingOffset) }
     if let expected = response.expectedBodyLength, bodyBytes < expected {
       let flightEnd = await flight.end
       if flightEnd.map({ offset < $0 }) ?? true {

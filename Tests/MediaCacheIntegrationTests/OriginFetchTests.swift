@@ -283,4 +283,45 @@ struct OriginFetchTests {
       #expect(resumed.hasPrefix("bytes=\(cached)-"), "resumed with \(resumed), cached \(cached)")
     }
   }
+
+  @Test func aCorruptCachedChunkIsFetchedAgainWithoutTheReaderNoticing() async throws {
+    try await withReader { reader, origin, cache async throws in
+      let size = 8 * Self.chunkSize
+      let url = origin.url(.normal, "rotting", size: size)
+      _ = try await readAll(reader, url)
+      // Flip a byte of chunk 5 on disk.
+      let path = cache.store.paths(for: cache.objectID(for: url)).data
+      let handle = try #require(FileHandle(forUpdatingAtPath: path))
+      try handle.seek(toOffset: UInt64(5 * Self.chunkSize + 77))
+      let old = try #require(try handle.read(upToCount: 1)?.first)
+      try handle.seek(toOffset: UInt64(5 * Self.chunkSize + 77))
+      try handle.write(contentsOf: Data([old ^ 0x01]))
+      try handle.close()
+      origin.resetRecords()
+      #expect(try await readAll(reader, url) == expected("rotting", size))
+      let requests = origin.requests(for: "rotting")
+      #expect(
+        requests.map(\.range) == ["bytes=\(5 * Self.chunkSize)-\(6 * Self.chunkSize - 1)"], "\(requests)")
+      try expectNoWrongByte(cache, url, "rotting", size)
+    }
+  }
+
+  @Test func aLateReaderJoinsTheRunningRequest() async throws {
+    try await withReader { reader, origin, _ async throws in
+      let size = 2_000_000
+      let url = origin.url(.slow, "joined", size: size, query: "delay-ms=4")
+      let first = try await reader.read(url)
+      var iterator = first.makeAsyncIterator()
+      var received = 0
+      while received < 300_000, let piece = try await iterator.next() { received += piece.count }
+      // Join from the start while the first request is mid-way: earlier bytes come from the cache and memory.
+      let second = try await readAll(reader, url)
+      while let piece = try await iterator.next() { received += piece.count }
+      first.close()
+      #expect(second == expected("joined", size))
+      #expect(received == size)
+      #expect(origin.requests(for: "joined").count == 1, "\(origin.requests(for: "joined"))")
+      #expect(origin.totalBodyBytes(for: "joined") == size)
+    }
+  }
 }

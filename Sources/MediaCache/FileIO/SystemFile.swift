@@ -113,6 +113,18 @@ final class SystemFile: Sendable {
     _ = try retrying("fsync", path) { fsync(descriptor.rawValue) }
   }
 
+  /// Flushes the file's data (and the metadata needed to read it back, such as its size) to stable storage,
+  /// skipping timestamps.
+  ///
+  /// The corresponding C function is `fdatasync` on Linux, `fsync` elsewhere.
+  func syncData() throws {
+    #if os(Linux)
+      _ = try retrying("fdatasync", path) { fdatasync(descriptor.rawValue) }
+    #else
+      _ = try retrying("fsync", path) { fsync(descriptor.rawValue) }
+    #endif
+  }
+
   /// Sets the file's length; growing it leaves a hole.
   ///
   /// The corresponding C function is `ftruncate`.

@@ -468,7 +468,7 @@ public final class FileHandleAssetDataManager: Sendable {
 
   private func commitLocked(_ state: inout State) throws {
     if state.pending.isEmpty { return }
-    if store.durability == .durable && !state.pending.added.isEmpty { try mapIO { try file.sync() } }
+    if store.durability == .durable && !state.pending.added.isEmpty { try mapIO { try file.syncData() } }
     let result = try store.commit(state.pending, base: state.manifest, dataFile: file)
     if result.superseded { state.partial = [:] }
     state.manifest = result.manifest
