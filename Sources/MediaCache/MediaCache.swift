@@ -357,7 +357,8 @@ public final class MediaCache: Sendable {
 
   /// Counts written bytes; the first write, or crossing `maxSize`, starts one background pass.
   private func noteWritten(_ bytes: Int64) {
-    let maxSize = configuration.maxSize
+    // Without a size limit nothing is tracked: no pass is ever started behind the app's back.
+    guard let maxSize = configuration.maxSize else { return }
     let trigger = tracking.withLock { tracking -> (start: Bool, exceeded: Int64?) in
       guard let known = tracking.approximateBytes else {
         // The total is learned by a pass, not by walking the tree at open.
@@ -367,7 +368,7 @@ public final class MediaCache: Sendable {
       }
       let now = known + bytes
       tracking.approximateBytes = now
-      guard let maxSize, now > maxSize, !tracking.compactionRunning else { return (false, nil) }
+      guard now > maxSize, !tracking.compactionRunning else { return (false, nil) }
       tracking.compactionRunning = true
       return (true, now)
     }

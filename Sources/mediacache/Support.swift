@@ -29,9 +29,10 @@ struct CacheOptions: ParsableArguments {
     chunkSize: Int = 1 << 20, durability: Durability = .durable,
     commitPolicy: FileHandleAssetDataManager.CommitPolicy = .init()
   ) throws -> MediaCache {
+    // Limits are the compactor's job: a CLI command never evicts other objects as a side effect.
     let configuration = MediaCache.Configuration(
       directory: directory ?? MediaCache.Configuration.defaultDirectory(), chunkSize: chunkSize,
-      durability: durability, commitPolicy: commitPolicy)
+      durability: durability, commitPolicy: commitPolicy, maxSize: nil, maxAge: nil)
     return try MediaCache(configuration: configuration)
   }
 

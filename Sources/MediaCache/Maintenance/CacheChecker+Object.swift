@@ -89,11 +89,11 @@ extension CacheChecker {
           expected: "\(id.hex).manifest", found: "no manifest"))
       return outcome
     }
-    outcome.totals.bytes += files.manifestStatus?.size ?? 0
     let manifest: Manifest
     do {
-      manifest = try ManifestCodec.decode(
-        try readFile(manifestPath, sizeHint: files.manifestStatus?.size), expectedID: id)
+      let bytes = try readFile(manifestPath, sizeHint: nil)
+      outcome.totals.bytes += Int64(bytes.count)
+      manifest = try ManifestCodec.decode(bytes, expectedID: id)
     } catch let error as ManifestError {
       outcome.findings.append(Self.finding(for: error, path: manifestPath))
       return outcome
@@ -163,7 +163,11 @@ extension CacheChecker {
 
   /// The bytes of a small file: one `pread` when the size from the walk is right, else read to the end.
   private func readFile(_ relativePath: String, sizeHint: Int64?) throws -> Data {
-    let file = try SystemFile(path: absolute(relativePath), writable: false)
+    let slash = relativePath.lastIndex(of: "/")!
+    let directory = try directories.descriptor(for: absolute(String(relativePath[..<slash])))
+    let file = try SystemFile(
+      directory: directory, name: String(relativePath[relativePath.index(after: slash)...]),
+      displayPath: absolute(relativePath))
     defer { file.close() }
     var data = Data(count: Int(sizeHint ?? 4096) + 1)
     var total = 0

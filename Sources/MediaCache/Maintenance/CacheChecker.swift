@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// Checks a cache tree and, asked to, repairs it without throwing good data away: the engine behind
 /// `cache-fsck`, modelled on e2fsck and `git fsck`.
@@ -48,6 +49,33 @@ public struct CacheChecker: Sendable {
   public let root: String
   public let options: Options
   let store: ShardedStore
+  /// The shard directory last read from, kept open (objects are checked in id order, shard by shard).
+  let directories = DirectoryCache()
+
+  /// One open directory descriptor, replaced when another directory is asked for.
+  final class DirectoryCache: Sendable {
+    private let current = Mutex<(path: String, fd: Int32)?>(nil)
+
+    func descriptor(for path: String) throws -> Int32 {
+      try current.withLock { current in
+        if let current, current.path == path { return current.fd }
+        if let old = current { FileSystemCalls.closeDescriptor(old.fd) }
+        current = nil
+        let fd = try FileSystemCalls.openDirectory(path)
+        current = (path, fd)
+        return fd
+      }
+    }
+
+    func closeAll() {
+      current.withLock { current in
+        if let old = current { FileSystemCalls.closeDescriptor(old.fd) }
+        current = nil
+      }
+    }
+
+    deinit { closeAll() }
+  }
 
   public init(root: String, options: Options = Options()) {
     var cleaned = root
@@ -61,9 +89,8 @@ public struct CacheChecker: Sendable {
   struct ObjectFiles {
     var data: String?
     var manifest: String?
-    /// Status from the directory walk (same inode after a move).
+    /// Status of the data file from the directory walk (same inode after a move).
     var dataStatus: FileStatus?
-    var manifestStatus: FileStatus?
   }
 
   /// Runs the check. `isCancelled` is polled between objects; `progress` is called after each object.
@@ -97,6 +124,7 @@ public struct CacheChecker: Sendable {
     }
     var objects = collectObjects(&report)
     checkTemporaryFiles(now: now, &report)
+    defer { directories.closeAll() }
     let ids = objects.keys.sorted()
     for (index, id) in ids.enumerated() {
       if isCancelled() {
@@ -161,7 +189,13 @@ public struct CacheChecker: Sendable {
   func collectObjects(_ report: inout CheckReport) -> [ObjectID: ObjectFiles] {
     var objects: [ObjectID: ObjectFiles] = [:]
     let objectsDirectory = "\(root)/objects"
-    for outer in (try? FileSystemCalls.scanDirectory(objectsDirectory)) ?? [] {
+    // Directories and manifests need only their type here (a manifest's size comes from reading it); data
+    // files are stat'ed for their length and allocated blocks.
+    let onlyData: (UnsafePointer<CChar>) -> Bool = { name in
+      let length = strlen(name)
+      return length >= 5 && strcmp(name + length - 5, ".data") == 0
+    }
+    for outer in (try? FileSystemCalls.scanDirectory(objectsDirectory, statWhen: { _ in false })) ?? [] {
       let outerRelative = "objects/\(outer.name)"
       guard outer.status.isDirectory else {
         report.findings.append(
@@ -178,7 +212,8 @@ public struct CacheChecker: Sendable {
             message: "shard directory name is not two lowercase hex digits", expected: "two hex digits",
             found: outer.name))
       }
-      for inner in (try? FileSystemCalls.scanDirectory("\(root)/\(outerRelative)")) ?? [] {
+      for inner in (try? FileSystemCalls.scanDirectory("\(root)/\(outerRelative)", statWhen: onlyData)) ?? []
+      {
         let innerRelative = "\(outerRelative)/\(inner.name)"
         guard inner.status.isDirectory else {
           collectFile(inner.name, directory: outerRelative, status: inner.status, into: &objects, &report)
@@ -191,7 +226,9 @@ public struct CacheChecker: Sendable {
               message: "shard directory name is not two lowercase hex digits", expected: "two hex digits",
               found: inner.name))
         }
-        for entry in (try? FileSystemCalls.scanDirectory("\(root)/\(innerRelative)")) ?? [] {
+        for entry in (try? FileSystemCalls.scanDirectory("\(root)/\(innerRelative)", statWhen: onlyData))
+          ?? []
+        {
           collectFile(entry.name, directory: innerRelative, status: entry.status, into: &objects, &report)
         }
       }
@@ -219,7 +256,6 @@ public struct CacheChecker: Sendable {
       objects[id]!.dataStatus = status
     } else {
       objects[id, default: ObjectFiles()].manifest = relative
-      objects[id]!.manifestStatus = status
     }
   }
 
