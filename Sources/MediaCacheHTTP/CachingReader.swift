@@ -24,7 +24,7 @@ public enum RequestedRange: Sendable, Equatable {
 public final class CachingReader: Sendable {
   /// Limits and retries.
   public struct Configuration: Sendable {
-    /// Origin requests at once in this process (default 6).
+    /// Origin requests at once in this process, shared by every reader with the same value (default 6).
     public var maxConcurrentRequests = 6
     /// Retries after a connection error, a 5xx or a cut-off body (default 3).
     public var maxRetries = 3
@@ -57,7 +57,7 @@ public final class CachingReader: Sendable {
     self.cache = cache
     self.client = client
     self.configuration = configuration
-    self.limiter = RequestLimiter(limit: configuration.maxConcurrentRequests)
+    self.limiter = RequestLimiter.shared(limit: configuration.maxConcurrentRequests)
   }
 
   // MARK: Sessions

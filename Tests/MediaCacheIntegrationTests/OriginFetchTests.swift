@@ -324,4 +324,32 @@ struct OriginFetchTests {
       #expect(origin.totalBodyBytes(for: "joined") == size)
     }
   }
+
+  @Test func atMostSixOriginRequestsRunAtOnceInTheProcess() async throws {
+    try await withReader { reader, origin, cache async throws in
+      // A second reader over the same cache shares the process-wide limit.
+      let other = CachingReader(cache: cache, client: reader.client)
+      let size = 400_000
+      let sampler = Task {
+        var peak = 0
+        while !Task.isCancelled {
+          peak = max(peak, origin.allRequests().filter { !$0.isComplete }.count)
+          try? await Task.sleep(for: .milliseconds(2))
+        }
+        return peak
+      }
+      try await withThrowingTaskGroup(of: Void.self) { group in
+        for index in 0..<12 {
+          let url = origin.url(.slow, "many-\(index)", size: size, query: "delay-ms=3")
+          let chosen = index.isMultiple(of: 2) ? reader : other
+          group.addTask { _ = try await readAll(chosen, url) }
+        }
+        try await group.waitForAll()
+      }
+      sampler.cancel()
+      let peak = await sampler.value
+      #expect(peak <= 6, "peak \(peak) concurrent origin requests")
+      #expect(peak >= 2)
+    }
+  }
 }
