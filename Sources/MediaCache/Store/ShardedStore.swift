@@ -180,7 +180,11 @@ public final class ShardedStore: Sendable {
       _ = try file.lock(exclusive: false, wait: true)
       do {
         try FileSystemCalls.linkFile(staging, to: target)
-      } catch let error as SystemCallError where error.errno == .fileExists {
+      } catch let error as SystemCallError
+        where error.errno == .fileExists || error.errno == .noSuchFileOrDirectory
+      {
+        // Another writer got there first, or an evictor removed the emptied shard directory: the caller
+        // starts over (opening the existing file, or recreating the shard).
         file.close()
         return nil
       }
