@@ -61,6 +61,8 @@ public enum StoreError: Error, Sendable, Equatable, CustomStringConvertible {
   case fieldTooLarge(field: String, size: Int, limit: Int)
   /// The data manager was closed.
   case closed(ObjectID)
+  /// A removal was called off because the object's manifest, re-read under the lock, says to keep it.
+  case kept(ObjectID)
   /// The object moved to another version (a `reset`) since the writer started.
   case versionChanged(ObjectID, expected: UInt32, current: UInt32)
   /// A configuration value is outside what the cache supports.
@@ -89,6 +91,7 @@ public enum StoreError: Error, Sendable, Equatable, CustomStringConvertible {
       "object \(id) has length \(recorded); cannot declare \(declared)"
     case .fieldTooLarge(let field, let size, let limit): "\(field) is \(size) bytes; the limit is \(limit)"
     case .closed(let id): "the data manager of \(id) is closed"
+    case .kept(let id): "object \(id) was kept (pinned since the decision to remove it)"
     case .versionChanged(let id, let expected, let current):
       "object \(id) changed version (\(hex32(expected)) → \(hex32(current))) during the write"
     case .invalidConfiguration(let reason): "invalid configuration: \(reason)"

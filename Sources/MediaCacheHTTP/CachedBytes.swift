@@ -70,8 +70,14 @@ public final class CachedBytes: AsyncSequence, Sendable {
       try Task.checkCancellation()
       let manifest = manager.manifest
       let chunkSize = Int64(manifest.chunkSize)
-      let wanted = Swift.min(range.upperBound, manifest.contentLength ?? .max)
-      let end = Swift.min(((wanted + chunkSize - 1) / chunkSize) * chunkSize, manifest.contentLength ?? .max)
+      // The last chunk is cached whole; without a known length, until the flight finds the end.
+      let end: Int64
+      if let length = manifest.contentLength {
+        let wanted = Swift.min(range.upperBound, length)
+        end = Swift.min(((wanted + chunkSize - 1) / chunkSize) * chunkSize, length)
+      } else {
+        end = range.upperBound
+      }
       guard position < end else { return }
       let chunk = Int(position / chunkSize)
       if manifest.isPresent(chunk) {
@@ -123,9 +129,9 @@ final class ReadCursor: @unchecked Sendable {
   private let owner: CachedBytes
   private var position: Int64
   private var flight: Flight?
-  /// The object's reset count when this reader delivered its first byte: a later reset means the bytes
-  /// after it would be of another version.
-  private var versionSeen: Int?
+  /// The object's version tag when this reader delivered its first byte: any later change (a reset here or in
+  /// another process, adopted on a commit or refresh) means the bytes after it would be of another version.
+  private var versionSeen: UInt32?
 
   init(owner: CachedBytes) {
     self.owner = owner
@@ -143,7 +149,7 @@ final class ReadCursor: @unchecked Sendable {
   }
 
   private func noteDelivery() {
-    if versionSeen == nil { versionSeen = owner.session.reader.resetCount(owner.session.manager.objectID) }
+    if versionSeen == nil { versionSeen = owner.session.manager.manifest.versionTag }
   }
 
   func next() async throws -> Data? {
@@ -158,7 +164,7 @@ final class ReadCursor: @unchecked Sendable {
         flight = nil
         return nil
       }
-      if let versionSeen, session.reader.resetCount(manager.objectID) != versionSeen {
+      if let versionSeen, manager.manifest.versionTag != versionSeen {
         throw OriginError.inconsistentResponse(
           url: session.url, reason: "the origin's object changed while it was being read")
       }

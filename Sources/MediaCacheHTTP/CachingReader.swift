@@ -45,8 +45,6 @@ public final class CachingReader: Sendable {
 
   private struct Sessions {
     var open: [ObjectID: (session: ObjectSession, users: Int)] = [:]
-    /// Times each object was reset in this process (a reader that saw bytes of one version fails on another).
-    var resets: [ObjectID: Int] = [:]
   }
 
   private let sessions = Mutex(Sessions())
@@ -90,10 +88,6 @@ public final class CachingReader: Sendable {
     if last { try? session.manager.close() }
   }
 
-  func noteReset(_ id: ObjectID) { sessions.withLock { $0.resets[id, default: 0] += 1 } }
-
-  func resetCount(_ id: ObjectID) -> Int { sessions.withLock { $0.resets[id] ?? 0 } }
-
   // MARK: Reading
 
   /// The bytes of `range` of the object at `url`, in order, as an async sequence of pieces (at most a chunk
@@ -125,7 +119,7 @@ public final class CachingReader: Sendable {
       switch range {
       case .bounded(let bounds) where bounds.isEmpty: return (bounds, nil)
       case .suffix:
-        let head = try await client.head(session.url)
+        let head = try await client.probe(session.url)
         guard let total = head.length else {
           throw OriginError.inconsistentResponse(
             url: session.url, reason: "origin gives no length for a suffix range")

@@ -31,7 +31,10 @@ actor Flight {
   private(set) var outcome: Result<Void, any Error>?
   /// What the origin said in its response head, once it answered.
   private(set) var head: OriginMetadata?
-  private var waiters: [CheckedContinuation<Void, Never>] = []
+  private var waiters: [Int: CheckedContinuation<Void, Never>] = [:]
+  private var nextWaiter = 0
+  /// The last reader left and the request is being cancelled: nobody may join any more.
+  private var closing = false
   /// Readers blocked waiting for bytes right now; while there are none, the fetch hands bytes over in larger
   /// batches (fewer hops), since nobody is waiting for them.
   nonisolated let blockedReaders = Atomic<Int>(0)
@@ -57,7 +60,12 @@ actor Flight {
   /// Whether a reader at `position` can be served by this flight soon: inside the run, and not more than two
   /// chunks ahead of what has arrived (farther ahead, a new request is faster).
   func canServe(_ position: Int64) -> Bool {
-    guard outcome == nil, position >= start, end.map({ position < $0 }) ?? true else { return false }
+    guard outcome == nil, !closing, position >= start, end.map({ position < $0 }) ?? true else {
+      return false
+    }
+    // Bytes before the in-memory chunk are complete in the cache: a reader that needs them from a flight
+    // found them dropped, and must start a new request.
+    guard position >= bufferStart else { return false }
     return position - max(received, writtenHint.load(ordering: .relaxed)) <= 2 * chunkSize
   }
 
@@ -71,13 +79,14 @@ actor Flight {
   func detach(finishingChunk: Bool = false) {
     readers -= 1
     guard readers <= 0, outcome == nil else { return }
-    if finishingChunk && received > start {
+    if finishingChunk && received > start && !closing {
       let chunkEnd = ((received + chunkSize - 1) / chunkSize) * chunkSize
       if chunkEnd > received {
         limit(to: chunkEnd)
         return
       }
     }
+    closing = true
     task?.cancel()
   }
 
@@ -139,14 +148,14 @@ actor Flight {
     while head == nil {
       if case .failure(let error) = outcome { throw error }
       if outcome != nil { return nil }
-      await withCheckedContinuation { waiters.append($0) }
+      try await wait()
     }
     return head
   }
 
   /// Waits until the flight has ended.
   func waitForEnd() async throws {
-    while outcome == nil { await withCheckedContinuation { waiters.append($0) } }
+    while outcome == nil { try await wait() }
     try outcome?.get()
   }
 
@@ -165,15 +174,33 @@ actor Flight {
       case .success: return .end
       case nil:
         blockedReaders.add(1, ordering: .relaxed)
-        await withCheckedContinuation { waiters.append($0) }
-        blockedReaders.subtract(1, ordering: .relaxed)
+        defer { blockedReaders.subtract(1, ordering: .relaxed) }
+        try await wait()
       }
     }
   }
 
   private func wakeAll() {
     let current = waiters
-    waiters = []
-    for waiter in current { waiter.resume() }
+    waiters = [:]
+    for waiter in current.values { waiter.resume() }
+  }
+
+  /// Waits for the next change; a cancelled waiting task stops waiting at once and throws CancellationError.
+  private func wait() async throws {
+    let id = nextWaiter
+    nextWaiter += 1
+    await withTaskCancellationHandler {
+      await withCheckedContinuation { continuation in
+        if Task.isCancelled { continuation.resume() } else { waiters[id] = continuation }
+      }
+    } onCancel: {
+      Task { await self.stopWaiting(id) }
+    }
+    try Task.checkCancellation()
+  }
+
+  private func stopWaiting(_ id: Int) {
+    waiters.removeValue(forKey: id)?.resume()
   }
 }

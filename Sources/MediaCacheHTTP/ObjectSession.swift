@@ -11,6 +11,7 @@ final class ObjectSession: Sendable {
   let manager: FileHandleAssetDataManager
   let reader: CachingReader
   private let flights = Mutex<[Flight]>([])
+  private let selection = RequestLimiter(limit: 1)
 
   init(url: String, manager: FileHandleAssetDataManager, reader: CachingReader) {
     self.url = url
@@ -23,6 +24,10 @@ final class ObjectSession: Sendable {
   /// A flight that will deliver the byte at `position` soon, joined (attached); a new one if none can.
   /// The new run goes from the chunk of `position` to the next present chunk or to `want` (chunk-aligned).
   func flight(for position: Int64, upTo want: Int64?) async -> Flight {
+    // One selection at a time, so two readers arriving together share one new flight (the look-up and the
+    // registration are separated by awaits on the flights).
+    let serialised = (try? await selection.acquire()) != nil
+    defer { if serialised { Task { await selection.release() } } }
     for flight in flights.withLock({ $0 }) where await flight.canServe(position) {
       await flight.attach()
       return flight
@@ -80,7 +85,7 @@ final class ObjectSession: Sendable {
     var attempt = 1
     while true {
       do {
-        await reader.limiter.acquire()
+        try await reader.limiter.acquire()
         let result: Result<Void, any Error>
         do {
           try await fetchOnce(flight)
@@ -128,7 +133,10 @@ final class ObjectSession: Sendable {
     let end = await flight.end
     if let end, position >= end { return }
     let stored = manager.manifest
-    let validator = stored.etag ?? stored.lastModified
+    // A weak entity tag may not be used in If-Range (RFC 9110 13.1.5): fall back to Last-Modified. A changed
+    // ETag in the answer is still detected below.
+    let strongTag = stored.etag.flatMap { $0.hasPrefix("W/") ? nil : $0 }
+    let validator = strongTag ?? stored.lastModified
     let response = try await reader.client.get(url, start: position, end: end, ifRange: validator)
     var versionTag = try reconcile(response, stored: stored)
     await flight.setHead(response.metadata)
@@ -209,7 +217,6 @@ final class ObjectSession: Sendable {
       try manager.reset(
         contentLength: metadata.length, etag: metadata.etag, lastModified: metadata.lastModified)
       try manager.setContentType(metadata.contentType)
-      reader.noteReset(manager.objectID)
     } else {
       try manager.setValidators(etag: metadata.etag, lastModified: metadata.lastModified)
       if stored.contentType == nil, let type = metadata.contentType { try manager.setContentType(type) }

@@ -2,6 +2,7 @@ import AsyncHTTPClient
 import Foundation
 import NIOCore
 import NIOHTTP1
+import Synchronization
 
 /// What the origin said about an object in one response.
 public struct OriginMetadata: Sendable, Equatable {
@@ -60,8 +61,21 @@ public final class OriginClient: Sendable {
     http = HTTPClient(eventLoopGroupProvider: .singleton, configuration: settings)
   }
 
+  private let isShutDown = Atomic<Bool>(false)
+
   /// Closes the client's connections.
-  public func shutdown() async throws { try await http.shutdown() }
+  public func shutdown() async throws {
+    guard !isShutDown.exchange(true, ordering: .acquiringAndReleasing) else { return }
+    try await http.shutdown()
+  }
+
+  deinit {
+    // A client dropped without `shutdown()` still closes its connections (AsyncHTTPClient traps otherwise).
+    if !isShutDown.load(ordering: .acquiring) {
+      let http = self.http
+      Task { try? await http.shutdown() }
+    }
+  }
 
   /// Checks that `url` is an absolute http or https URL.
   static func validate(_ url: String) throws(OriginError) {
@@ -72,19 +86,10 @@ public final class OriginClient: Sendable {
     guard components.host?.isEmpty == false else { throw .invalidURL(url) }
   }
 
-  /// HEAD: what the origin says about the object without a body.
-  func head(_ url: String) async throws -> OriginMetadata {
-    var request = HTTPClientRequest(url: url)
-    request.method = .HEAD
-    request.headers.add(name: "Accept-Encoding", value: "identity")
-    request.headers.add(name: "User-Agent", value: configuration.userAgent)
-    let response = try await execute(request, url: url)
-    guard response.status == .ok else {
-      throw OriginError.httpStatus(url: url, status: Int(response.status.code), attempts: 1)
-    }
-    var metadata = Self.metadata(response.headers)
-    metadata.length = response.headers.first(name: "Content-Length").flatMap { Int64($0) }
-    return metadata
+  /// What the origin says about the object, from a GET of its first byte (not HEAD: URLs signed for GET, and
+  /// origins that refuse HEAD, answer a one-byte range like any other). The body is not read.
+  func probe(_ url: String) async throws -> OriginMetadata {
+    try await get(url, start: 0, end: 1, ifRange: nil).metadata
   }
 
   /// GET of bytes `start..<end` (`end` nil: to the end of the object), with `If-Range` when a validator is
@@ -112,8 +117,11 @@ public final class OriginClient: Sendable {
           url: url, requested: rangeText, received: headers.first(name: "Content-Range") ?? "none")
       }
       metadata.length = parsed.total
+      // Without a total (`/*`), a range that stops short of what was asked, or an open-ended one, ends where
+      // the object ends.
+      if parsed.total == nil, end.map({ last + 1 < $0 }) ?? true { metadata.length = last + 1 }
       let endOK =
-        end.map { last + 1 == $0 || (parsed.total.map { last + 1 == $0 && $0 < end! } ?? false) } ?? true
+        end.map { last + 1 == $0 || (last + 1 < $0 && (parsed.total.map { last + 1 == $0 } ?? true)) } ?? true
       guard first == start, last >= first, endOK, parsed.total.map({ last < $0 }) ?? true else {
         throw OriginError.contentRangeMismatch(url: url, requested: rangeText, received: header)
       }

@@ -117,7 +117,7 @@ struct CacheCompactor: ParsableCommand {
       freeing \(report.bytesFreed) bytes; now \(report.bytesAfter) bytes; skipped busy \(report.skippedBusy), \
       pinned kept \(report.pinnedKept), vetoed \(report.vetoed); tmp reaped \(report.tmpReaped); \
       scrubbed \(report.chunksScrubbed) chunks (\(report.bytesScrubbed) bytes), dropped \(report.chunksDropped); \
-      \(String(format: "%.3f", report.duration)) s\(report.incomplete ? "; incomplete" : "")
+      \(String(format: "%.3f", report.duration)) s\(report.incomplete ? "; incomplete" : "")\(report.errors.isEmpty ? "" : "; \(report.errors.count) object(s) failed: \(report.errors.prefix(3).joined(separator: "; "))")
       """
   }
 
@@ -135,7 +135,7 @@ struct CacheCompactor: ParsableCommand {
       "removed": report.removed.map {
         ["objectID": $0.id.hex, "bytes": $0.bytes, "reason": $0.reason.rawValue]
       },
-      "incomplete": report.incomplete, "durationSeconds": report.duration,
+      "incomplete": report.incomplete, "durationSeconds": report.duration, "errors": report.errors,
     ]
     let data =
       (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])) ?? Data("{}".utf8)

@@ -57,6 +57,11 @@ extension CacheChecker {
     }
     let dataStatus = try? lock?.status()
     if let dataStatus { files.dataStatus = dataStatus }
+    // The walk may be stale: a writer may have committed a manifest (and closed) since. Look again now that
+    // nobody can be writing.
+    if files.manifest == nil, (try? FileSystemCalls.status(paths.manifest)) ?? nil != nil {
+      files.manifest = relative(paths.manifest)
+    }
     var outcome = evaluate(id, files, dataFile: lock, dataSize: dataStatus?.size, busy: false)
     add(outcome.totals, to: &report.totals)
     if options.repair { repair(&outcome, files: files, lock: lock) }

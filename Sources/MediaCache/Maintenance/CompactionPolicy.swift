@@ -68,6 +68,8 @@ public struct CompactionReport: Sendable, Equatable {
   public var duration: Double = 0
   /// Whether this was a dry run.
   public var dryRun = false
+  /// Objects that failed (with the reason); the pass went on without them.
+  public var errors: [String] = []
 
   /// Objects evicted, all reasons.
   public var evictedCount: Int { evicted.values.reduce(0, +) }

@@ -54,7 +54,7 @@ public struct Compactor: Sendable {
           report.incomplete = true
           break
         }
-        if try evict(object, reason: .age, into: &report) {
+        if evict(object, reason: .age, into: &report) {
           total -= object.diskBytes
           removedIDs.insert(object.id)
         }
@@ -80,7 +80,7 @@ public struct Compactor: Sendable {
           report.incomplete = true
           break
         }
-        if try evict(object, reason: .size, into: &report) {
+        if evict(object, reason: .size, into: &report) {
           freed += object.diskBytes
           total -= object.diskBytes
           removedIDs.insert(object.id)
@@ -99,10 +99,21 @@ public struct Compactor: Sendable {
   // MARK: Eviction
 
   /// Evicts one object unless pinned, vetoed or busy; returns whether it was removed (or, dry, would be).
+  /// One object's failure (an unreadable manifest, an I/O error) is recorded and the pass goes on.
   private func evict(_ object: ScannedObject, reason: RemovalReason, into report: inout CompactionReport)
-    throws
     -> Bool
   {
+    do {
+      return try evictOrThrow(object, reason: reason, into: &report)
+    } catch {
+      report.errors.append("\(object.id): \(error)")
+      return false
+    }
+  }
+
+  private func evictOrThrow(
+    _ object: ScannedObject, reason: RemovalReason, into report: inout CompactionReport
+  ) throws -> Bool {
     var manifest: Manifest?
     var reason = reason
     do {
@@ -130,9 +141,12 @@ public struct Compactor: Sendable {
       bytes = object.diskBytes
     } else {
       do {
-        bytes = try store.remove(object.id)
+        bytes = try store.remove(object.id, keepIf: { $0?.isPinned == true })
       } catch StoreError.busy {
         report.skippedBusy += 1
+        return false
+      } catch StoreError.kept {
+        report.pinnedKept += 1
         return false
       }
     }
@@ -172,8 +186,14 @@ public struct Compactor: Sendable {
         next = (id, 0)
         break
       }
-      let result = try store.scrub(
-        id, fromChunk: step == 0 ? startChunk : 0, budget: budget, dryRun: policy.dryRun)
+      let result: ShardedStore.ScrubResult
+      do {
+        result = try store.scrub(
+          id, fromChunk: step == 0 ? startChunk : 0, budget: budget, dryRun: policy.dryRun)
+      } catch {
+        report.errors.append("\(id): scrub: \(error)")
+        continue
+      }
       budget -= result.bytesVerified
       report.chunksScrubbed += result.chunksVerified
       report.bytesScrubbed += result.bytesVerified

@@ -237,8 +237,12 @@ public final class ShardedStore: Sendable {
 
   /// Removes the object if no process has it open. Returns the bytes freed (allocated data blocks plus the
   /// manifest), 0 if there was nothing. Throws `StoreError.busy` if it is in use.
+  ///
+  /// `keepIf` is asked, while the object is locked exclusively, with its manifest as it is then (nil if
+  /// unreadable); returning true keeps the object and throws `StoreError.kept` (an eviction must not take an
+  /// object pinned since the decision).
   @discardableResult
-  public func remove(_ id: ObjectID) throws -> Int64 {
+  public func remove(_ id: ObjectID, keepIf: ((Manifest?) -> Bool)? = nil) throws -> Int64 {
     let paths = paths(for: id)
     return try mapIO {
       let file: SystemFile
@@ -256,6 +260,7 @@ public final class ShardedStore: Sendable {
         // Replaced or removed since we opened it: someone else is in charge of it now.
         throw StoreError.busy(id)
       }
+      if let keepIf, keepIf(try? readManifest(id)) { throw StoreError.kept(id) }
       let manifestSize = try FileSystemCalls.status(paths.manifest)?.size ?? 0
       // Manifest first: a crash in between leaves an orphan data file, never a manifest without data.
       try FileSystemCalls.unlinkFile(paths.manifest)
