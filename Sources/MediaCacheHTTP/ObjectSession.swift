@@ -2,6 +2,7 @@ import AsyncHTTPClient
 import Foundation
 import MediaCache
 import NIOCore
+import NIOHTTP1
 import Synchronization
 
 /// Everything this process is doing with one object: one shared data manager (so completed chunks are visible
@@ -137,75 +138,64 @@ final class ObjectSession: Sendable {
     // ETag in the answer is still detected below.
     let strongTag = stored.etag.flatMap { $0.hasPrefix("W/") ? nil : $0 }
     let validator = strongTag ?? stored.lastModified
-    let response = try await reader.client.get(url, start: position, end: end, ifRange: validator)
-    var versionTag = try reconcile(response, stored: stored)
-    await flight.setHead(response.metadata)
-    var offset = response.start
-    var bodyBytes: Int64 = 0
-    var pending: [Data] = []
-    var pendingOffset = offset
-    var pendingBytes: Int64 = 0
-    var body = response.body.makeAsyncIterator()
-    while true {
-      let next: ByteBuffer?
-      do {
-        next = try await body.next()
-      } catch is CancellationError {
-        throw CancellationError()
-      } catch let error as HTTPClientError where error == .cancelled {
-        throw CancellationError()
-      } catch {
-        // The connection broke mid-body: retryable, resuming at the first byte not received.
-        if let expected = response.expectedBodyLength {
-          throw OriginError.truncatedBody(
-            url: url, expected: response.start + expected, received: offset, attempts: 1)
+    let (events, continuation) = AsyncStream.makeStream(of: BodyWriter.Event.self)
+    let writer = BodyWriter(
+      session: self, flight: flight, url: url, start: position, end: end, stored: stored, events: continuation
+    )
+    var headers = HTTPHeaders()
+    for (name, value) in reader.client.requestHeaders(start: position, end: end, ifRange: validator) {
+      headers.add(name: name, value: value)
+    }
+    let prepared = try HTTPClient.Request(url: url, method: .GET, headers: headers)
+    let task = reader.client.http.execute(request: prepared, delegate: writer)
+    // However the request ends (some failures, such as too many redirects, never reach the delegate), the
+    // event stream ends with it.
+    task.futureResult.whenComplete { _ in continuation.finish() }
+    await withTaskCancellationHandler {
+      for await event in events {
+        switch event {
+        case .head(let head): await flight.setHead(head.metadata)
+        case .bytes(let buffers, let at):
+          await flight.deliver(buffers.map { Data($0.readableBytesView) }, at: at)
         }
-        throw OriginError.connectionFailed(url: url, reason: "\(error)", attempts: 1)
       }
-      guard let buffer = next else { break }
+    } onCancel: {
+      task.cancel()
+    }
+    do {
+      try await task.futureResult.get()
+    } catch is BodyWriter.StopReading {
+    } catch {
+      let mapped = OriginClient.map(error, url: url)
       try Task.checkCancellation()
-      defer { offset += Int64(buffer.readableBytes) }
-      let count = Int64(buffer.readableBytes)
-      try buffer.withUnsafeReadableBytes { raw in
-        do {
-          try manager.write(raw, at: offset, ifVersion: versionTag)
-        } catch StoreError.outOfBounds {
-          throw OriginError.inconsistentResponse(
-            url: url, reason: "body runs past the length the origin declared")
-        }
-      }
-      flight.writtenHint.store(offset + count, ordering: .relaxed)
-      if pending.isEmpty { pendingOffset = offset }
-      pending.append(Data(buffer.readableBytesView))
-      pendingBytes += count
-      if pendingBytes >= 256 << 10 || flight.blockedReaders.load(ordering: .relaxed) > 0 {
-        await flight.deliver(pending, at: pendingOffset)
-        pending.removeAll(keepingCapacity: true)
-        pendingBytes = 0
-      }
-      bodyBytes += count
-      let flightEnd = flight.endHint.load(ordering: .relaxed)
-      if flightEnd >= 0, offset + count >= flightEnd, response.isPartial { break }
-    }
-    if !pending.isEmpty { await flight.deliver(pending, at: pendingOffset) }
-    if let expected = response.expectedBodyLength, bodyBytes < expected {
-      let flightEnd = await flight.end
-      if flightEnd.map({ offset < $0 }) ?? true {
+      if let head = writer.head, let expected = head.expectedBodyLength, mapped is OriginError,
+        writer.bodyBytes < expected
+      {
+        // The connection broke mid-body: retryable, resuming at the first byte not received.
         throw OriginError.truncatedBody(
-          url: url, expected: response.start + expected, received: offset, attempts: 1)
+          url: url, expected: head.start + expected, received: writer.offset, attempts: 1)
+      }
+      throw mapped
+    }
+    guard let head = writer.head else {
+      throw OriginError.inconsistentResponse(url: url, reason: "no response")
+    }
+    if let expected = head.expectedBodyLength, writer.bodyBytes < expected, !writer.stoppedAtEnd {
+      let flightEnd = await flight.end
+      if flightEnd.map({ writer.offset < $0 }) ?? true {
+        throw OriginError.truncatedBody(
+          url: url, expected: head.start + expected, received: writer.offset, attempts: 1)
       }
     }
-    if response.metadata.length == nil && !response.isPartial {
+    if head.metadata.length == nil && !head.isPartial {
       // A body without a declared length (chunked): its end is the object's end.
-      try manager.setContentLength(offset)
-      versionTag = manager.manifest.versionTag
+      try manager.setContentLength(writer.offset)
     }
-    _ = versionTag
   }
 
   /// Compares the response with what the cache holds: records validators for a new object, resets the object
   /// when the origin's version changed. Returns the version tag the body must be written under.
-  private func reconcile(_ response: OriginResponse, stored: Manifest) throws -> UInt32 {
+  func reconcile(_ response: ResponseHead, stored: Manifest) throws -> UInt32 {
     let metadata = response.metadata
     func differs<T: Equatable>(_ a: T?, _ b: T?) -> Bool { a != nil && b != nil && a != b }
     // A different entity tag, length or (without tags) Last-Modified is another version. A 200 whose

@@ -1,5 +1,6 @@
 import AsyncHTTPClient
 import Foundation
+import MediaCache
 import NIOCore
 import NIOHTTP1
 import Synchronization
@@ -11,6 +12,14 @@ public struct OriginMetadata: Sendable, Equatable {
   public var etag: String?
   public var lastModified: String?
   public var contentType: String?
+}
+
+/// What a response head says, checked against the request.
+struct ResponseHead: Sendable {
+  var start: Int64
+  var expectedBodyLength: Int64?
+  var isPartial: Bool
+  var metadata: OriginMetadata
 }
 
 /// One origin response, body not yet read.
@@ -96,24 +105,50 @@ public final class OriginClient: Sendable {
   /// given. Checks status, `Content-Range` and `Content-Encoding`; the body is returned unread.
   func get(_ url: String, start: Int64, end: Int64?, ifRange: String?) async throws -> OriginResponse {
     var request = HTTPClientRequest(url: url)
-    let rangeText = "\(start)-\(end.map { String($0 - 1) } ?? "")"
-    if start > 0 || end != nil { request.headers.add(name: "Range", value: "bytes=\(rangeText)") }
-    if let ifRange { request.headers.add(name: "If-Range", value: ifRange) }
-    request.headers.add(name: "Accept-Encoding", value: "identity")
-    request.headers.add(name: "User-Agent", value: configuration.userAgent)
-    let response = try await execute(request, url: url)
-    let headers = response.headers
-    if let encoding = headers.first(name: "Content-Encoding"), encoding.lowercased() != "identity" {
-      throw OriginError.unsupportedContentEncoding(url: url, encoding: encoding)
+    for (name, value) in requestHeaders(start: start, end: end, ifRange: ifRange) {
+      request.headers.add(name: name, value: value)
     }
-    var metadata = Self.metadata(headers)
+    let response = try await execute(request, url: url)
+    let head = try Self.interpret(
+      status: response.status, headers: response.headers, url: url, start: start, end: end)
+    return OriginResponse(
+      start: head.start, expectedBodyLength: head.expectedBodyLength, isPartial: head.isPartial,
+      metadata: head.metadata, body: response.body)
+  }
+
+  /// The headers of a range GET.
+  func requestHeaders(start: Int64, end: Int64?, ifRange: String?) -> [(String, String)] {
+    var headers: [(String, String)] = []
+    if start > 0 || end != nil { headers.append(("Range", "bytes=\(Self.rangeText(start, end))")) }
+    if let ifRange { headers.append(("If-Range", ifRange)) }
+    headers.append(("Accept-Encoding", "identity"))
+    headers.append(("User-Agent", configuration.userAgent))
+    return headers
+  }
+
+  static func rangeText(_ start: Int64, _ end: Int64?) -> String {
+    "\(start)-\(end.map { String($0 - 1) } ?? "")"
+  }
+
+  /// What a response head means for a request of `start..<end`: where its body starts, how long it should
+  /// be, and what the origin said; throws the `OriginError` for anything the cache cannot use.
+  static func interpret(
+    status: HTTPResponseStatus, headers: HTTPHeaders, url: String, start: Int64, end: Int64?
+  )
+    throws(OriginError) -> ResponseHead
+  {
+    let rangeText = rangeText(start, end)
+    if let encoding = headers.first(name: "Content-Encoding"), encoding.lowercased() != "identity" {
+      throw .unsupportedContentEncoding(url: url, encoding: encoding)
+    }
+    var metadata = metadata(headers)
     let contentLength = headers.first(name: "Content-Length").flatMap { Int64($0) }
-    switch response.status.code {
+    switch status.code {
     case 206:
-      guard let header = headers.first(name: "Content-Range"), let parsed = Self.parseContentRange(header),
+      guard let header = headers.first(name: "Content-Range"), let parsed = parseContentRange(header),
         let first = parsed.first, let last = parsed.last
       else {
-        throw OriginError.contentRangeMismatch(
+        throw .contentRangeMismatch(
           url: url, requested: rangeText, received: headers.first(name: "Content-Range") ?? "none")
       }
       metadata.length = parsed.total
@@ -123,21 +158,32 @@ public final class OriginClient: Sendable {
       let endOK =
         end.map { last + 1 == $0 || (last + 1 < $0 && (parsed.total.map { last + 1 == $0 } ?? true)) } ?? true
       guard first == start, last >= first, endOK, parsed.total.map({ last < $0 }) ?? true else {
-        throw OriginError.contentRangeMismatch(url: url, requested: rangeText, received: header)
+        throw .contentRangeMismatch(url: url, requested: rangeText, received: header)
       }
-      return OriginResponse(
-        start: first, expectedBodyLength: last - first + 1, isPartial: true, metadata: metadata,
-        body: response.body)
+      return ResponseHead(
+        start: first, expectedBodyLength: last - first + 1, isPartial: true, metadata: metadata)
     case 200:
       metadata.length = contentLength
-      return OriginResponse(
-        start: 0, expectedBodyLength: contentLength, isPartial: false, metadata: metadata, body: response.body
-      )
+      return ResponseHead(start: 0, expectedBodyLength: contentLength, isPartial: false, metadata: metadata)
     case 416:
-      let total = headers.first(name: "Content-Range").flatMap { Self.parseContentRange($0)?.total }
-      throw OriginError.rangeNotSatisfiable(url: url, range: rangeText, length: total)
+      let total = headers.first(name: "Content-Range").flatMap { parseContentRange($0)?.total }
+      throw .rangeNotSatisfiable(url: url, range: rangeText, length: total)
     default:
-      throw OriginError.httpStatus(url: url, status: Int(response.status.code), attempts: 1)
+      throw .httpStatus(url: url, status: Int(status.code), attempts: 1)
+    }
+  }
+
+  /// Maps AsyncHTTPClient's errors to `OriginError` (cancellation passes through).
+  static func map(_ error: any Error, url: String) -> any Error {
+    switch error {
+    case let error as HTTPClientError:
+      if error == .redirectLimitReached || error == .redirectCycleDetected {
+        return OriginError.tooManyRedirects(url: url)
+      }
+      if error == .cancelled { return CancellationError() }
+      return OriginError.connectionFailed(url: url, reason: "\(error)", attempts: 1)
+    case is CancellationError, is OriginError, is StoreError: return error
+    default: return OriginError.connectionFailed(url: url, reason: "\(error)", attempts: 1)
     }
   }
 

@@ -108,34 +108,6 @@ struct FetchRegressionTests {
     try await client.shutdown(); try await origin.shutdown()
   }
 
-  // R4: single flight is not atomic: concurrent first readers may each start a request.
-  @Test func concurrentFirstReadersDuplicateRequests() async throws {
-    let dir = try TemporaryDirectory()
-    defer { dir.cleanup() }
-    let origin = try await TestOrigin.start()
-    let cache = try mk(dir.file("cache"))
-    let client = OriginClient()
-    let reader = CachingReader(cache: cache, client: client)
-    var dup = 0
-    for round in 0..<40 {
-      let size = 300_000
-      let name = "dup\(round)"
-      let url = origin.url(.slow, name, size: size, query: "delay-ms=2")
-      try await withThrowingTaskGroup(of: Int.self) { group in
-        for _ in 0..<10 {
-          group.addTask {
-            let b = try await reader.read(url); var n = 0; for try await p in b { n += p.count }; b.close();
-            return n
-          }
-        }
-        for try await _ in group {}
-      }
-      if origin.totalBodyBytes(for: name) > size { dup += 1 }
-    }
-    #expect(dup == 0)
-    try await client.shutdown(); try await origin.shutdown()
-  }
-
   // R5: a reader that joins a flight just after the last reader left gets CancellationError.
   @Test func readerJoiningDoomedFlightGetsCancellation() async throws {
     let dir = try TemporaryDirectory()

@@ -1,0 +1,116 @@
+import AsyncHTTPClient
+import Foundation
+import MediaCache
+import NIOCore
+import NIOHTTP1
+
+/// Receives one origin response on its event loop: checks the head, writes every body part to the cache right
+/// there (no task switch per part; the data manager is thread-safe), and hands bytes to the flight's readers
+/// in batches, at once when a reader is waiting.
+final class BodyWriter: HTTPClientResponseDelegate, @unchecked Sendable {
+  // Mutable state is touched only on the request's event loop (AsyncHTTPClient calls the delegate there);
+  // it is read by the fetching task only after the task's future completed, which orders the accesses.
+  typealias Response = Void
+
+  /// What the fetching task learns, in order.
+  enum Event: Sendable {
+    case head(ResponseHead)
+    case bytes([ByteBuffer], at: Int64)
+  }
+
+  private let session: ObjectSession
+  private let flight: Flight
+  private let url: String
+  private let requestedStart: Int64
+  private let requestedEnd: Int64?
+  private let stored: Manifest
+  private let events: AsyncStream<Event>.Continuation
+
+  private(set) var head: ResponseHead?
+  private(set) var offset: Int64 = 0
+  private(set) var bodyBytes: Int64 = 0
+  private(set) var stoppedAtEnd = false
+  private var versionTag: UInt32 = 0
+  private var pending: [ByteBuffer] = []
+  private var pendingOffset: Int64 = 0
+  private var pendingBytes = 0
+
+  init(
+    session: ObjectSession, flight: Flight, url: String, start: Int64, end: Int64?, stored: Manifest,
+    events: AsyncStream<Event>.Continuation
+  ) {
+    self.session = session
+    self.flight = flight
+    self.url = url
+    self.requestedStart = start
+    self.requestedEnd = end
+    self.stored = stored
+    self.events = events
+  }
+
+  /// Ends a body early once the flight's run is complete (the error is not reported as a failure).
+  struct StopReading: Error {}
+
+  func didReceiveHead(task: HTTPClient.Task<Void>, _ head: HTTPResponseHead) -> EventLoopFuture<Void> {
+    do {
+      let parsed = try OriginClient.interpret(
+        status: head.status, headers: head.headers, url: url, start: requestedStart, end: requestedEnd)
+      versionTag = try session.reconcile(parsed, stored: stored)
+      self.head = parsed
+      offset = parsed.start
+      events.yield(.head(parsed))
+      return task.eventLoop.makeSucceededVoidFuture()
+    } catch {
+      return task.eventLoop.makeFailedFuture(error)
+    }
+  }
+
+  func didReceiveBodyPart(task: HTTPClient.Task<Void>, _ buffer: ByteBuffer) -> EventLoopFuture<Void> {
+    let count = buffer.readableBytes
+    do {
+      let at = offset
+      let tag = versionTag
+      try buffer.withUnsafeReadableBytes { raw in
+        do {
+          try session.manager.write(raw, at: at, ifVersion: tag)
+        } catch StoreError.outOfBounds {
+          throw OriginError.inconsistentResponse(
+            url: url, reason: "body runs past the length the origin declared")
+        }
+      }
+    } catch {
+      return task.eventLoop.makeFailedFuture(error)
+    }
+    flight.writtenHint.store(offset + Int64(count), ordering: .relaxed)
+    if pending.isEmpty { pendingOffset = offset }
+    pending.append(buffer)
+    pendingBytes += count
+    offset += Int64(count)
+    bodyBytes += Int64(count)
+    if pendingBytes >= 256 << 10 || flight.blockedReaders.load(ordering: .relaxed) > 0 { flush() }
+    let flightEnd = flight.endHint.load(ordering: .relaxed)
+    if flightEnd >= 0, offset >= flightEnd, head?.isPartial == true {
+      stoppedAtEnd = true
+      flush()
+      return task.eventLoop.makeFailedFuture(StopReading())
+    }
+    return task.eventLoop.makeSucceededVoidFuture()
+  }
+
+  func didFinishRequest(task: HTTPClient.Task<Void>) throws {
+    flush()
+    events.finish()
+  }
+
+  func didReceiveError(task: HTTPClient.Task<Void>, _ error: any Error) {
+    flush()  // what was written is valid; readers get it before the error
+    events.finish()
+  }
+
+  private func flush() {
+    guard !pending.isEmpty else { return }
+    events.yield(.bytes(pending, at: pendingOffset))
+    pending = []
+    pendingBytes = 0
+  }
+}
