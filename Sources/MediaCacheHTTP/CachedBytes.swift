@@ -191,7 +191,15 @@ final class ReadCursor: @unchecked Sendable {
         await leaveFlight()
         continue
       }
-      switch try await flight!.next(from: position, limit: Int(chunkSize)) {
+      let piece: Flight.Piece
+      do {
+        piece = try await flight!.next(from: position, limit: Int(chunkSize))
+      } catch StoreError.versionChanged where versionSeen == nil {
+        // The object moved to a new version before this reader delivered anything: read the new one.
+        await leaveFlight()
+        continue
+      }
+      switch piece {
       case .memory(let data):
         let usable = data.prefix(Int(min(Int64(data.count), end - position)))
         position += Int64(usable.count)
