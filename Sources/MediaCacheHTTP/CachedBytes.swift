@@ -48,9 +48,6 @@ public final class CachedBytes: AsyncSequence, Sendable {
   public var etag: String? { session.manager.manifest.etag }
   public var lastModified: String? { session.manager.manifest.lastModified }
 
-  /// Waits until the flights still finishing their last chunk are done.
-  func waitForFlights() async { await session.waitForFlights() }
-
   /// Bytes of the range cached now.
   var cachedBytes: Int64 {
     let end = range.upperBound == .max ? (length ?? range.lowerBound) : range.upperBound
@@ -108,7 +105,7 @@ public final class CachedBytes: AsyncSequence, Sendable {
     }
   }
 
-  func progress(fetched: Int64, since start: Date, cachedAtStart: Int64) -> PrefetchProgress {
+  func progress(fetched: Int64, since start: Date) -> PrefetchProgress {
     let elapsed = Swift.max(Date().timeIntervalSince(start), 0.001)
     let total = count ?? 0
     return PrefetchProgress(

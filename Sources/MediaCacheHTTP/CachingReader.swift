@@ -191,7 +191,7 @@ public final class CachingReader: Sendable {
         let reporter = Task {
           while !Task.isCancelled {
             let fetched = max(0, bytes.cachedBytes - cachedAtStart)
-            continuation.yield(bytes.progress(fetched: fetched, since: started, cachedAtStart: cachedAtStart))
+            continuation.yield(bytes.progress(fetched: fetched, since: started))
             try? await Task.sleep(for: .milliseconds(200))
           }
         }
@@ -199,7 +199,7 @@ public final class CachingReader: Sendable {
         try await bytes.fillMissing()
         let fetched = max(0, bytes.cachedBytes - cachedAtStart)
         bytes.close()
-        continuation.yield(bytes.progress(fetched: fetched, since: started, cachedAtStart: cachedAtStart))
+        continuation.yield(bytes.progress(fetched: fetched, since: started))
         continuation.finish()
       } catch {
         continuation.finish(throwing: error)

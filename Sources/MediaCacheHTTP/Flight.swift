@@ -55,8 +55,6 @@ actor Flight {
     self.bufferStart = start
   }
 
-  var isFinished: Bool { outcome != nil }
-
   /// Whether a reader at `position` can be served by this flight soon: inside the run, and not more than two
   /// chunks ahead of what has arrived (farther ahead, a new request is faster).
   func canServe(_ position: Int64) -> Bool {

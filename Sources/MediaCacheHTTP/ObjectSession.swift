@@ -63,11 +63,6 @@ final class ObjectSession: Sendable {
     return flight
   }
 
-  /// Waits until every flight of this object has ended.
-  func waitForFlights() async {
-    for flight in flights.withLock({ $0 }) { _ = try? await flight.waitForEnd() }
-  }
-
   /// Cancels every running flight of this object.
   func cancelAll() async {
     for flight in flights.withLock({ $0 }) { await flight.cancel() }

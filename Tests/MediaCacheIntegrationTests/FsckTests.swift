@@ -181,7 +181,6 @@ struct FsckTests {
   /// `/proc/PID/io`), so the cancel lands mid-way; a bigger tree is tried if the check still won the race.
   @Test(.timeLimit(.minutes(1)))
   func sigintCancelsWithStatus32() throws {
-    let started = Date()
     var sawCancel = false
     for count in [2000, 8000] where !sawCancel {
       let dir = try TemporaryDirectory()
@@ -229,7 +228,6 @@ struct FsckTests {
       #expect(result.status == 32 | (reached.isEmpty ? 0 : 4), "status \(result.status): \(summary)")
     }
     #expect(sawCancel, "cache-fsck always finished before SIGINT")
-    #expect(Date().timeIntervalSince(started) < 20, "keep this test short")
   }
 
   // MARK: Live processes
