@@ -7,6 +7,7 @@ let package = Package(
   products: [
     .library(name: "MediaCache", targets: ["MediaCache"]),
     .library(name: "MediaCacheHTTP", targets: ["MediaCacheHTTP"]),
+    .library(name: "MediaCacheProxy", targets: ["MediaCacheProxy"]),
     .executable(name: "mediacache", targets: ["mediacache"]),
     .executable(name: "cache-compactor", targets: ["cache-compactor"]),
     .executable(name: "cache-fsck", targets: ["cache-fsck"]),
@@ -18,6 +19,7 @@ let package = Package(
     .package(url: "https://github.com/x-sheep/swift-property-based.git", from: "2.0.1"),
     .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
     .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
+    .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
   ],
   targets: [
     .systemLibrary(
@@ -43,11 +45,21 @@ let package = Package(
         .product(name: "NIOHTTP1", package: "swift-nio"),
       ]
     ),
+    // The local HTTP proxy players read through: Range requests, HLS playlist rewriting, metrics.
+    .target(
+      name: "MediaCacheProxy",
+      dependencies: [
+        "MediaCache",
+        "MediaCacheHTTP",
+        .product(name: "Hummingbird", package: "hummingbird"),
+      ]
+    ),
     .executableTarget(
       name: "mediacache",
       dependencies: [
         "MediaCache",
         "MediaCacheHTTP",
+        "MediaCacheProxy",
         .product(name: "ArgumentParser", package: "swift-argument-parser"),
       ]
     ),
@@ -106,10 +118,14 @@ let package = Package(
       ]
     ),
     .testTarget(
+      name: "MediaCacheProxyTests",
+      dependencies: ["MediaCacheProxy"]
+    ),
+    .testTarget(
       name: "MediaCacheIntegrationTests",
       dependencies: [
         "MediaCache", "mediacache", "cache-compactor", "cache-fsck", "mediacache-testhelper",
-        "MediaCacheTestOrigin", "MediaCacheHTTP",
+        "MediaCacheTestOrigin", "MediaCacheHTTP", "MediaCacheProxy",
       ]
     ),
   ],

@@ -12,7 +12,9 @@ struct MediaCacheCommand: AsyncParsableCommand {
       64 usage error.
       """,
     subcommands: [
-      ImportCommand.self, CatCommand.self, StatusCommand.self, InspectCommand.self, ListCommand.self,
-      RemoveCommand.self, PinCommand.self, UnpinCommand.self, ClearCommand.self, FetchCommand.self,
+      ProxyCommand.self, FetchCommand.self, StatusCommand.self, CatCommand.self, ImportCommand.self,
+      InspectCommand.self, ListCommand.self,
+      RemoveCommand.self, PinCommand.self, UnpinCommand.self, PurgeCommand.self, ClearCommand.self,
+      StatsCommand.self,
     ])
 }
