@@ -242,9 +242,12 @@ public final class MediaCache: Sendable {
   public func assetDataManager(for requested: String, writable: Bool = true) throws
     -> FileHandleAssetDataManager
   {
+    // The observer counts written chunks, so range writes (origin fetches, the proxy) start compaction
+    // passes when a size limit is set, like `store` does.
     try FileHandleAssetDataManager(
-      store: store, id: objectID(for: requested), writable: writable, commitPolicy: configuration.commitPolicy
-    )
+      store: store, id: objectID(for: requested), writable: writable,
+      commitPolicy: configuration.commitPolicy,
+      observer: observer)
   }
 
   // MARK: Removal and pinning

@@ -26,6 +26,21 @@ public final class CachedBytes: AsyncSequence, Sendable {
   }
 
   private let closed = Atomic<Bool>(false)
+  private let diskBytes = Atomic<Int64>(0)
+  private let originBytes = Atomic<Int64>(0)
+
+  /// Bytes this read has delivered from the cache's files so far.
+  public var bytesFromCache: Int64 { diskBytes.load(ordering: .relaxed) }
+  /// Bytes this read has delivered straight from an origin response so far.
+  public var bytesFromOrigin: Int64 { originBytes.load(ordering: .relaxed) }
+
+  func noteDelivered(_ count: Int, fromOrigin: Bool) {
+    if fromOrigin {
+      originBytes.add(Int64(count), ordering: .relaxed)
+    } else {
+      diskBytes.add(Int64(count), ordering: .relaxed)
+    }
+  }
 
   deinit { close() }
 
@@ -114,7 +129,7 @@ public final class CachedBytes: AsyncSequence, Sendable {
   }
 
   /// Pulls one piece at a time, so memory stays at about one chunk however slow the consumer.
-  public struct Iterator: AsyncIteratorProtocol {
+  public struct Iterator: AsyncIteratorProtocol, Sendable {
     let cursor: ReadCursor
     public mutating func next() async throws -> Data? { try await cursor.next() }
   }
@@ -174,6 +189,7 @@ final class ReadCursor: @unchecked Sendable {
           let data = try manager.read(position..<pieceEnd)
           position = pieceEnd
           noteDelivery()
+          owner.noteDelivered(data.count, fromOrigin: false)
           return data
         } catch StoreError.corruptChunk, StoreError.notCached {
           continue  // dropped or gone: fetch it again
@@ -201,6 +217,7 @@ final class ReadCursor: @unchecked Sendable {
         let usable = data.prefix(Int(min(Int64(data.count), end - position)))
         position += Int64(usable.count)
         noteDelivery()
+        owner.noteDelivered(usable.count, fromOrigin: true)
         return Data(usable)
       case .disk:
         // The flight completed this chunk; if the cache does not have it (dropped since), fetch anew.

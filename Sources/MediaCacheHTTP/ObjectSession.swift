@@ -117,6 +117,8 @@ final class ObjectSession: Sendable {
       OriginError.httpStatus(url: url, status: status, attempts: attempts)
     case OriginError.connectionFailed(let url, let reason, _):
       OriginError.connectionFailed(url: url, reason: reason, attempts: attempts)
+    case OriginError.timedOut(let url, let reason, _):
+      OriginError.timedOut(url: url, reason: reason, attempts: attempts)
     case OriginError.truncatedBody(let url, let expected, let received, _):
       OriginError.truncatedBody(url: url, expected: expected, received: received, attempts: attempts)
     default: error

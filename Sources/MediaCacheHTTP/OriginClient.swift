@@ -173,7 +173,7 @@ public final class OriginClient: Sendable {
     }
   }
 
-  /// Maps AsyncHTTPClient's errors to `OriginError` (cancellation passes through).
+  /// Maps AsyncHTTPClient's and SwiftNIO's errors to `OriginError` (cancellation passes through).
   static func map(_ error: any Error, url: String) -> any Error {
     switch error {
     case let error as HTTPClientError:
@@ -181,7 +181,14 @@ public final class OriginClient: Sendable {
         return OriginError.tooManyRedirects(url: url)
       }
       if error == .cancelled { return CancellationError() }
+      if error == .connectTimeout || error == .readTimeout || error == .deadlineExceeded
+        || error == .writeTimeout
+      {
+        return OriginError.timedOut(url: url, reason: "\(error)", attempts: 1)
+      }
       return OriginError.connectionFailed(url: url, reason: "\(error)", attempts: 1)
+    case ChannelError.connectTimeout:
+      return OriginError.timedOut(url: url, reason: "\(error)", attempts: 1)
     case is CancellationError, is OriginError, is StoreError: return error
     default: return OriginError.connectionFailed(url: url, reason: "\(error)", attempts: 1)
     }
@@ -190,18 +197,8 @@ public final class OriginClient: Sendable {
   private func execute(_ request: HTTPClientRequest, url: String) async throws -> HTTPClientResponse {
     do {
       return try await http.execute(request, deadline: .distantFuture)
-    } catch let error as HTTPClientError {
-      if error == .redirectLimitReached || error == .redirectCycleDetected {
-        throw OriginError.tooManyRedirects(url: url)
-      }
-      if error == .cancelled { throw CancellationError() }
-      throw OriginError.connectionFailed(url: url, reason: "\(error)", attempts: 1)
-    } catch is CancellationError {
-      throw CancellationError()
-    } catch let error as OriginError {
-      throw error
     } catch {
-      throw OriginError.connectionFailed(url: url, reason: "\(error)", attempts: 1)
+      throw Self.map(error, url: url)
     }
   }
 

@@ -18,6 +18,9 @@ public enum OriginError: Error, Sendable, Equatable, CustomStringConvertible {
   case tooManyRedirects(url: String)
   /// Connecting or reading failed (after the retries).
   case connectionFailed(url: String, reason: String, attempts: Int)
+  /// Connecting took longer than the connect timeout, or the origin sent nothing for the idle timeout (after
+  /// the retries).
+  case timedOut(url: String, reason: String, attempts: Int)
   /// The origin's answer contradicts itself or what it said before (a length that changes within a version).
   case inconsistentResponse(url: String, reason: String)
 
@@ -38,6 +41,8 @@ public enum OriginError: Error, Sendable, Equatable, CustomStringConvertible {
     case .tooManyRedirects(let url): "\(url): too many redirects"
     case .connectionFailed(let url, let reason, let attempts):
       "\(url): \(reason) (after \(attempts) attempt\(attempts == 1 ? "" : "s"))"
+    case .timedOut(let url, let reason, let attempts):
+      "\(url): timed out: \(reason) (after \(attempts) attempt\(attempts == 1 ? "" : "s"))"
     case .inconsistentResponse(let url, let reason): "\(url): \(reason)"
     }
   }
@@ -45,7 +50,7 @@ public enum OriginError: Error, Sendable, Equatable, CustomStringConvertible {
   /// Whether another attempt may succeed (connection trouble, 5xx, a cut-off body).
   var isRetryable: Bool {
     switch self {
-    case .connectionFailed, .truncatedBody: true
+    case .connectionFailed, .timedOut, .truncatedBody: true
     case .httpStatus(_, let status, _): status >= 500
     default: false
     }

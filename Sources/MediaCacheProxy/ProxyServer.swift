@@ -1,1 +1,115 @@
+import Foundation
 import Hummingbird
+import Logging
+import MediaCache
+import MediaCacheHTTP
+import NIOCore
+import ServiceLifecycle
+import UnixSignals
+
+/// The local HTTP server players read through: `GET|HEAD /<name>?url=<percent-encoded origin URL>` answers from
+/// the cache, filling gaps from the origin through a `CachingReader`, with Range support and HLS playlists
+/// rewritten so their segments are proxied (and cached) too. `GET /metrics` gives Prometheus text.
+///
+/// ```swift
+/// let proxy = ProxyServer(reader: CachingReader(cache: cache))
+/// try await proxy.run { endpoint in print("listening on \(endpoint)") }  // until the task is cancelled
+/// ```
+public final class ProxyServer: Sendable {
+  /// Where and for whom the proxy serves.
+  public struct Configuration: Sendable {
+    /// Address to bind; loopback by default, so other machines cannot use the proxy.
+    public var host: String
+    /// Port to bind; 0 picks a free one (see the endpoint given to `run`'s `onListening`).
+    public var port: Int
+    /// Origin hosts the proxy fetches from (case-insensitive); nil allows any host.
+    public var allowedHosts: Set<String>?
+
+    public init(host: String = "127.0.0.1", port: Int = 0, allowedHosts: Set<String>? = nil) {
+      self.host = host
+      self.port = port
+      self.allowedHosts = allowedHosts.map { Set($0.map { $0.lowercased() }) }
+    }
+  }
+
+  /// The address the proxy listens on.
+  public struct Endpoint: Sendable, Equatable, CustomStringConvertible {
+    public var host: String
+    public var port: Int
+    /// `http://HOST:PORT`.
+    public var description: String {
+      "http://\(host.contains(":") ? "[\(host)]" : host):\(port)"
+    }
+  }
+
+  public let reader: CachingReader
+  public let configuration: Configuration
+  /// Counters served at `/metrics`.
+  public let metrics: ProxyMetrics
+
+  public init(reader: CachingReader, configuration: Configuration = Configuration()) {
+    self.reader = reader
+    self.configuration = configuration
+    self.metrics = ProxyMetrics(cache: reader.cache)
+  }
+
+  /// Serves until the calling task is cancelled or, when `shutdownSignals` is not empty, one of them arrives
+  /// (then connections get two seconds to finish before they are cut). Open reads are closed on the way out,
+  /// so what was fetched is committed. `onListening` runs once the socket is bound.
+  public func run(
+    shutdownSignals: [UnixSignal] = [],
+    onListening: @escaping @Sendable (Endpoint) async -> Void = { _ in }
+  ) async throws {
+    var logger = Logger(label: "mediacache.proxy")
+    logger.logLevel = .critical  // cancelled connections at shutdown log errors that mean nothing
+    let responder = ProxyResponder(server: self)
+    let host = configuration.host
+    let app = Application(
+      responder: CallbackResponder { (request: Request, _: BasicRequestContext) in
+        try await responder.respond(to: request)
+      },
+      configuration: ApplicationConfiguration(
+        address: .hostname(host, port: configuration.port), serverName: "MediaCache"),
+      onServerRunning: { channel in
+        await onListening(Endpoint(host: host, port: channel.localAddress?.port ?? 0))
+      },
+      logger: logger
+    )
+    var groupConfiguration = ServiceGroupConfiguration(
+      services: [.init(service: app)], gracefulShutdownSignals: shutdownSignals, logger: logger)
+    groupConfiguration.maximumGracefulShutdownDuration = .seconds(2)
+    try await ServiceGroup(configuration: groupConfiguration).run()
+  }
+
+  // MARK: Proxied URLs
+
+  /// The proxied form of `originURL` relative to the proxy's root: `/<name>?url=<percent-encoded URL>`, where
+  /// the name is the URL's last path component (so players can tell the type by its extension).
+  public static func proxyPath(for originURL: String) -> String {
+    "/\(displayName(for: originURL))?url=\(percentEncode(originURL))"
+  }
+
+  /// The full proxied URL of `originURL` on a proxy listening at `endpoint`.
+  public static func proxyURL(for originURL: String, endpoint: Endpoint) -> String {
+    "\(endpoint)\(proxyPath(for: originURL))"
+  }
+
+  /// The URL's last path component if it is a plain file name, else `media`.
+  static func displayName(for originURL: String) -> String {
+    let path = URL(string: originURL)?.path ?? ""
+    let last = path.split(separator: "/").last.map(String.init) ?? ""
+    let plain =
+      !last.isEmpty && last.count <= 128 && last != "." && last != ".."
+      && last.unicodeScalars.allSatisfy {
+        $0.isASCII && (CharacterSet.alphanumerics.contains($0) || "._-".unicodeScalars.contains($0))
+      }
+    return plain ? last : "media"
+  }
+
+  /// Percent-encodes everything but RFC 3986's unreserved characters.
+  static func percentEncode(_ text: String) -> String {
+    var unreserved = CharacterSet()
+    unreserved.insert(charactersIn: "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
+    return text.addingPercentEncoding(withAllowedCharacters: unreserved) ?? ""
+  }
+}

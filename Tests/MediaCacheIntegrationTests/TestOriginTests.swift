@@ -300,13 +300,15 @@ struct LargeStream {
 /// GETs `/normal/<name>?size=size` from `port`, first without reading for `pause` (the origin must stop at
 /// what the socket buffers hold), then reading everything, checking every byte against `TestOrigin.fill`
 /// and sampling the RSS of `pid` every 16 MiB.
+/// `path` replaces the origin path (to read the object through a proxy).
 func streamLargeObject(
-  port: Int, name: String, size: Int, pid: String, pause: Duration, whilePaused: () -> Void
+  port: Int, name: String, size: Int, pid: String, pause: Duration, path: String? = nil,
+  whilePaused: () -> Void
 ) async throws -> LargeStream {
   let before = residentBytes(of: pid) ?? 0
   let connection = try RawHTTPConnection(port: port)
   defer { connection.close() }
-  try connection.sendRequest("GET", TestOrigin.path(.normal, name, size: size))
+  try connection.sendRequest("GET", path ?? TestOrigin.path(.normal, name, size: size))
   try await Task.sleep(for: pause)
   whilePaused()
   var peak = residentBytes(of: pid) ?? before

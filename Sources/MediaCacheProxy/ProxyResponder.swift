@@ -1,0 +1,377 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import MediaCache
+import MediaCacheHTTP
+import NIOCore
+
+/// Answers one proxied request: checks the URL, reads through the cache, and streams the body with the
+/// client's pace setting the pace of the reads (NIO's writer suspends while the socket is full).
+struct ProxyResponder: Sendable {
+  let server: ProxyServer
+  private var reader: CachingReader { server.reader }
+  private var metrics: ProxyMetrics { server.metrics }
+
+  func respond(to request: Request) async throws -> Response {
+    let response: Response
+    do {
+      response = try await handle(request)
+    } catch let refusal as Refusal {
+      response = refusal.response
+    }
+    metrics.noteStatus(response.status.code)
+    return response
+  }
+
+  private func handle(_ request: Request) async throws -> Response {
+    let query = request.uri.queryParameters
+    if request.uri.path == "/metrics", query["url"] == nil {
+      guard request.method == .get || request.method == .head else { throw Refusal.methodNotAllowed }
+      let text = metrics.render()
+      var headers = HTTPFields()
+      headers[.contentType] = "text/plain; version=0.0.4; charset=utf-8"
+      headers[.contentLength] = "\(text.utf8.count)"
+      let body = request.method == .head ? ResponseBody() : ResponseBody(byteBuffer: ByteBuffer(string: text))
+      return Response(status: .ok, headers: headers, body: body)
+    }
+    guard request.method == .get || request.method == .head else { throw Refusal.methodNotAllowed }
+    let origin = try checkedOriginURL(query["url"].map(String.init))
+    let isHead = request.method == .head
+    let rangeHeader = RangeHeader(request.headers[.range])
+    var requested = RequestedRange.all
+    if case .single(let range) = rangeHeader { requested = range }
+
+    var bytes = try await read(origin, requested)
+    var partial = requested != .all
+    if partial, let ifRange = request.headers[.ifRange],
+      !Self.ifRangeMatches(ifRange, etag: bytes.etag, lastModified: bytes.lastModified)
+    {
+      // The client's copy is of another version: it gets the whole current one.
+      bytes.close()
+      bytes = try await read(origin, .all)
+      partial = false
+    }
+    if partial, bytes.length == nil, !requested.isBounded {
+      // The origin gives no length, so an open range cannot be described in a Content-Range: send it all.
+      bytes.close()
+      bytes = try await read(origin, .all)
+      partial = false
+    }
+    if Self.mayBePlaylist(contentType: bytes.contentType, url: origin) {
+      bytes.close()
+      return try await respondWithPlaylist(origin, rangeHeader: partial ? rangeHeader : .none, isHead: isHead)
+    }
+
+    var headers = Self.headers(
+      contentType: bytes.contentType, etag: bytes.etag, lastModified: bytes.lastModified)
+    let count = bytes.count
+    if let count { headers[.contentLength] = "\(count)" }
+    if partial {
+      let first = bytes.range.lowerBound
+      let last = first + (count ?? 1) - 1
+      headers[.contentRange] = "bytes \(first)-\(last)/\(bytes.length.map { "\($0)" } ?? "*")"
+    }
+    let status: HTTPResponse.Status = partial ? .partialContent : .ok
+    if isHead {
+      bytes.close()
+      return Response(status: status, headers: headers, body: ResponseBody())
+    }
+
+    // The first piece is read before the status goes out, so a failing origin becomes a status code.
+    var iterator = bytes.makeAsyncIterator()
+    let first: Data?
+    do {
+      first = try await iterator.next()
+    } catch {
+      bytes.close()
+      throw refusal(for: error, url: origin)
+    }
+    let pieces = PieceSource(iterator)
+    let metrics = self.metrics
+    let streamed = bytes
+    metrics.responseStarted()
+    let body = ResponseBody(contentLength: count.map { Int($0) }) { writer in
+      let accounting = BodyAccounting(bytes: streamed, metrics: metrics)
+      defer {
+        streamed.close()
+        metrics.responseEnded()
+      }
+      do {
+        // One piece is read ahead, so the counters are final before the last byte leaves: a client that
+        // reads /metrics right after the body sees this response counted.
+        var current = first
+        while let piece = current {
+          let next = try await pieces.next()
+          accounting.update(finished: next == nil)
+          try await writer.write(ByteBuffer(bytes: piece))
+          current = next
+        }
+        accounting.update(finished: true)
+      } catch let error as OriginError {
+        // Too late for a status code: the connection is cut, so the player sees a short body.
+        metrics.noteOriginError()
+        throw error
+      }
+      try await writer.finish(nil)
+    }
+    return Response(status: status, headers: headers, body: body)
+  }
+
+  // MARK: Origin URL
+
+  /// The origin URL of `?url=`, refused unless it is an absolute http(s) URL of an allowed host.
+  private func checkedOriginURL(_ value: String?) throws -> String {
+    guard let value, !value.isEmpty else {
+      throw Refusal(.badRequest, "missing ?url=<percent-encoded origin URL>")
+    }
+    guard value.utf8.count <= 8192, let url = URL(string: value), let scheme = url.scheme?.lowercased() else {
+      throw Refusal(.badRequest, "the url parameter is not a valid URL")
+    }
+    guard scheme == "http" || scheme == "https" else {
+      throw Refusal(.forbidden, "only http and https origin URLs are proxied, not \(scheme):")
+    }
+    guard let host = url.host?.lowercased(), !host.isEmpty else {
+      throw Refusal(.badRequest, "the origin URL has no host")
+    }
+    if let allowed = server.configuration.allowedHosts, !allowed.contains(host) {
+      throw Refusal(.forbidden, "origin host \(host) is not in the proxy's allowed hosts")
+    }
+    return value
+  }
+
+  private func read(_ origin: String, _ range: RequestedRange) async throws -> CachedBytes {
+    do {
+      return try await reader.read(origin, range: range)
+    } catch {
+      throw refusal(for: error, url: origin)
+    }
+  }
+
+  /// The status and one-line reason a failure reaches the player as.
+  private func refusal(for error: any Error, url: String) -> any Error {
+    switch error {
+    case let error as OriginError:
+      metrics.noteOriginError()
+      switch error {
+      case .unsupportedScheme: return Refusal(.forbidden, error.description)
+      case .invalidURL: return Refusal(.badRequest, error.description)
+      case .rangeNotSatisfiable(_, _, let length):
+        var refusal = Refusal(.rangeNotSatisfiable, error.description)
+        if let length { refusal.headers[.contentRange] = "bytes */\(length)" }
+        return refusal
+      case .httpStatus(_, let status, _) where (400..<500).contains(status):
+        // The origin's own answer (404, 403, 410 ...) is the most useful thing to pass on.
+        return Refusal(HTTPResponse.Status(code: status), "origin failed: \(error.description)")
+      case .timedOut: return Refusal(.gatewayTimeout, "origin timed out: \(error.description)")
+      default: return Refusal(.badGateway, "origin failed: \(error.description)")
+      }
+    case let error as StoreError:
+      return Refusal(.internalServerError, "cache failed: \(error.description)")
+    case is CancellationError:
+      return error
+    default:
+      return Refusal(.internalServerError, "\(error)")
+    }
+  }
+
+  // MARK: HLS
+
+  static func mayBePlaylist(contentType: String?, url: String) -> Bool {
+    if HLSPlaylist.isPlaylist(contentType: contentType, url: url, prefix: Array("#EXTM3U".utf8)),
+      contentType != nil
+    {
+      return true
+    }
+    let path = (URL(string: url)?.path ?? "").lowercased()
+    return path.hasSuffix(".m3u8") || path.hasSuffix(".m3u")
+  }
+
+  /// Reads the whole playlist (bounded), rewrites its URIs to proxied ones and answers from memory. A body
+  /// that turns out not to be a playlist is served as it is.
+  private func respondWithPlaylist(_ origin: String, rangeHeader: RangeHeader, isHead: Bool) async throws
+    -> Response
+  {
+    let bytes = try await read(origin, .all)
+    defer { bytes.close() }
+    if let length = bytes.length, length > HLSPlaylist.maxPlaylistBytes {
+      throw Refusal(.badGateway, "\(origin): playlist of \(length) bytes is larger than the proxy accepts")
+    }
+    var body = Data()
+    do {
+      for try await piece in bytes {
+        body.append(piece)
+        if body.count > HLSPlaylist.maxPlaylistBytes {
+          throw Refusal(.badGateway, "\(origin): playlist is larger than the proxy accepts")
+        }
+      }
+    } catch let refusal as Refusal {
+      throw refusal
+    } catch {
+      throw refusal(for: error, url: origin)
+    }
+    metrics.noteServed(fromCache: bytes.bytesFromCache, fromOrigin: bytes.bytesFromOrigin)
+    metrics.noteRequest(hit: bytes.bytesFromOrigin == 0)
+    var etag = bytes.etag
+    if HLSPlaylist.isPlaylist(contentType: bytes.contentType, url: origin, prefix: body.prefix(16)),
+      let text = String(data: body, encoding: .utf8), let playlistURL = URL(string: origin)
+    {
+      do {
+        let rewritten = try HLSPlaylist.rewrite(text, playlistURL: playlistURL) { target in
+          ProxyServer.proxyPath(for: target.absoluteString)
+        }
+        body = Data(rewritten.utf8)
+      } catch {
+        throw Refusal(.badGateway, "\(origin): \(error)")
+      }
+      etag = nil  // the rewritten text is not the origin's representation
+      if text.contains("#EXTINF"), !text.contains("#EXT-X-ENDLIST") {
+        // A live playlist changes: the next request must see the origin's new version.
+        bytes.close()
+        _ = try? await reader.cache.remove(origin)
+      }
+    }
+    return Self.respondFromMemory(
+      body, rangeHeader: rangeHeader, isHead: isHead,
+      headers: Self.headers(contentType: bytes.contentType, etag: etag, lastModified: bytes.lastModified))
+  }
+
+  static func respondFromMemory(_ body: Data, rangeHeader: RangeHeader, isHead: Bool, headers: HTTPFields)
+    -> Response
+  {
+    var headers = headers
+    var slice = body[...]
+    var status = HTTPResponse.Status.ok
+    if case .single(let requested) = rangeHeader {
+      guard let range = requested.resolved(length: Int64(body.count)) else {
+        var refusal = Refusal(.rangeNotSatisfiable, "range not satisfiable")
+        refusal.headers[.contentRange] = "bytes */\(body.count)"
+        return refusal.response
+      }
+      slice = body[(body.startIndex + Int(range.lowerBound))..<(body.startIndex + Int(range.upperBound))]
+      status = .partialContent
+      headers[.contentRange] = "bytes \(range.lowerBound)-\(range.upperBound - 1)/\(body.count)"
+    }
+    headers[.contentLength] = "\(slice.count)"
+    let responseBody = isHead ? ResponseBody() : ResponseBody(byteBuffer: ByteBuffer(bytes: slice))
+    return Response(status: status, headers: headers, body: responseBody)
+  }
+
+  // MARK: Headers
+
+  /// Headers of every proxied body. Values from the origin are reduced to visible ASCII so nothing it sends can
+  /// split or inject a header; `nosniff` and a sandbox policy keep a browser from running what an origin sends
+  /// as a page of the proxy's own origin.
+  static func headers(contentType: String?, etag: String?, lastModified: String?) -> HTTPFields {
+    var headers = HTTPFields()
+    headers[.acceptRanges] = "bytes"
+    headers[.contentType] = contentType.map(headerSafe) ?? "application/octet-stream"
+    if let etag { headers[.eTag] = headerSafe(etag) }
+    if let lastModified { headers[.lastModified] = headerSafe(lastModified) }
+    headers[.xContentTypeOptions] = "nosniff"
+    headers[.contentSecurityPolicy] = "sandbox"
+    return headers
+  }
+
+  static func headerSafe(_ value: String) -> String {
+    String(String.UnicodeScalarView(value.unicodeScalars.filter { $0.value >= 0x20 && $0.value < 0x7F }))
+  }
+
+  /// RFC 9110 §13.1.5: an entity tag matches only strongly; a date matches only exactly.
+  static func ifRangeMatches(_ value: String, etag: String?, lastModified: String?) -> Bool {
+    let trimmed = value.trimmingSpaces()
+    if trimmed.hasPrefix("\"") || trimmed.hasPrefix("W/") {
+      guard let etag, !etag.hasPrefix("W/"), !trimmed.hasPrefix("W/") else { return false }
+      return etag == trimmed
+    }
+    guard let lastModified else { return false }
+    return lastModified == trimmed
+  }
+}
+
+/// A failure answered with a status and a one-line plain-text reason (the reason goes in the body only, never
+/// in a header, since it may quote the URL).
+struct Refusal: Error {
+  var status: HTTPResponse.Status
+  var reason: String
+  var headers = HTTPFields()
+
+  init(_ status: HTTPResponse.Status, _ reason: String) {
+    self.status = status
+    self.reason = reason
+  }
+
+  static var methodNotAllowed: Refusal {
+    var refusal = Refusal(.methodNotAllowed, "only GET and HEAD are served")
+    refusal.headers[.allow] = "GET, HEAD"
+    return refusal
+  }
+
+  var response: Response {
+    let text = "\(status.code) \(reason)\n"
+    var headers = self.headers
+    headers[.contentType] = "text/plain; charset=utf-8"
+    headers[.xContentTypeOptions] = "nosniff"
+    headers[.contentLength] = "\(text.utf8.count)"
+    return Response(
+      status: status, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(string: text)))
+  }
+}
+
+/// Adds what a response has served to the proxy's counters as it goes.
+final class BodyAccounting: @unchecked Sendable {
+  // Used only by the task writing the body.
+  private let bytes: CachedBytes
+  private let metrics: ProxyMetrics
+  private var counted: (cache: Int64, origin: Int64) = (0, 0)
+  private var classified = false
+
+  init(bytes: CachedBytes, metrics: ProxyMetrics) {
+    self.bytes = bytes
+    self.metrics = metrics
+  }
+
+  func update(finished: Bool) {
+    let cache = bytes.bytesFromCache
+    let origin = bytes.bytesFromOrigin
+    metrics.noteServed(fromCache: cache - counted.cache, fromOrigin: origin - counted.origin)
+    counted = (cache, origin)
+    if !classified, origin > 0 || finished {
+      classified = true
+      metrics.noteRequest(hit: origin == 0)
+    }
+  }
+}
+
+/// The iterator of one response body, moved into the body-writing task (only that task uses it).
+final class PieceSource: @unchecked Sendable {
+  private var iterator: CachedBytes.Iterator
+  init(_ iterator: CachedBytes.Iterator) { self.iterator = iterator }
+  func next() async throws -> Data? { try await iterator.next() }
+}
+
+extension RequestedRange {
+  var isBounded: Bool {
+    if case .bounded = self { return true }
+    return false
+  }
+
+  /// The absolute bytes of an object of `length`, nil if unsatisfiable.
+  func resolved(length: Int64) -> Range<Int64>? {
+    switch self {
+    case .all: return 0..<length
+    case .bounded(let bounds):
+      guard bounds.lowerBound < length else { return nil }
+      return bounds.lowerBound..<min(bounds.upperBound, length)
+    case .from(let start):
+      guard start < length else { return nil }
+      return start..<length
+    case .suffix(let count):
+      guard count > 0, length > 0 else { return nil }
+      return max(0, length - count)..<length
+    }
+  }
+}
+
+extension HTTPField.Name {
+  static var xContentTypeOptions: Self { Self("X-Content-Type-Options")! }
+}

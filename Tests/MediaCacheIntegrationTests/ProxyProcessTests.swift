@@ -1,0 +1,183 @@
+import Foundation
+import MediaCache
+import MediaCacheProxy
+import MediaCacheTestOrigin
+import Testing
+
+#if canImport(Glibc)
+  import Glibc
+#elseif canImport(Darwin)
+  import Darwin
+#endif
+
+/// A running `mediacache proxy` process.
+struct ProxyProcess {
+  let child: ChildProcess
+  let port: Int
+
+  /// Starts the real binary on port 0 and waits for its `listening on` line, which must be the first.
+  init(cache: String, _ extra: [String] = []) throws {
+    child = try ChildProcess(binary("mediacache"), ["proxy", "--cache", cache, "--port", "0"] + extra)
+    let prefix = "listening on http://127.0.0.1:"
+    guard child.waitForLine(timeout: 30, { $0.hasPrefix(prefix) }) else {
+      let result = child.wait(timeout: 5)
+      throw RawHTTPError(description: "proxy did not start: \(result.stderr)")
+    }
+    let first = child.outputSoFar.split(separator: "\n").first ?? ""
+    guard first.hasPrefix(prefix), let port = Int(first.dropFirst(prefix.count)) else {
+      throw RawHTTPError(description: "first line was '\(first)'")
+    }
+    self.port = port
+  }
+
+  var pid: String { "\(child.pid)" }
+
+  func request(_ path: String, method: String = "GET", headers: [(String, String)] = []) throws
+    -> RawHTTPResponse
+  {
+    let connection = try RawHTTPConnection(port: port)
+    defer { connection.close() }
+    try connection.sendRequest(method, path, headers: headers)
+    return try connection.readResponse(method: method)
+  }
+
+  /// Sends `signal` and returns the exit status (the test fails if it takes more than 15 s).
+  func stop(_ signal: Int32 = SIGTERM) -> CommandResult {
+    child.kill(signal)
+    return child.wait(timeout: 15)
+  }
+}
+
+@Suite(.serialized) struct ProxyProcessTests {
+  @Test func commandPrintsItsAddressServesAndStopsOnSignals() async throws {
+    let directory = try TemporaryDirectory()
+    defer { directory.cleanup() }
+    let origin = try await TestOrigin.start()
+    defer { Task { try? await origin.shutdown() } }
+    for signal in [SIGTERM, SIGINT] {
+      let proxy = try ProxyProcess(cache: directory.path)
+      let url = origin.url(.normal, "cli-\(signal)", size: 300_000)
+      let response = try proxy.request(ProxyServer.proxyPath(for: url))
+      #expect(response.status == 200)
+      #expect(response.body == TestOrigin.bytes(name: "cli-\(signal)", size: 300_000))
+      let result = proxy.stop(signal)
+      #expect(result.status == 0, "exit after signal \(signal): \(result.stderr)")
+      #expect(
+        try await MediaCache(configuration: .init(directory: directory.path)).status(for: url)
+          == .complete(length: 300_000))
+    }
+    // A port in use is a clear failure, a bad port a usage error.
+    let holder = try ProxyProcess(cache: directory.path)
+    let clash = try run(
+      binary("mediacache"), ["proxy", "--cache", directory.path, "--port", "\(holder.port)"])
+    #expect(clash.status == 1)
+    #expect(clash.stderr.contains("cannot serve on 127.0.0.1:\(holder.port)"))
+    _ = holder.stop()
+    let bad = try run(binary("mediacache"), ["proxy", "--cache", directory.path, "--port", "70000"])
+    #expect(bad.status == 64)
+  }
+
+  /// A client that stops reading, then reads 512 MiB: the proxy's memory stays flat (the origin's bytes go to
+  /// disk, not to a buffer), every byte is right, and the cache checks clean afterwards.
+  @Test func slowClientKeepsTheProxysMemoryFlat() async throws {
+    let directory = try TemporaryDirectory()
+    defer { directory.cleanup() }
+    let origin = try await TestOrigin.start()
+    defer { Task { try? await origin.shutdown() } }
+    let proxy = try ProxyProcess(cache: directory.path, ["--durability", "relaxed"])
+    // Warm up (first request, first fetch) so the baseline includes the server's fixed costs.
+    _ = try proxy.request(ProxyServer.proxyPath(for: origin.url(.normal, "warmup", size: 4 << 20)))
+    let size = 512 << 20
+    let url = origin.url(.normal, "large", size: size)
+    let stream = try await streamLargeObject(
+      port: proxy.port, name: "large", size: size, pid: proxy.pid, pause: .seconds(2),
+      path: ProxyServer.proxyPath(for: url)
+    ) {}
+    #expect(stream.response.status == 200)
+    #expect(stream.received == size)
+    #expect(stream.mismatches == 0)
+    #expect(stream.rssGrowth < 48 << 20, "proxy RSS grew \(stream.rssGrowth >> 20) MiB streaming 512 MiB")
+    #expect(proxy.stop().status == 0)
+    let check = try run(binary("cache-fsck"), [directory.path])
+    #expect(check.status == 0, "\(check.text)\(check.stderr)")
+  }
+
+  /// A client that disconnects mid-body: the proxy cancels its origin request (the origin stops sending long
+  /// before the end), keeps what it completed, and a later read fetches only the rest.
+  @Test func disconnectMidBodyStopsTheUpstreamFetch() async throws {
+    let directory = try TemporaryDirectory()
+    defer { directory.cleanup() }
+    let origin = try await TestOrigin.start()
+    defer { Task { try? await origin.shutdown() } }
+    let proxy = try ProxyProcess(cache: directory.path)
+    // About 3 MB/s from the origin, so the whole 24 MiB would take 8 s.
+    let size = 24 << 20
+    let url = origin.url(.slow, "cut", size: size, query: "delay-ms=5")
+    let path = ProxyServer.proxyPath(for: url)
+    try await blocking {
+      let connection = try RawHTTPConnection(port: proxy.port)
+      defer { connection.close() }
+      try connection.sendRequest("GET", path)
+      var received = 0
+      _ = try? connection.readResponse { bytes in
+        received += bytes.count
+        if received >= 3 << 20 { connection.close() }  // the next read fails: the response ends here
+      }
+    }
+    // The origin's response stops growing soon after the client went away.
+    try await Task.sleep(for: .seconds(1))
+    let sentAfterCut = origin.totalBodyBytes(for: "cut")
+    try await Task.sleep(for: .seconds(1))
+    #expect(origin.totalBodyBytes(for: "cut") == sentAfterCut, "origin still sending after the disconnect")
+    #expect(sentAfterCut < size / 4)
+    let finished = origin.requests(for: "cut").allSatisfy { $0.isComplete }
+    #expect(finished, "the origin's response ended (cancelled)")
+    // What was completed is cached; a full read fetches only from there on, and every byte is right.
+    let status = try await MediaCache(configuration: .init(directory: directory.path)).status(for: url)
+    #expect(status.isPartial, "\(status)")
+    origin.resetRecords()
+    let full = try await blocking { try proxy.request(path) }
+    #expect(full.status == 200)
+    #expect(full.body == TestOrigin.bytes(name: "cut", size: size))
+    let ranges = origin.requests(for: "cut").compactMap(\.range)
+    #expect(!ranges.isEmpty && ranges.allSatisfy { !$0.hasPrefix("bytes=0-") }, "\(ranges)")
+    #expect(proxy.stop().status == 0)
+    let check = try run(binary("cache-fsck"), [directory.path])
+    #expect(check.status == 0, "\(check.text)\(check.stderr)")
+  }
+
+  /// With --max-size the proxy compacts as it writes: old objects go, the cache stays near the limit.
+  @Test func maxSizeCompactsInProcess() async throws {
+    let directory = try TemporaryDirectory()
+    defer { directory.cleanup() }
+    let origin = try await TestOrigin.start()
+    defer { Task { try? await origin.shutdown() } }
+    let proxy = try ProxyProcess(cache: directory.path, ["--max-size", "\(10 << 20)"])
+    for index in 0..<6 {
+      let url = origin.url(.normal, "object\(index)", size: 4 << 20)
+      let response = try await blocking { try proxy.request(ProxyServer.proxyPath(for: url)) }
+      #expect(response.status == 200)
+      try await Task.sleep(for: .milliseconds(1100))  // distinct recency (mtime) per object
+    }
+    let cache = try MediaCache(configuration: .init(directory: directory.path, maxSize: nil))
+    var total: Int64 = .max
+    for _ in 0..<50 {
+      total = try cache.store.scanObjects().reduce(0) { $0 + $1.diskBytes }
+      if total <= 10 << 20 { break }
+      try await Task.sleep(for: .milliseconds(200))
+    }
+    #expect(total <= 10 << 20, "cache holds \(total) bytes with --max-size 10 MiB")
+    #expect(
+      try await cache.status(for: origin.url(.normal, "object5", size: 4 << 20)) == .complete(length: 4 << 20)
+    )
+    #expect(try await cache.status(for: origin.url(.normal, "object0", size: 4 << 20)) == .none)
+    #expect(proxy.stop().status == 0)
+  }
+}
+
+extension MediaCache.Status {
+  var isPartial: Bool {
+    if case .partial = self { return true }
+    return false
+  }
+}

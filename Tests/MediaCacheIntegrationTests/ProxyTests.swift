@@ -1,0 +1,228 @@
+import Foundation
+import MediaCache
+import MediaCacheHTTP
+import MediaCacheProxy
+import MediaCacheTestOrigin
+import Testing
+
+#if canImport(Glibc)
+  import Glibc
+#elseif canImport(Darwin)
+  import Darwin
+#endif
+
+/// HTTP semantics of the proxy against a real origin on 127.0.0.1, read with a raw socket client.
+@Suite struct ProxyTests {
+  /// 3 MiB and a bit, so ranges cross chunk boundaries and the last chunk is short.
+  static let size = 3 * 1_048_576 + 12_345
+
+  @Test func everyRangeFormColdAndWarmIsByteIdentical() async throws {
+    try await withProxy { fixture in
+      let url = fixture.origin.url(.normal, "ranges", size: Self.size)
+      let path = fixture.path(url)
+      let cases: [(header: String?, status: Int, expected: Range<Int>)] = [
+        ("bytes=0-99", 206, 0..<100),
+        ("bytes=1048570-1048580", 206, 1_048_570..<1_048_581),
+        ("bytes=3000000-", 206, 3_000_000..<Self.size),
+        ("bytes=-1000", 206, (Self.size - 1000)..<Self.size),
+        ("bytes=-99999999", 206, 0..<Self.size),
+        ("bytes=5-", 206, 5..<Self.size),
+        ("bytes=10-99999999", 206, 10..<Self.size),
+        (nil, 200, 0..<Self.size),
+        ("bytes=0-1,5-9", 200, 0..<Self.size),  // several ranges: the whole body, documented
+        ("bytes=9-5", 200, 0..<Self.size),  // invalid: ignored
+        ("items=0-5", 200, 0..<Self.size),  // another unit: ignored
+      ]
+      for pass in ["cold", "warm"] {
+        if pass == "warm" { fixture.origin.resetRecords() }
+        for (header, status, expected) in cases {
+          let response = try await fixture.request(path, headers: header.map { [("Range", $0)] } ?? [])
+          let label = "\(pass) \(header ?? "no Range")"
+          #expect(response.status == status, "\(label)")
+          #expect(response.header("Accept-Ranges") == "bytes", "\(label)")
+          #expect(response.header("Content-Length") == "\(expected.count)", "\(label)")
+          #expect(response.header("ETag") == TestOrigin.etag(name: "ranges"), "\(label)")
+          #expect(response.header("Content-Type") == "video/mp4", "\(label)")
+          if status == 206 {
+            #expect(
+              response.header("Content-Range")
+                == "bytes \(expected.lowerBound)-\(expected.upperBound - 1)/\(Self.size)", "\(label)")
+          } else {
+            #expect(response.header("Content-Range") == nil, "\(label)")
+          }
+          #expect(
+            response.body == TestOrigin.bytes(name: "ranges", size: Self.size, range: expected), "\(label)")
+        }
+        if pass == "warm" {
+          #expect(
+            fixture.origin.requests(for: "ranges").isEmpty, "a warm pass is served from the cache alone")
+        }
+      }
+    }
+  }
+
+  @Test func headAndUnsatisfiableRanges() async throws {
+    try await withProxy { fixture in
+      let path = fixture.path(fixture.origin.url(.normal, "head", size: Self.size))
+      let head = try await fixture.request(path, method: "HEAD")
+      #expect(head.status == 200)
+      #expect(head.header("Content-Length") == "\(Self.size)")
+      #expect(head.header("Accept-Ranges") == "bytes")
+      #expect(head.bodyCount == 0)
+      let rangedHead = try await fixture.request(path, method: "HEAD", headers: [("Range", "bytes=10-19")])
+      #expect(rangedHead.status == 206)
+      #expect(rangedHead.header("Content-Range") == "bytes 10-19/\(Self.size)")
+      #expect(rangedHead.header("Content-Length") == "10")
+      for header in ["bytes=\(Self.size)-", "bytes=\(Self.size + 10)-\(Self.size + 20)", "bytes=-0"] {
+        let response = try await fixture.request(path, headers: [("Range", header)])
+        #expect(response.status == 416, "\(header)")
+        #expect(response.header("Content-Range") == "bytes */\(Self.size)", "\(header)")
+      }
+      // The same on an object the cache has never seen: the length comes from the origin's 416.
+      let cold = fixture.path(fixture.origin.url(.normal, "cold416", size: 1000))
+      let response = try await fixture.request(cold, headers: [("Range", "bytes=5000-")])
+      #expect(response.status == 416)
+      #expect(response.header("Content-Range") == "bytes */1000")
+    }
+  }
+
+  @Test func ifRangeIsHonoured() async throws {
+    try await withProxy { fixture in
+      let path = fixture.path(fixture.origin.url(.normal, "ifrange", size: 100_000))
+      let etag = TestOrigin.etag(name: "ifrange")
+      let cases: [(ifRange: String, status: Int)] = [
+        (etag, 206), ("\"other\"", 200), ("W/\(etag)", 200), (TestOrigin.lastModified(), 206),
+        ("Tue, 02 Jan 2024 00:00:00 GMT", 200),
+      ]
+      for (ifRange, status) in cases {
+        let response = try await fixture.request(
+          path, headers: [("Range", "bytes=100-199"), ("If-Range", ifRange)])
+        #expect(response.status == status, "If-Range \(ifRange)")
+        let expected = status == 206 ? 100..<200 : 0..<100_000
+        #expect(response.body == TestOrigin.bytes(name: "ifrange", size: 100_000, range: expected))
+      }
+    }
+  }
+
+  @Test func refusesOtherSchemesHostsAndMethods() async throws {
+    try await withProxy(allowedHosts: ["127.0.0.1"]) { fixture in
+      for target in [
+        "file:///etc/passwd", "gopher://127.0.0.1/x", "ftp://127.0.0.1/x", "javascript:alert(1)",
+      ] {
+        let response = try await fixture.request(fixture.path(target))
+        #expect(response.status == 403, "\(target)")
+        #expect(String(decoding: response.body, as: UTF8.self).contains("only http and https"), "\(target)")
+      }
+      let otherHost = try await fixture.request(
+        fixture.path("http://localhost:\(fixture.origin.port)/normal/x?size=10"))
+      #expect(otherHost.status == 403)
+      #expect(String(decoding: otherHost.body, as: UTF8.self).contains("localhost"))
+      #expect(try await fixture.request("/movie.mp4").status == 400)
+      #expect(try await fixture.request("/movie.mp4?url=").status == 400)
+      #expect(try await fixture.request("/x?url=not%20a%20url").status == 400)
+      let post = try await fixture.request(
+        fixture.path(fixture.origin.url(.normal, "m", size: 10)), method: "POST")
+      #expect(post.status == 405)
+      #expect(post.header("Allow") == "GET, HEAD")
+      // Nothing from the URL reaches a header, whatever it holds.
+      let injected =
+        fixture.path(fixture.origin.url(.normal, "inj", size: 10, query: "a=%0d%0aX-Evil:%201"))
+        + "%0D%0AX-Injected:%201"
+      let response = try await fixture.request(injected)
+      #expect(response.header("X-Injected") == nil)
+      #expect(response.header("X-Evil") == nil)
+      #expect(fixture.origin.allRequests().allSatisfy { $0.name != "x" }, "refused URLs are never fetched")
+    }
+  }
+
+  @Test func originFailuresBecomeStatusCodes() async throws {
+    // A listener that accepts connections and never answers: the origin times out.
+    let silent = try SilentListener()
+    defer { silent.close() }
+    try await withProxy(
+      clientConfiguration: .init(connectTimeout: 2, idleTimeout: 0.5),
+      readerConfiguration: .init(maxRetries: 0, retryBaseDelay: 0.01)
+    ) { fixture in
+      let missing = try await fixture.request(fixture.path("\(fixture.origin.baseURL)/nosuchmode/x"))
+      #expect(missing.status == 404)
+      let failing = try await fixture.request(
+        fixture.path(fixture.origin.url(.flaky, "fails", size: 1000, query: "failures=5")))
+      #expect(failing.status == 502)
+      #expect(String(decoding: failing.body, as: UTF8.self).hasPrefix("502 origin failed"))
+      let wrong = try await fixture.request(fixture.path(fixture.origin.url(.gzip, "gz", size: 1000)))
+      #expect(wrong.status == 502)
+      let timeout = try await fixture.request(fixture.path("http://127.0.0.1:\(silent.port)/x.mp4"))
+      #expect(timeout.status == 504)
+      let refused = try await fixture.request(fixture.path("http://127.0.0.1:1/x.mp4"))
+      #expect(refused.status == 502)
+      #expect(try await fixture.metric("mediacache_proxy_origin_errors_total") ?? 0 >= 4)
+      // The proxy still serves.
+      let fine = try await fixture.request(fixture.path(fixture.origin.url(.normal, "fine", size: 5000)))
+      #expect(fine.status == 200)
+      #expect(fine.body == TestOrigin.bytes(name: "fine", size: 5000))
+    }
+  }
+
+  @Test func metricsCountAMissThenAHit() async throws {
+    try await withProxy { fixture in
+      let path = fixture.path(fixture.origin.url(.normal, "metered", size: 2_000_000))
+      #expect(try await fixture.metric("mediacache_proxy_cache_misses_total") == 0)
+      #expect(try await fixture.request(path).status == 200)
+      #expect(try await fixture.metric("mediacache_proxy_cache_misses_total") == 1)
+      #expect(try await fixture.metric("mediacache_proxy_cache_hits_total") == 0)
+      let fromOrigin = try await fixture.metric("mediacache_proxy_served_bytes_total{source=\"origin\"}") ?? 0
+      #expect(fromOrigin > 0)
+      #expect(try await fixture.request(path).status == 200)
+      #expect(try await fixture.metric("mediacache_proxy_cache_hits_total") == 1)
+      #expect(try await fixture.metric("mediacache_proxy_cache_misses_total") == 1)
+      #expect(
+        try await fixture.metric("mediacache_proxy_served_bytes_total{source=\"origin\"}") == fromOrigin,
+        "the hit took nothing from the origin")
+      let fromCache = try await fixture.metric("mediacache_proxy_served_bytes_total{source=\"cache\"}") ?? 0
+      #expect(fromCache + fromOrigin == 4_000_000)
+      // The object count comes from a scan reused for up to 2 s.
+      var objects: Double?
+      for _ in 0..<30 where objects != 1 {
+        objects = try await fixture.metric("mediacache_cache_objects")
+        try await Task.sleep(for: .milliseconds(200))
+      }
+      #expect(objects == 1)
+      let metrics = try await fixture.request("/metrics")
+      #expect(metrics.header("Content-Type")?.hasPrefix("text/plain; version=0.0.4") == true)
+    }
+  }
+}
+
+/// A TCP socket on 127.0.0.1 that listens but never accepts or answers (a hung origin).
+final class SilentListener: Sendable {
+  let fd: Int32
+  let port: Int
+
+  init() throws {
+    #if canImport(Glibc)
+      let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    #else
+      let fd = socket(AF_INET, SOCK_STREAM, 0)
+    #endif
+    self.fd = fd
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    let bound = withUnsafeMutablePointer(to: &address) {
+      $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer in
+        bind(fd, pointer, length) == 0 && listen(fd, 16) == 0 && getsockname(fd, pointer, &length) == 0
+      }
+    }
+    guard bound else { throw RawHTTPError(description: "silent listener: errno \(errno)") }
+    port = Int(UInt16(bigEndian: address.sin_port))
+  }
+
+  func close() {
+    #if canImport(Glibc)
+      _ = Glibc.close(fd)
+    #else
+      _ = Darwin.close(fd)
+    #endif
+  }
+}
