@@ -163,6 +163,35 @@ import Testing
     }
   }
 
+  /// Two players read the same object at once; one goes away mid-body. The other gets every byte from the one
+  /// shared origin request, which must not be cancelled while a reader remains.
+  @Test func aDisconnectDoesNotCancelAFetchAnotherReaderShares() async throws {
+    try await withProxy { fixture in
+      let size = 6 << 20
+      let path = fixture.path(fixture.origin.url(.slow, "shared", size: size, query: "delay-ms=2"))
+      let port = fixture.endpoint.port
+      async let leaver: Int = blocking {
+        let connection = try RawHTTPConnection(port: port)
+        defer { connection.close() }
+        try connection.sendRequest("GET", path)
+        var received = 0
+        _ = try? connection.readResponse { bytes in
+          received += bytes.count
+          if received >= 1 << 20 { connection.close() }
+        }
+        return received
+      }
+      async let stayer = fixture.request(path)
+      let (left, full) = try await (leaver, stayer)
+      #expect(left >= 1 << 20 && left < size)
+      #expect(full.status == 200)
+      #expect(full.body == TestOrigin.bytes(name: "shared", size: size))
+      let requests = fixture.origin.requests(for: "shared")
+      #expect(requests.count == 1, "\(requests)")
+      #expect(requests.first?.bodyBytesSent == size)
+    }
+  }
+
   @Test func metricsCountAMissThenAHit() async throws {
     try await withProxy { fixture in
       let path = fixture.path(fixture.origin.url(.normal, "metered", size: 2_000_000))
