@@ -92,7 +92,7 @@ let package = Package(
       path: "Tests/TestHelper"
     ),
     // A real HTTP origin on 127.0.0.1 for the origin-fetching tests (modes: normal, norange, chunked,
-    // lastmod, truncated, wrongrange, flaky, slow, redirect, gzip), plus a standalone runner of it.
+    // lastmod, truncated, wrongrange, flaky, slow, redirect, gzip, files), plus a standalone runner of it.
     .target(
       name: "MediaCacheTestOrigin",
       dependencies: [

@@ -43,9 +43,19 @@ func withFileOrigin<T>(root: String = mediaFixturesDirectory, _ body: (TestOrigi
 func mediaTool(_ name: String) throws -> String {
   let directories = (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin").split(separator: ":")
   let found = directories.map { "\($0)/\(name)" }.first { FileManager.default.isExecutableFile(atPath: $0) }
-  return try #require(
-    found,
-    "\(name) is not on PATH: install ffmpeg (apt-get install ffmpeg; .ci/run does it) to run the media tests")
+  guard let found else {
+    throw MediaToolError(
+      description:
+        "\(name) is not on PATH: install ffmpeg (apt-get install ffmpeg; .ci/run does it) to run the media tests"
+    )
+  }
+  return found
+}
+
+/// A media tool is missing or failed. Thrown, not recorded with `#require`, so that it also fails the test
+/// when the tool runs on a Dispatch thread (outside the test's task, where an issue would lose its test).
+struct MediaToolError: Error, CustomStringConvertible {
+  let description: String
 }
 
 /// The options every ffmpeg/ffprobe run here uses for `input`, in one place. A local HLS playlist needs
@@ -59,9 +69,10 @@ func mediaInputOptions(for input: String) -> [String] {
 /// ffmpeg's output of a run, failing the test with its stderr when it exits non-zero.
 func runMediaTool(_ name: String, _ arguments: [String]) throws -> String {
   let result = try run(try mediaTool(name), arguments)
-  try #require(
-    result.status == 0,
-    "\(name) \(arguments.joined(separator: " ")) exited \(result.status): \(result.stderr)")
+  guard result.status == 0 else {
+    throw MediaToolError(
+      description: "\(name) \(arguments.joined(separator: " ")) exited \(result.status): \(result.stderr)")
+  }
   return result.text
 }
 

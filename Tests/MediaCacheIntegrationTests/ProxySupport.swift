@@ -56,13 +56,14 @@ extension RawHTTPResponse: @unchecked Sendable {}
 
 /// Runs `body` with a proxy started in this process on port 0, stopped afterwards.
 func withProxy<T>(
-  allowedHosts: Set<String>? = nil, clientConfiguration: OriginClient.Configuration = .init(),
+  fileRoot: String? = nil, allowedHosts: Set<String>? = nil,
+  clientConfiguration: OriginClient.Configuration = .init(),
   readerConfiguration: CachingReader.Configuration = .init(maxRetries: 1, retryBaseDelay: 0.01),
   _ body: (ProxyFixture) async throws -> T
 ) async throws -> T {
   let directory = try TemporaryDirectory()
   defer { directory.cleanup() }
-  let origin = try await TestOrigin.start()
+  let origin = try await TestOrigin.start(fileRoot: fileRoot)
   let cache = try MediaCache(configuration: .init(directory: directory.path, maxSize: nil))
   let client = OriginClient(configuration: clientConfiguration)
   let reader = CachingReader(cache: cache, client: client, configuration: readerConfiguration)
