@@ -195,6 +195,13 @@ enum HTTPDate {
 
   /// `Www, DD Mmm YYYY 00:00:00 GMT` for midnight of the given day (days since 1970-01-01).
   static func rfc1123(daysSinceEpoch days: Int) -> String {
+    rfc1123(secondsSinceEpoch: days * 86_400)
+  }
+
+  /// `Www, DD Mmm YYYY HH:MM:SS GMT` for the given second (seconds since 1970-01-01 00:00:00 UTC).
+  static func rfc1123(secondsSinceEpoch seconds: Int) -> String {
+    let days = seconds >= 0 ? seconds / 86_400 : (seconds - 86_399) / 86_400
+    let secondOfDay = seconds - days * 86_400
     // Howard Hinnant's civil_from_days.
     let z = days + 719_468
     let era = (z >= 0 ? z : z - 146_096) / 146_097
@@ -206,7 +213,9 @@ enum HTTPDate {
     let month = monthPrime < 10 ? monthPrime + 3 : monthPrime - 9
     let year = yearOfEra + era * 400 + (month <= 2 ? 1 : 0)
     let weekday = weekdays[((days % 7) + 7) % 7]
-    let dayText = day < 10 ? "0\(day)" : "\(day)"
-    return "\(weekday), \(dayText) \(months[month - 1]) \(year) 00:00:00 GMT"
+    func twoDigits(_ value: Int) -> String { value < 10 ? "0\(value)" : "\(value)" }
+    let time =
+      "\(twoDigits(secondOfDay / 3600)):\(twoDigits(secondOfDay / 60 % 60)):\(twoDigits(secondOfDay % 60))"
+    return "\(weekday), \(twoDigits(day)) \(months[month - 1]) \(year) \(time) GMT"
   }
 }

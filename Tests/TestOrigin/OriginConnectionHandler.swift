@@ -3,9 +3,10 @@ import NIOHTTP1
 
 /// Answers the requests of one connection, one at a time, on the connection's event loop.
 ///
-/// Bodies are produced piece by piece (64 KiB, 16 KiB in `slow`): a piece is generated only while fewer
-/// than `maxPiecesInFlight` written pieces are still waiting for their write to complete, so a client that
-/// reads slowly holds the origin to a few pieces beyond what the kernel buffers.
+/// Bodies are produced piece by piece (64 KiB, 16 KiB in `slow`; a file is read with one `pread` per piece):
+/// a piece is generated only while fewer than `maxPiecesInFlight` written pieces are still waiting for their
+/// write to complete, so a client that reads slowly holds the origin to a few pieces beyond what the kernel
+/// buffers.
 final class OriginConnectionHandler: ChannelInboundHandler, RemovableChannelHandler {
   typealias InboundIn = HTTPServerRequestPart
   typealias OutboundOut = HTTPServerResponsePart
@@ -18,7 +19,7 @@ final class OriginConnectionHandler: ChannelInboundHandler, RemovableChannelHand
     var producer: BodyProducer?
     let delay: TimeAmount?
     let closeAfter: Bool
-    let truncates: Bool
+    var truncates: Bool
     var inFlight = 0
     var bytesSent = 0
     var producing: Bool
@@ -126,6 +127,8 @@ final class OriginConnectionHandler: ChannelInboundHandler, RemovableChannelHand
       {
         guard let piece = response.producer?.next(allocator: context.channel.allocator) else {
           response.producing = false
+          // A file that got shorter than announced: end like `truncated` (close, no clean end).
+          if response.producer?.endedEarly == true { response.truncates = true }
           break
         }
         response.inFlight += 1
@@ -206,9 +209,12 @@ struct BodyProducer {
     case fixed([UInt8]?)
     case object(seed: UInt64, next: Int, end: Int, pieceSize: Int)
     case gzip(GzipProducer)
+    case file(OpenFile, next: Int, end: Int, pieceSize: Int)
   }
 
   private var source: Source
+  /// The body ended before its announced length (a file read came back short).
+  private(set) var endedEarly = false
 
   init(_ body: ResponsePlan.Body) {
     switch body {
@@ -219,6 +225,8 @@ struct BodyProducer {
       source = .object(seed: seed, next: range.lowerBound, end: end, pieceSize: pieceSize)
     case .gzip(let seed, let size):
       source = .gzip(GzipProducer(seed: seed, size: size))
+    case .file(let file, let range, let pieceSize):
+      source = .file(file, next: range.lowerBound, end: range.upperBound, pieceSize: pieceSize)
     }
   }
 
@@ -242,6 +250,20 @@ struct BodyProducer {
       let piece = producer.nextPiece()
       source = .gzip(producer)
       return piece.map { allocator.buffer(bytes: $0) }
+    case .file(let file, let next, let end, let pieceSize):
+      guard next < end else { return nil }
+      let wanted = min(pieceSize, end - next)
+      var buffer = allocator.buffer(capacity: wanted)
+      let count = buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: wanted) { raw in
+        file.read(into: UnsafeMutableRawBufferPointer(rebasing: raw[0..<wanted]), at: next)
+      }
+      guard count > 0 else {
+        endedEarly = true
+        source = .fixed(nil)
+        return nil
+      }
+      source = .file(file, next: next + count, end: end, pieceSize: pieceSize)
+      return buffer
     }
   }
 }

@@ -15,7 +15,8 @@ public struct RecordedRequest: Sendable, Equatable, CustomStringConvertible {
   public let path: String
   /// The first path segment (`normal`, `flaky`, ...), whether or not it is a known mode.
   public let mode: String
-  /// The object name: the rest of the path after `/<mode>/`.
+  /// The object name: the rest of the path after `/<mode>/` without the query (for `files`, the relative
+  /// file path percent-decoded).
   public let name: String
   /// The `Range` request header, if any.
   public let range: String?
@@ -49,4 +50,6 @@ public enum TestOriginError: Error, Sendable, Equatable {
   case timedOut(name: String, expected: Int, completed: Int)
   /// The origin could not tell which port it is listening on.
   case noLocalAddress
+  /// The `fileRoot` given to `start` is not a directory.
+  case badFileRoot(String)
 }

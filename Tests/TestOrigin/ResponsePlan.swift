@@ -11,6 +11,8 @@ struct ResponsePlan {
     case object(seed: UInt64, range: Range<Int>, pieceSize: Int, delay: TimeAmount?, limit: Int?)
     /// A gzip stream (stored blocks) of the object's bytes.
     case gzip(seed: UInt64, size: Int)
+    /// Bytes `range` of a file (`files` mode) in pieces of `pieceSize`.
+    case file(OpenFile, range: Range<Int>, pieceSize: Int)
   }
 
   var mode: String
@@ -162,6 +164,27 @@ enum ResponsePlanner {
       fail(.notFound, "unknown mode '\(modeText)'; modes: \(TestOrigin.Mode.allCases.map(\.rawValue))")
       return plan
     }
+    if mode == .files {
+      // Recorded under the decoded relative path (what `url(file:)` was given) when it decodes.
+      plan.name = FilePaths.decodedRelativePath(name[...]) ?? name
+      guard let root = state.fileRoot else {
+        fail(.notFound, "no file root: start the origin with fileRoot")
+        return plan
+      }
+      guard let file = OpenFile.open(requestPath: name[...], root: root) else {
+        fail(.notFound, "no such file under the file root: '\(name)'")
+        return plan
+      }
+      addRepresentationHeaders(
+        to: &plan, contentType: file.contentType, rangeable: true, etag: file.etag,
+        lastModified: file.lastModified)
+      if let range = answerConditionalAndRange(
+        head, plan: &plan, size: file.size, etag: file.etag, lastModified: file.lastModified)
+      {
+        plan.body = .file(file, range: range, pieceSize: pieceSize)
+      }
+      return plan
+    }
     guard !name.isEmpty else {
       fail(.notFound, "no object name: use /\(mode.rawValue)/<name>?size=N")
       return plan
@@ -201,11 +224,9 @@ enum ResponsePlanner {
 
     let etag: String? = mode == .lastmod ? nil : TestOrigin.etag(name: name, version: version)
     let lastModified = TestOrigin.lastModified(version: version)
-    plan.headers.add(name: "Content-Type", value: "video/mp4")
     let rangeable = mode != .norange && mode != .gzip
-    plan.headers.add(name: "Accept-Ranges", value: rangeable ? "bytes" : "none")
-    if let etag { plan.headers.add(name: "ETag", value: etag) }
-    plan.headers.add(name: "Last-Modified", value: lastModified)
+    addRepresentationHeaders(
+      to: &plan, contentType: "video/mp4", rangeable: rangeable, etag: etag, lastModified: lastModified)
 
     if mode == .gzip {
       plan.headers.add(name: "Content-Encoding", value: "gzip")
@@ -214,57 +235,12 @@ enum ResponsePlanner {
       return plan
     }
 
-    // Conditional GET/HEAD.
-    if let ifNoneMatch = head.headers.first(name: "If-None-Match") {
-      let tags = ifNoneMatch.split(separator: ",").map { tag -> String in
-        let trimmed = tag.trimmingASCIISpaces()
-        return trimmed.hasPrefix("W/") ? String(trimmed.dropFirst(2)) : trimmed
-      }
-      if let etag, tags.contains(etag) || tags.contains("*") {
-        plan.status = .notModified
-        return plan
-      }
-    } else if let since = head.headers.first(name: "If-Modified-Since"),
-      since.trimmingASCIISpaces() == lastModified
-    {
-      plan.status = .notModified
-      return plan
-    }
-
-    var rangeRequest = RangeRequest.none
-    if rangeable && !isHead, let rangeHeader = head.headers.first(name: "Range") {
-      var useRange = true
-      if let ifRange = head.headers.first(name: "If-Range") {
-        useRange = ifRangeMatches(ifRange, etag: etag, lastModified: lastModified)
-      }
-      if useRange { rangeRequest = RangeRequest(header: rangeHeader, size: size) }
-    }
-
     let chunked = mode == .chunked
-    var range = 0..<size
-    switch rangeRequest {
-    case .none:
-      plan.status = .ok
-    case .unsatisfiable:
-      plan.status = .rangeNotSatisfiable
-      if !chunked { plan.headers.add(name: "Content-Range", value: "bytes */\(size)") }
-      plan.headers.add(name: "Content-Length", value: "0")
-      return plan
-    case .range(let requested):
-      plan.status = .partialContent
-      range = mode == .wrongrange ? shifted(requested, size: size) : requested
-      let total = chunked ? "*" : String(size)
-      plan.headers.add(
-        name: "Content-Range", value: "bytes \(range.lowerBound)-\(range.upperBound - 1)/\(total)")
-    }
-
-    if chunked {
-      // A HEAD answer carries no body, so no framing (and no chunk terminator with older encoders).
-      if !isHead { plan.headers.add(name: "Transfer-Encoding", value: "chunked") }
-    } else {
-      plan.headers.add(name: "Content-Length", value: String(range.count))
-    }
-    if isHead { return plan }
+    guard
+      let range = answerConditionalAndRange(
+        head, plan: &plan, size: size, etag: etag, lastModified: lastModified, rangeable: rangeable,
+        chunked: chunked, shiftsRange: mode == .wrongrange)
+    else { return plan }
 
     let slow = mode == .slow
     let delay =
@@ -277,6 +253,77 @@ enum ResponsePlanner {
       plan.closeAfter = true
     }
     return plan
+  }
+
+  /// Adds Content-Type, Accept-Ranges (`bytes` or `none`), ETag (when there is one) and Last-Modified.
+  private static func addRepresentationHeaders(
+    to plan: inout ResponsePlan, contentType: String, rangeable: Bool, etag: String?, lastModified: String
+  ) {
+    plan.headers.add(name: "Content-Type", value: contentType)
+    plan.headers.add(name: "Accept-Ranges", value: rangeable ? "bytes" : "none")
+    if let etag { plan.headers.add(name: "ETag", value: etag) }
+    plan.headers.add(name: "Last-Modified", value: lastModified)
+  }
+
+  /// The `normal` mode's answer for a representation of `size` bytes (shared by every mode but `gzip`):
+  /// `If-None-Match` / `If-Modified-Since` (304), `Range` with `If-Range` (206, 416 or 200), Content-Range
+  /// and the framing headers. Returns the range of the representation to send as the body, or nil when
+  /// the answer has none (304, 416, HEAD). `chunked` frames with `Transfer-Encoding: chunked` and `*` as
+  /// the complete length; `shiftsRange` answers a shifted range (`wrongrange`).
+  private static func answerConditionalAndRange(
+    _ head: HTTPRequestHead, plan: inout ResponsePlan, size: Int, etag: String?, lastModified: String,
+    rangeable: Bool = true, chunked: Bool = false, shiftsRange: Bool = false
+  ) -> Range<Int>? {
+    if let ifNoneMatch = head.headers.first(name: "If-None-Match") {
+      let tags = ifNoneMatch.split(separator: ",").map { tag -> String in
+        let trimmed = tag.trimmingASCIISpaces()
+        return trimmed.hasPrefix("W/") ? String(trimmed.dropFirst(2)) : trimmed
+      }
+      if let etag, tags.contains(etag) || tags.contains("*") {
+        plan.status = .notModified
+        return nil
+      }
+    } else if let since = head.headers.first(name: "If-Modified-Since"),
+      since.trimmingASCIISpaces() == lastModified
+    {
+      plan.status = .notModified
+      return nil
+    }
+
+    let isHead = head.method == .HEAD
+    var rangeRequest = RangeRequest.none
+    if rangeable && !isHead, let rangeHeader = head.headers.first(name: "Range") {
+      var useRange = true
+      if let ifRange = head.headers.first(name: "If-Range") {
+        useRange = ifRangeMatches(ifRange, etag: etag, lastModified: lastModified)
+      }
+      if useRange { rangeRequest = RangeRequest(header: rangeHeader, size: size) }
+    }
+
+    var range = 0..<size
+    switch rangeRequest {
+    case .none:
+      plan.status = .ok
+    case .unsatisfiable:
+      plan.status = .rangeNotSatisfiable
+      if !chunked { plan.headers.add(name: "Content-Range", value: "bytes */\(size)") }
+      plan.headers.add(name: "Content-Length", value: "0")
+      return nil
+    case .range(let requested):
+      plan.status = .partialContent
+      range = shiftsRange ? shifted(requested, size: size) : requested
+      let total = chunked ? "*" : String(size)
+      plan.headers.add(
+        name: "Content-Range", value: "bytes \(range.lowerBound)-\(range.upperBound - 1)/\(total)")
+    }
+
+    if chunked {
+      // A HEAD answer carries no body, so no framing (and no chunk terminator with older encoders).
+      if !isHead { plan.headers.add(name: "Transfer-Encoding", value: "chunked") }
+    } else {
+      plan.headers.add(name: "Content-Length", value: String(range.count))
+    }
+    return isHead ? nil : range
   }
 
   /// Whether an `If-Range` value names the current representation: an entity tag must equal the current

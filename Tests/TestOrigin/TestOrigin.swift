@@ -8,6 +8,8 @@ import Synchronization
 ///
 /// `GET /<mode>/<name>?size=N` serves object `name`, whose N bytes are `TestOrigin.bytes(name:size:version:)`
 /// at the object's current version (see `setVersion(name:to:)`). See `Mode` for what each mode does.
+/// `GET /files/<relative path>` serves a real file under the directory given to `start(host:port:fileRoot:)`
+/// (see `Mode.files` and `url(file:)`).
 ///
 /// All work happens on SwiftNIO event loops (no Swift tasks), so tests that block threads of the
 /// cooperative pool (a blocking socket client, waiting for a child process) cannot starve the origin.
@@ -46,6 +48,16 @@ public final class TestOrigin: Sendable {
     /// Ignores Range and Accept-Encoding: 200 with `Content-Encoding: gzip` and a real gzip stream of the
     /// object bytes (deflate stored blocks; `TestOrigin.gzipBody`), `Accept-Ranges: none`.
     case gzip
+    /// `/files/<relative path>` (see `url(file:)`): the file at that path under the origin's file root
+    /// (`start(host:port:fileRoot:)`), with exactly the `normal` mode's semantics. ETag and Last-Modified
+    /// come from the file's size and modification time; Content-Type from its extension (`.mp4`
+    /// video/mp4, `.m3u8` application/vnd.apple.mpegurl, `.ts` video/mp2t, `.m4s` video/iso.segment, any
+    /// other application/octet-stream). The path is percent-decoded once; 404 when there is no file root,
+    /// no such regular file, or the path is empty, absolute, has an empty, `.` or `..` segment, or leads
+    /// (through symlinks too) out of the root. The query is ignored, as are `setVersion` and `setSize`.
+    /// Requests are recorded with `name` = the decoded relative path. The file is read in 64 KiB pieces
+    /// as the client takes them, never whole.
+    case files
   }
 
   /// The host the origin listens on.
@@ -67,9 +79,20 @@ public final class TestOrigin: Sendable {
     serverChannel.close(promise: nil)
   }
 
-  /// Starts an origin listening on `host:port` (port 0: any free port).
-  public static func start(host: String = "127.0.0.1", port: Int = 0) async throws -> TestOrigin {
-    let state = OriginState()
+  /// Starts an origin listening on `host:port` (port 0: any free port). `fileRoot` is the directory the
+  /// `files` mode serves (nil: every `/files/` request is answered 404); throws
+  /// `TestOriginError.badFileRoot` when it is not a directory.
+  public static func start(host: String = "127.0.0.1", port: Int = 0, fileRoot: String? = nil) async throws
+    -> TestOrigin
+  {
+    var canonicalRoot: String?
+    if let fileRoot {
+      guard let root = FilePaths.canonicalDirectory(fileRoot) else {
+        throw TestOriginError.badFileRoot(fileRoot)
+      }
+      canonicalRoot = root
+    }
+    let state = OriginState(fileRoot: canonicalRoot)
     let bootstrap = ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
       .serverChannelOption(.backlog, value: 256)
       .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
@@ -146,7 +169,8 @@ public final class TestOrigin: Sendable {
   /// Every request recorded since the start or the last `resetRecords()`, in arrival order.
   public func allRequests() -> [RecordedRequest] { state.records { _ in true } }
 
-  /// The recorded requests for object `name` (any mode), in arrival order.
+  /// The recorded requests for object `name` (any mode), in arrival order. For the `files` mode `name` is
+  /// the file's relative path, as given to `url(file:)`.
   public func requests(for name: String) -> [RecordedRequest] { state.records { $0.name == name } }
 
   /// The body bytes sent for object `name` over all its recorded requests.
@@ -190,6 +214,10 @@ final class OriginState: Sendable {
   }
 
   private let storage = Mutex(Storage())
+  /// The canonical directory the `files` mode serves, if any.
+  let fileRoot: String?
+
+  init(fileRoot: String? = nil) { self.fileRoot = fileRoot }
 
   func setVersion(name: String, to version: Int) { storage.withLock { $0.versions[name] = version } }
   func version(of name: String) -> Int { storage.withLock { $0.versions[name] ?? 0 } }

@@ -1,7 +1,9 @@
 // mediacache-test-origin: runs a TestOrigin as its own process, for tests that kill a client process and
 // for benchmarks.
 //
-//   mediacache-test-origin [--host 127.0.0.1] [--port N | N] [--no-stdin]
+//   mediacache-test-origin [--host 127.0.0.1] [--port N | N] [--file-root DIR] [--no-stdin]
+//
+// With --file-root, `/files/<relative path>` serves the files under DIR (the `files` mode).
 //
 // Prints `listening on http://127.0.0.1:PORT` once it accepts connections, then serves until SIGTERM,
 // SIGINT or end of standard input (unless --no-stdin), and exits 0. Lines on standard input are commands,
@@ -79,6 +81,7 @@ func run() async throws {
   var host = "127.0.0.1"
   var port = 0
   var readsStdin = true
+  var fileRoot: String?
   var arguments = CommandLine.arguments.dropFirst()
   while let argument = arguments.popFirst() {
     switch argument {
@@ -90,10 +93,13 @@ func run() async throws {
         fail("--port needs a number 0...65535")
       }
       port = number
+    case "--file-root":
+      guard let value = arguments.popFirst() else { fail("--file-root needs a directory") }
+      fileRoot = value
     case "--no-stdin":
       readsStdin = false
     case "-h", "--help":
-      emit("usage: mediacache-test-origin [--host 127.0.0.1] [--port N | N] [--no-stdin]")
+      emit("usage: mediacache-test-origin [--host 127.0.0.1] [--port N | N] [--file-root DIR] [--no-stdin]")
       return
     default:
       guard let number = Int(argument), (0...65535).contains(number) else {
@@ -103,7 +109,7 @@ func run() async throws {
     }
   }
 
-  let origin = try await TestOrigin.start(host: host, port: port)
+  let origin = try await TestOrigin.start(host: host, port: port, fileRoot: fileRoot)
   let (stops, stop) = AsyncStream.makeStream(of: String.self)
 
   var sources: [any DispatchSourceSignal] = []
