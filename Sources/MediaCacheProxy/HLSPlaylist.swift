@@ -172,18 +172,19 @@ public enum HLSPlaylist {
     }
   }
 
-  /// A media playlist: its segments and what they need.
+  /// A media playlist: its segments and what they need (read-only: `allURIs` depends on where each key and
+  /// map appeared).
   public struct MediaPlaylist: Sendable, Equatable {
     /// The segment URIs in playlist order, absolute (a URI repeated with `EXT-X-BYTERANGE` appears each time).
-    public var segments: [URL]
+    public internal(set) var segments: [URL]
     /// The distinct http and https `EXT-X-KEY` URIs, absolute, in order of first appearance.
-    public var keys: [URL]
+    public internal(set) var keys: [URL]
     /// The distinct http and https `EXT-X-MAP` URIs, absolute, in order of first appearance.
-    public var maps: [URL]
+    public internal(set) var maps: [URL]
     /// `EXT-X-TARGETDURATION`, seconds.
-    public var targetDuration: Int?
+    public internal(set) var targetDuration: Int?
     /// Whether the playlist has `EXT-X-ENDLIST` (no more segments will be added).
-    public var isEndList: Bool
+    public internal(set) var isEndList: Bool
     /// For each key and map URI, the number of segments listed before it (where it is first needed).
     var prerequisites: [Prerequisite]
 

@@ -132,7 +132,7 @@ extension Durability: ExpressibleByArgument {}
 
 extension FetchCommand {
   /// `fetch --hls`: the playlist (and, for a master, the chosen variant's playlist), then every URI of the
-  /// media playlist, at most `parallelFetches` at a time, with one progress display.
+  /// media playlist in fetch order (see `prefetchAll`), with one progress display.
   func fetchHLS() async throws {
     let mediaCache = try cache.open(
       chunkSize: chunkSize, durability: durability, commitPolicy: .init(bytes: 32 << 20, interval: 1))
@@ -191,7 +191,8 @@ extension FetchCommand {
       }
     }
     do {
-      try await Self.prefetchAll(uris, reader: reader, progress: progress)
+      let prerequisites = Set((media.keys + media.maps).map(\.absoluteString))
+      try await Self.prefetchAll(uris, prerequisites: prerequisites, reader: reader, progress: progress)
     } catch {
       display.cancel()
       if terminal { FileHandle.standardError.write(Data("\n".utf8)) }
@@ -272,38 +273,51 @@ extension FetchCommand {
   /// Origin fetches running at once for `fetch --hls` (the reader's limiter caps requests at 6 anyway).
   static let parallelFetches = 4
 
-  /// Prefetches every URI, `parallelFetches` at a time; the first failure cancels the rest and is rethrown
-  /// naming the URI.
-  static func prefetchAll(_ uris: [String], reader: CachingReader, progress: HLSFetchProgress) async throws {
+  /// Prefetches every URI in order, up to `parallelFetches` segments at a time. A key or init section
+  /// (`prerequisites`) is cached before any URI after it is started, so the segments that need it never come
+  /// first. The first failure cancels the rest and is rethrown naming the URI.
+  static func prefetchAll(
+    _ uris: [String], prerequisites: Set<String>, reader: CachingReader, progress: HLSFetchProgress
+  ) async throws {
     try await withThrowingTaskGroup(of: Void.self) { group in
-      var next = 0
-      func start() {
-        guard next < uris.count else { return }
-        let index = next
-        let uri = uris[index]
-        next += 1
-        group.addTask {
-          do {
-            // What was cached before, so that the bytes fetched are counted even for a file so small that
-            // it is complete before the prefetch reports anything.
-            let before = try await reader.cache.manifest(for: uri)?.cachedBytes ?? 0
-            progress.start(index, cachedBefore: before)
-            for try await step in reader.prefetch(uri) {
-              progress.update(index, cachedBytes: step.cachedBytes)
-            }
-            try Task.checkCancellation()
-            progress.finish(index)
-          } catch let error as OriginError {
-            throw error
-          } catch is CancellationError {
-            throw CancellationError()
-          } catch {
-            throw HLSFetchError(uri: uri, position: index + 1, total: uris.count, underlying: error)
-          }
+      var running = 0
+      for (index, uri) in uris.enumerated() {
+        if prerequisites.contains(uri) {
+          // In this task, while the segments already started go on.
+          try await prefetch(uri, index: index, of: uris.count, reader: reader, progress: progress)
+          continue
         }
+        if running == parallelFetches {
+          _ = try await group.next()
+          running -= 1
+        }
+        group.addTask {
+          try await prefetch(uri, index: index, of: uris.count, reader: reader, progress: progress)
+        }
+        running += 1
       }
-      for _ in 0..<parallelFetches { start() }
-      while try await group.next() != nil { start() }
+      try await group.waitForAll()
+    }
+  }
+
+  /// Prefetches one whole URI, reporting to `progress` as file `index`.
+  private static func prefetch(
+    _ uri: String, index: Int, of total: Int, reader: CachingReader, progress: HLSFetchProgress
+  ) async throws {
+    do {
+      // What was cached before, so that the bytes fetched are counted even for a file so small that it is
+      // complete before the prefetch reports anything.
+      let before = try await reader.cache.manifest(for: uri)?.cachedBytes ?? 0
+      progress.start(index, cachedBefore: before)
+      for try await step in reader.prefetch(uri) { progress.update(index, cachedBytes: step.cachedBytes) }
+      try Task.checkCancellation()
+      progress.finish(index)
+    } catch let error as OriginError {
+      throw error  // names the URL already
+    } catch is CancellationError {
+      throw CancellationError()
+    } catch {
+      throw HLSFetchError(uri: uri, position: index + 1, total: total, underlying: error)
     }
   }
 }
