@@ -2,17 +2,25 @@ import ArgumentParser
 import Foundation
 import MediaCache
 
+/// Help of the KEY-OR-URL argument the object commands take.
+var keyOrURLHelp: ArgumentHelp {
+  ArgumentHelp(
+    "The cache key: usually the origin URL, which goes through --ignore-query.", valueName: "KEY-OR-URL")
+}
+
 struct ImportCommand: AsyncParsableCommand {
   static let configuration = CommandConfiguration(
     commandName: "import",
-    abstract: "Write a file's bytes (or one byte range of it, at the same offsets) as object KEY.",
+    abstract: "Write a file's bytes (or one byte range of it, at the same offsets) as object KEY-OR-URL.",
     discussion: """
       Without --range the object is replaced by the whole file. With --range only those bytes are added to \
       what is cached; --length declares the object's total length.
+
+      Example: mediacache import https://cdn.example.com/v.mp4 ./v.mp4 --content-type video/mp4
       """)
 
   @OptionGroup var cache: CacheOptions
-  @Argument(help: "The cache key (usually the origin URL).") var key: String
+  @Argument(help: keyOrURLHelp) var key: String
   @Argument(help: "The file to read.", completion: .file()) var file: String
   @Option(help: "Inclusive byte range START-END (or START-) of FILE to import.") var range: ByteRangeArgument?
   @Option(help: "Total length of the object, for partial imports.") var length: Int64?
@@ -91,14 +99,17 @@ struct ImportCommand: AsyncParsableCommand {
 struct CatCommand: AsyncParsableCommand {
   static let configuration = CommandConfiguration(
     commandName: "cat",
-    abstract: "Write cached bytes of KEY to standard output.",
+    abstract: "Write cached bytes of KEY-OR-URL to standard output.",
     discussion: """
       If any requested byte is not cached, nothing is written and the exit status is 2. Every chunk is \
-      CRC-checked before its bytes are written; a corrupt chunk is dropped and ends the output with status 1.
+      CRC-checked before its bytes are written; a corrupt chunk is dropped and ends the output with status 1. \
+      Nothing is fetched from the origin (see fetch).
+
+      Example: mediacache cat https://cdn.example.com/v.mp4 --range 0-1023 > head.bin
       """)
 
   @OptionGroup var cache: CacheOptions
-  @Argument(help: "The cache key.") var key: String
+  @Argument(help: keyOrURLHelp) var key: String
   @Option(help: "Inclusive byte range START-END (or START-).") var range: ByteRangeArgument?
 
   func run() async throws {
@@ -135,10 +146,16 @@ struct CatCommand: AsyncParsableCommand {
 
 struct StatusCommand: AsyncParsableCommand {
   static let configuration = CommandConfiguration(
-    commandName: "status", abstract: "Show how much of KEY is cached.")
+    commandName: "status", abstract: "Show how much of KEY-OR-URL is cached.",
+    discussion: """
+      Prints the state (none, partial or complete), the bytes cached and the cached ranges. A missing cache \
+      directory shows none.
+
+      Example: mediacache status --ignore-query Signature 'https://cdn.example.com/v.mp4?Signature=x'
+      """)
 
   @OptionGroup var cache: CacheOptions
-  @Argument(help: "The cache key.") var key: String
+  @Argument(help: keyOrURLHelp) var key: String
   @Flag(help: "Print JSON: state, cachedBytes, length, ranges as [start, endExclusive].") var json = false
 
   func run() async throws {
@@ -151,10 +168,16 @@ struct StatusCommand: AsyncParsableCommand {
 
 struct InspectCommand: AsyncParsableCommand {
   static let configuration = CommandConfiguration(
-    commandName: "inspect", abstract: "Show the manifest fields of KEY.")
+    commandName: "inspect", abstract: "Show the manifest fields of KEY-OR-URL.",
+    discussion: """
+      Object id, state, length, chunk size and present chunks, validators, pin flag, bytes on disk and the \
+      paths of the data file and manifest. Exit status 2 if the object is not cached.
+
+      Example: mediacache inspect https://cdn.example.com/v.mp4 --json
+      """)
 
   @OptionGroup var cache: CacheOptions
-  @Argument(help: "The cache key.") var key: String
+  @Argument(help: keyOrURLHelp) var key: String
   @Flag(help: "Print JSON.") var json = false
 
   func run() async throws {
@@ -205,7 +228,13 @@ func describe(_ manifest: Manifest, store: ShardedStore) throws -> [(String, JSO
 
 struct ListCommand: AsyncParsableCommand {
   static let configuration = CommandConfiguration(
-    commandName: "ls", abstract: "List every cached object (walks the whole tree).")
+    commandName: "ls", abstract: "List every cached object (walks the whole tree).",
+    discussion: """
+      One line per object: id, state, bytes cached, pinned. Keys are not stored, so objects are listed by id \
+      (inspect KEY-OR-URL shows the id of a key). For totals, see stats.
+
+      Example: mediacache ls --json
+      """)
 
   @OptionGroup var cache: CacheOptions
   @Flag(help: "Print a JSON array.") var json = false
@@ -253,10 +282,15 @@ struct ListCommand: AsyncParsableCommand {
 
 struct RemoveCommand: AsyncParsableCommand {
   static let configuration = CommandConfiguration(
-    commandName: "rm", abstract: "Remove object KEY unless a process has it open.")
+    commandName: "rm", abstract: "Remove object KEY-OR-URL unless a process has it open.",
+    discussion: """
+      Exit status 2 if it is not cached, 3 if a process has it open (it stays).
+
+      Example: mediacache rm https://cdn.example.com/v.mp4
+      """)
 
   @OptionGroup var cache: CacheOptions
-  @Argument(help: "The cache key.") var key: String
+  @Argument(help: keyOrURLHelp) var key: String
 
   func run() async throws {
     try await reportingErrors {
@@ -274,10 +308,16 @@ struct RemoveCommand: AsyncParsableCommand {
 
 struct PinCommand: AsyncParsableCommand {
   static let configuration = CommandConfiguration(
-    commandName: "pin", abstract: "Pin object KEY so it is never evicted.")
+    commandName: "pin", abstract: "Pin object KEY-OR-URL so it is never evicted.",
+    discussion: """
+      Pinned objects are kept by purge, cache-compactor and in-process limits; rm and clear still remove \
+      them. Exit status 2 if it is not cached.
+
+      Example: mediacache pin https://cdn.example.com/intro.mp4
+      """)
 
   @OptionGroup var cache: CacheOptions
-  @Argument(help: "The cache key.") var key: String
+  @Argument(help: keyOrURLHelp) var key: String
 
   func run() async throws {
     try await reportingErrors {
@@ -289,10 +329,15 @@ struct PinCommand: AsyncParsableCommand {
 
 struct UnpinCommand: AsyncParsableCommand {
   static let configuration = CommandConfiguration(
-    commandName: "unpin", abstract: "Unpin object KEY.")
+    commandName: "unpin", abstract: "Unpin object KEY-OR-URL.",
+    discussion: """
+      The object becomes evictable again. Exit status 2 if it is not cached.
+
+      Example: mediacache unpin https://cdn.example.com/intro.mp4
+      """)
 
   @OptionGroup var cache: CacheOptions
-  @Argument(help: "The cache key.") var key: String
+  @Argument(help: keyOrURLHelp) var key: String
 
   func run() async throws {
     try await reportingErrors {
@@ -306,7 +351,12 @@ struct ClearCommand: AsyncParsableCommand {
   static let configuration = CommandConfiguration(
     commandName: "clear",
     abstract: "Remove every object no process has open; print the bytes freed.",
-    discussion: "Objects in use are kept and listed; the exit status is then 3.")
+    discussion: """
+      Pinned objects are removed too. Objects in use are kept and listed; the exit status is then 3. To evict \
+      down to a size instead, see purge.
+
+      Example: mediacache clear --cache /var/cache/mediacache
+      """)
 
   @OptionGroup var cache: CacheOptions
 

@@ -2,14 +2,156 @@ import ArgumentParser
 import Foundation
 import MediaCache
 
-/// `mediacache purge`: evicts down to a size limit (placeholder, being written).
+/// `mediacache purge`: one compaction pass, in this process, with the limits given.
 struct PurgeCommand: AsyncParsableCommand {
   static let configuration = CommandConfiguration(
-    commandName: "purge", abstract: "Evicts objects down to a size.")
+    commandName: "purge",
+    abstract: "Evict least recently used objects until the cache fits in --max-size.",
+    discussion: """
+      Runs one compaction pass now, in this process, with the engine cache-compactor uses: objects not \
+      accessed for longer than --max-age are evicted, then the least recently accessed ones until the bytes \
+      on disk are at most --max-size. Pinned objects, and objects any process has open (busy), are kept and \
+      counted. Stale staging files in tmp/ are removed. Give at least one limit. Prints one summary line, or \
+      a JSON object with --json.
+
+      Exit status: 0 once the pass has run (even if pinned or busy objects keep the cache above the size), \
+      1 if some object could not be evicted, 4 if the cache directory does not exist or is not a cache, \
+      64 for a bad size or duration.
+
+      Example: mediacache purge --max-size 2G --max-age 30d
+      """)
+
+  @OptionGroup var cache: CacheOptions
+  @Option(
+    help: ArgumentHelp(
+      "Evict least recently used objects until at most SIZE bytes are on disk.",
+      discussion: "Bytes, or a number with a binary unit: 1073741824, 512K, 500M, 1.5G, 1T.",
+      valueName: "SIZE"),
+    transform: ByteSizeArgument.parse)
+  var maxSize: ByteSizeArgument?
+  @Option(
+    help: ArgumentHelp(
+      "Evict objects not accessed for more than SECONDS (or 90d, 12h, 30m).", valueName: "SECONDS"),
+    transform: PurgeCommand.parseAge)
+  var maxAge: Double?
+  @Flag(help: "Print a JSON object instead of the summary line.") var json = false
+
+  /// Seconds from `86400`, `90d`, `12h`, `30m` or `45s`.
+  static func parseAge(_ text: String) throws -> Double {
+    guard let seconds = HumanUnits.parseDuration(text) else {
+      throw ValidationError("'\(text)' is not a duration (use seconds, or 90d, 12h, 30m, 45s)")
+    }
+    return seconds
+  }
+
+  func validate() throws {
+    if maxSize == nil && maxAge == nil {
+      throw ValidationError("give --max-size SIZE, --max-age SECONDS or both")
+    }
+  }
+
+  func run() async throws {
+    try await reportingErrors {
+      let opened = try cache.openExisting { configuration in
+        configuration.maxSize = maxSize?.bytes
+        configuration.maxAge = maxAge
+        // Down to the size asked for, not to a share of it as the background compactor does.
+        configuration.lowWatermark = 1
+      }
+      guard let mediaCache = opened else {
+        throw fail("no cache at \(cache.resolvedDirectory): nothing to purge", .badCache)
+      }
+      let report = try await mediaCache.purge()
+      printOut(json ? Self.json(report).serialized : Self.summary(report))
+      if let first = report.errors.first {
+        throw fail(
+          "\(report.errors.count) object(s) could not be evicted; first: \(first)", .failure)
+      }
+    }
+  }
+
+  static func summary(_ report: CompactionReport) -> String {
+    let reasons = [RemovalReason.size, .age, .corrupt].compactMap { reason in
+      report.evicted[reason].map { "\(reason.rawValue) \($0)" }
+    }
+    return "evicted \(report.evictedCount) of \(report.objectsScanned) objects"
+      + (reasons.isEmpty ? "" : " (\(reasons.joined(separator: ", ")))")
+      + ", freed \(report.bytesFreed) bytes; now \(report.bytesAfter) bytes on disk"
+      + "; kept \(report.pinnedKept) pinned, skipped \(report.skippedBusy) busy"
+      + (report.tmpReaped > 0 ? "; removed \(report.tmpReaped) stale tmp files" : "")
+      + (report.incomplete ? "; stopped at the time limit, run again" : "")
+  }
+
+  static func json(_ report: CompactionReport) -> JSONValue {
+    let evicted: [(String, JSONValue)] = RemovalReason.allCases.map {
+      ($0.rawValue, JSONValue.int(Int64(report.evicted[$0] ?? 0)))
+    }
+    let removed: [JSONValue] = report.removed.map { object in
+      let fields: [(String, JSONValue)] = [
+        ("objectID", .string(object.id.hex)), ("bytes", .int(object.bytes)),
+        ("reason", .string(object.reason.rawValue)),
+      ]
+      return .object(fields)
+    }
+    var fields: [(String, JSONValue)] = []
+    fields.append(("objectsScanned", .int(Int64(report.objectsScanned))))
+    fields.append(("objectsRemoved", .int(Int64(report.evictedCount))))
+    fields.append(("evicted", .object(evicted)))
+    fields.append(("bytesFreed", .int(report.bytesFreed)))
+    fields.append(("bytesBefore", .int(report.bytesBefore)))
+    fields.append(("bytesAfter", .int(report.bytesAfter)))
+    fields.append(("pinnedKept", .int(Int64(report.pinnedKept))))
+    fields.append(("skippedBusy", .int(Int64(report.skippedBusy))))
+    fields.append(("tmpReaped", .int(Int64(report.tmpReaped))))
+    fields.append(("incomplete", .bool(report.incomplete)))
+    fields.append(("removed", .array(removed)))
+    fields.append(("errors", .array(report.errors.map { .string($0) })))
+    return .object(fields)
+  }
 }
 
-/// `mediacache stats`: counts of the cache's objects (placeholder, being written).
+/// `mediacache stats`: counts of the cache's objects.
 struct StatsCommand: AsyncParsableCommand {
   static let configuration = CommandConfiguration(
-    commandName: "stats", abstract: "Counts the cache's objects.")
+    commandName: "stats",
+    abstract: "Count the cache's objects: complete, partial, pinned, bytes on disk and bytes cached.",
+    discussion: """
+      Walks the whole tree and reads every manifest; changes nothing. "bytes on disk" is what --max-size \
+      limits (allocated data blocks plus manifests); "cached" is the content bytes held. Unreadable objects \
+      (a corrupt or missing manifest) are counted apart; cache-fsck repairs them. A missing cache directory \
+      counts as empty.
+
+      Example: mediacache stats --json
+      """)
+
+  @OptionGroup var cache: CacheOptions
+  @Flag(
+    help: """
+      Print JSON: objects, complete, partial, empty, unreadable, pinned, diskBytes, cachedBytes.
+      """)
+  var json = false
+
+  func run() async throws {
+    try await reportingErrors {
+      let statistics = try await cache.openExisting()?.statistics() ?? CacheStatistics()
+      printOut(json ? Self.json(statistics).serialized : Self.summary(statistics))
+    }
+  }
+
+  static func summary(_ statistics: CacheStatistics) -> String {
+    "\(statistics.objects) objects: \(statistics.complete) complete, \(statistics.partial) partial, "
+      + "\(statistics.empty) empty, \(statistics.unreadable) unreadable; \(statistics.pinned) pinned; "
+      + "\(statistics.cachedBytes) bytes cached, \(statistics.diskBytes) bytes on disk"
+  }
+
+  static func json(_ statistics: CacheStatistics) -> JSONValue {
+    let counts: [(String, Int)] = [
+      ("objects", statistics.objects), ("complete", statistics.complete), ("partial", statistics.partial),
+      ("empty", statistics.empty), ("unreadable", statistics.unreadable), ("pinned", statistics.pinned),
+    ]
+    let bytes: [(String, JSONValue)] = [
+      ("diskBytes", .int(statistics.diskBytes)), ("cachedBytes", .int(statistics.cachedBytes)),
+    ]
+    return .object(counts.map { ($0.0, JSONValue.int(Int64($0.1))) } + bytes)
+  }
 }

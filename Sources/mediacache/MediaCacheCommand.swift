@@ -8,8 +8,18 @@ struct MediaCacheCommand: AsyncParsableCommand {
     commandName: "mediacache",
     abstract: "Caches large media by byte range on local disk.",
     discussion: """
+      Objects are named by their origin URL (or any key); --ignore-query NAME leaves signing tokens out of \
+      keys so that re-signed URLs find what is cached. The cache directory is --cache, else $MEDIACACHE_DIR, \
+      else $XDG_CACHE_HOME/mediacache, else ~/.cache/mediacache.
+
       Exit status: 0 success, 1 failure, 2 not cached, 3 object busy, 4 not a usable cache directory, \
       64 usage error.
+
+      Examples:
+        mediacache fetch https://cdn.example.com/v.mp4
+        mediacache fetch --hls https://cdn.example.com/show/master.m3u8
+        mediacache status https://cdn.example.com/v.mp4
+        mediacache purge --max-size 2G
       """,
     subcommands: [
       ProxyCommand.self, FetchCommand.self, StatusCommand.self, CatCommand.self, ImportCommand.self,

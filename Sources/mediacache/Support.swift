@@ -10,8 +10,10 @@ enum ExitStatus: Int32 {
   case notCached = 2
   /// The object is open in another process and was left in place.
   case busy = 3
-  /// The directory is not a cache, or a cache of an unsupported format.
+  /// The directory is not a cache, or a cache of an unsupported format (for `purge`, also: it does not exist).
   case badCache = 4
+  /// The command line is wrong in a way only found while running (ArgumentParser's own usage errors are 64 too).
+  case usage = 64
 }
 
 /// Options every subcommand takes.
@@ -24,24 +26,52 @@ struct CacheOptions: ParsableArguments {
     completion: .directory)
   var directory: String?
 
+  @Option(
+    name: .customLong("ignore-query"),
+    help: ArgumentHelp(
+      "Leave query item NAME out of cache keys (repeatable).",
+      discussion: """
+        Compared case-insensitively. Use it for the tokens a CDN adds to sign URLs, so that URLs signed \
+        differently share one cached object: --ignore-query Expires --ignore-query Signature. Give the same \
+        names to every command that uses the cache.
+        """,
+      valueName: "NAME"))
+  var ignoredQueryItems: [String] = []
+
+  /// The cache directory asked for, else the default one.
+  var resolvedDirectory: String { directory ?? MediaCache.Configuration.defaultDirectory() }
+
+  /// How requested URLs become cache keys: `--ignore-query` items dropped, else as given.
+  var keyFunction: KeyFunction {
+    ignoredQueryItems.isEmpty ? .identity : .removingQueryItems(Set(ignoredQueryItems))
+  }
+
+  /// The cache's configuration: this directory and key function, and no limits (a CLI command never evicts
+  /// other objects as a side effect; eviction is purge's and the compactor's job).
+  func configuration(
+    chunkSize: Int = 1 << 20, durability: Durability = .durable,
+    commitPolicy: FileHandleAssetDataManager.CommitPolicy = .init()
+  ) -> MediaCache.Configuration {
+    MediaCache.Configuration(
+      directory: resolvedDirectory, chunkSize: chunkSize, durability: durability, keyFunction: keyFunction,
+      commitPolicy: commitPolicy, maxSize: nil, maxAge: nil)
+  }
+
   /// Opens the cache, creating the directory if needed (for commands that write).
   func open(
     chunkSize: Int = 1 << 20, durability: Durability = .durable,
     commitPolicy: FileHandleAssetDataManager.CommitPolicy = .init()
   ) throws -> MediaCache {
-    // Limits are the compactor's job: a CLI command never evicts other objects as a side effect.
-    let configuration = MediaCache.Configuration(
-      directory: directory ?? MediaCache.Configuration.defaultDirectory(), chunkSize: chunkSize,
-      durability: durability, commitPolicy: commitPolicy, maxSize: nil, maxAge: nil)
-    return try MediaCache(configuration: configuration)
+    try MediaCache(
+      configuration: configuration(chunkSize: chunkSize, durability: durability, commitPolicy: commitPolicy))
   }
 
   /// Opens an existing cache for commands that only look or remove; nil if the directory does not exist
-  /// (nothing is created).
-  func openExisting() throws -> MediaCache? {
-    var configuration = MediaCache.Configuration(
-      directory: directory ?? MediaCache.Configuration.defaultDirectory())
+  /// (nothing is created). `adjust` may change the configuration first (purge sets its limits).
+  func openExisting(_ adjust: (inout MediaCache.Configuration) -> Void = { _ in }) throws -> MediaCache? {
+    var configuration = configuration()
     configuration.createDirectory = false
+    adjust(&configuration)
     do {
       return try MediaCache(configuration: configuration)
     } catch StoreError.noSuchCache {
@@ -51,9 +81,62 @@ struct CacheOptions: ParsableArguments {
 
   /// Like `openExisting()`, but a missing directory means the object is not cached.
   func openExisting(for key: String) throws -> MediaCache {
-    guard let cache = try openExisting() else { throw StoreError.notFound(CacheKey(key).objectID) }
+    guard let cache = try openExisting() else {
+      throw StoreError.notFound(keyFunction.key(for: key).objectID)
+    }
     return cache
   }
+}
+
+/// A size in bytes: plain bytes (`1073741824`) or a number with a binary unit K, M, G or T (`512K`, `500M`,
+/// `1.5G`, `1T`; case-insensitive, with an optional trailing `B` or `iB`).
+struct ByteSizeArgument: ExpressibleByArgument, Equatable, CustomStringConvertible {
+  /// The size in bytes.
+  var bytes: Int64
+
+  /// Why a size argument was refused; the description is shown after ArgumentParser's "invalid value" line.
+  struct ParseError: Error, CustomStringConvertible {
+    var text: String
+    var reason: String
+    var description: String {
+      "'\(text)' is not a size: \(reason) (use bytes such as 1073741824, or 512K, 500M, 1.5G, 1T)"
+    }
+  }
+
+  init(bytes: Int64) { self.bytes = bytes }
+
+  init?(argument: String) {
+    guard let parsed = try? Self.parse(argument) else { return nil }
+    self = parsed
+  }
+
+  /// Parses `text`, throwing a `ParseError` that says what is wrong (for `@Option(transform:)`).
+  static func parse(_ text: String) throws -> ByteSizeArgument {
+    let trimmed = text.trimmingCharacters(in: .whitespaces)
+    guard !trimmed.isEmpty else { throw ParseError(text: text, reason: "it is empty") }
+    if trimmed.hasPrefix("-") { throw ParseError(text: text, reason: "a size cannot be negative") }
+    // A decimal number (digits, at most one point) and at most a unit: refuses 1e9, 0x10, inf, nan.
+    let number = trimmed.prefix { $0.isASCII && ($0.isNumber || $0 == ".") }
+    let unit = trimmed.dropFirst(number.count).uppercased()
+    guard number.contains(where: \.isNumber), number.filter({ $0 == "." }).count <= 1 else {
+      throw ParseError(text: text, reason: "expected a number, then optionally a unit")
+    }
+    let prefixes = ["K", "M", "G", "T"]
+    let units = Set(["", "B"] + prefixes + prefixes.map { $0 + "B" } + prefixes.map { $0 + "IB" })
+    guard units.contains(unit) else {
+      throw ParseError(text: text, reason: "unknown unit '\(trimmed.dropFirst(number.count))'")
+    }
+    guard let bytes = HumanUnits.parseSize(trimmed) else {
+      throw ParseError(
+        text: text,
+        reason: unit.isEmpty || unit == "B" ? "plain bytes must be a whole number" : "it is too large")
+    }
+    return ByteSizeArgument(bytes: bytes)
+  }
+
+  var description: String { "\(bytes) bytes" }
+
+  static var defaultCompletionKind: CompletionKind { .default }
 }
 
 /// An inclusive byte range `START-END`, or `START-` for the rest of the object.

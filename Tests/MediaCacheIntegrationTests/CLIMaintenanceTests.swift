@@ -1,0 +1,283 @@
+import Foundation
+import MediaCache
+import MediaCacheTestOrigin
+import Testing
+
+@testable import mediacache
+
+/// `purge`, `stats`, `--ignore-query` and the help of every subcommand, run through the built binary.
+@Suite struct CLIMaintenanceTests {
+  let mediacache = binary("mediacache")
+
+  func json(_ result: CommandResult) throws -> [String: Any] {
+    try #require(try JSONSerialization.jsonObject(with: result.stdout) as? [String: Any], "\(result.text)")
+  }
+
+  /// Imports `keys` (`bytes` each) and stamps their last access an hour apart, the first the oldest (5 h ago
+  /// for five keys).
+  func fill(_ cache: String, keys: [String], bytes: Int, dir: TemporaryDirectory) throws {
+    try randomBytes(bytes, seed: 11).write(to: URL(fileURLWithPath: dir.file("src")))
+    for key in keys {
+      let imported = try run(mediacache, ["import", "--cache", cache, key, dir.file("src")])
+      #expect(imported.status == 0, "\(imported.stderr)")
+    }
+    try stamp(cache, keys: keys)
+  }
+
+  func stamp(_ cache: String, keys: [String]) throws {
+    let store = try ShardedStore(root: cache)
+    let now = Date()
+    for (index, key) in keys.enumerated() {
+      try FileManager.default.setAttributes(
+        [.modificationDate: now.addingTimeInterval(-Double(keys.count - index) * 3600)],
+        ofItemAtPath: store.paths(for: CacheKey(key).objectID).manifest)
+    }
+  }
+
+  @Test func purgeEvictsOldestFirstAndKeepsPinned() throws {
+    let dir = try TemporaryDirectory()
+    defer { dir.cleanup() }
+    let cache = dir.file("cache")
+    let keys = (0..<5).map { "https://cdn.example.com/v\($0).mp4" }
+    try fill(cache, keys: keys, bytes: 300_000, dir: dir)
+    #expect(try run(mediacache, ["pin", "--cache", cache, keys[0]]).status == 0)
+    try stamp(cache, keys: keys)  // pinning rewrote keys[0]'s manifest: make it the oldest again
+    let store = try ShardedStore(root: cache)
+    let perObject = try store.diskUsage(CacheKey(keys[1]).objectID)
+    #expect(perObject >= 300_000)
+
+    // Room for three objects: the two oldest unpinned ones go, the pinned oldest stays.
+    let purge = try run(mediacache, ["purge", "--cache", cache, "--max-size", "\(perObject * 3)", "--json"])
+    #expect(purge.status == 0, "\(purge.stderr)")
+    let report = try json(purge)
+    #expect(report["objectsScanned"] as? Int == 5)
+    #expect(report["objectsRemoved"] as? Int == 2)
+    #expect(report["pinnedKept"] as? Int == 1)
+    #expect(report["skippedBusy"] as? Int == 0)
+    #expect(report["bytesFreed"] as? Int == Int(perObject) * 2)
+    #expect((report["bytesAfter"] as? Int ?? .max) <= Int(perObject) * 3)
+    let removed = (report["removed"] as? [[String: Any]] ?? []).compactMap { $0["objectID"] as? String }
+    #expect(removed == [keys[1], keys[2]].map { CacheKey($0).objectID.hex })
+    #expect((report["evicted"] as? [String: Int])?["size"] == 2)
+    for (key, state) in zip(keys, ["complete", "none", "none", "complete", "complete"]) {
+      let status = try json(try run(mediacache, ["status", "--cache", cache, key, "--json"]))
+      #expect(status["state"] as? String == state, "\(key)")
+    }
+
+    // Under the limit: nothing to do, said in one line.
+    let again = try run(mediacache, ["purge", "--cache", cache, "--max-size", "1G"])
+    #expect(again.status == 0, "\(again.stderr)")
+    #expect(again.text.hasPrefix("evicted 0 of 3 objects, freed 0 bytes;"), "\(again.text)")
+    #expect(again.text.contains("kept 0 pinned, skipped 0 busy"))
+    #expect(again.text.split(separator: "\n").count == 1)
+
+    // By age: keys[3] was last used 2 h ago, keys[4] 1 h ago; the pinned keys[0] (5 h) stays.
+    let byAge = try run(mediacache, ["purge", "--cache", cache, "--max-age", "90m"])
+    #expect(byAge.status == 0, "\(byAge.stderr)")
+    #expect(
+      byAge.text.hasPrefix("evicted 1 of 3 objects (age 1), freed \(perObject) bytes;"), "\(byAge.text)")
+    #expect(byAge.text.contains("kept 1 pinned"))
+    #expect(try run(mediacache, ["status", "--cache", cache, keys[3]]).text == "none\n")
+    #expect(try run(mediacache, ["status", "--cache", cache, keys[4]]).text.hasPrefix("complete"))
+
+    // Down to nothing: only the pinned object is left.
+    let all = try json(try run(mediacache, ["purge", "--cache", cache, "--max-size", "0", "--json"]))
+    #expect(all["objectsRemoved"] as? Int == 1)
+    #expect(all["pinnedKept"] as? Int == 1)
+    #expect(try run(mediacache, ["status", "--cache", cache, keys[0]]).text.hasPrefix("complete"))
+  }
+
+  @Test func purgeRefusesBadLimitsAndMissingCaches() throws {
+    let dir = try TemporaryDirectory()
+    defer { dir.cleanup() }
+    let cache = dir.file("cache")
+    let cases: [([String], String)] = [
+      (["--max-size", "garbage"], "'garbage' is not a size"),
+      (["--max-size=-5M"], "cannot be negative"),
+      (["--max-size", "1.5"], "whole number"),
+      (["--max-size", "12Q"], "unknown unit 'Q'"),
+      (["--max-size", "99999999T"], "too large"),
+      (["--max-size", "1e9"], "unknown unit"),
+      (["--max-age", "soon"], "'soon' is not a duration"),
+      ([], "give --max-size SIZE, --max-age SECONDS or both"),
+    ]
+    for (arguments, message) in cases {
+      let result = try run(mediacache, ["purge", "--cache", cache] + arguments)
+      #expect(result.status == 64, "\(arguments)")
+      #expect(result.stderr.contains(message), "\(arguments): \(result.stderr)")
+    }
+    // A cache that does not exist: exit 4 (not a usable cache directory), nothing created.
+    let missing = try run(mediacache, ["purge", "--cache", cache, "--max-size", "1G"])
+    #expect(missing.status == 4)
+    #expect(missing.stderr == "mediacache: no cache at \(cache): nothing to purge\n")
+    #expect(!FileManager.default.fileExists(atPath: cache))
+    // A directory that is not a cache: exit 4 too.
+    try FileManager.default.createDirectory(atPath: dir.file("foreign"), withIntermediateDirectories: true)
+    try Data("x".utf8).write(to: URL(fileURLWithPath: dir.file("foreign/notes")))
+    let foreign = try run(mediacache, ["purge", "--cache", dir.file("foreign"), "--max-size", "1G"])
+    #expect(foreign.status == 4)
+    #expect(foreign.stderr.contains("not a MediaCache directory"))
+  }
+
+  @Test func statsCountsObjectsByState() throws {
+    let dir = try TemporaryDirectory()
+    defer { dir.cleanup() }
+    let cache = dir.file("cache")
+    let empty = try json(try run(mediacache, ["stats", "--cache", cache, "--json"]))
+    #expect(empty["objects"] as? Int == 0)
+    #expect(empty["diskBytes"] as? Int == 0)
+    #expect(!FileManager.default.fileExists(atPath: cache))
+
+    try randomBytes(200_000, seed: 12).write(to: URL(fileURLWithPath: dir.file("src")))
+    for key in ["a", "b", "c"] {
+      #expect(try run(mediacache, ["import", "--cache", cache, key, dir.file("src")]).status == 0)
+    }
+    let partial = try run(
+      mediacache,
+      [
+        "import", "--cache", cache, "p", dir.file("src"), "--range", "0-65535", "--length", "200000",
+        "--chunk-size", "65536",
+      ])
+    #expect(partial.status == 0, "\(partial.stderr)")
+    #expect(try run(mediacache, ["pin", "--cache", cache, "b"]).status == 0)
+
+    let stats = try json(try run(mediacache, ["stats", "--cache", cache, "--json"]))
+    #expect(stats["objects"] as? Int == 4)
+    #expect(stats["complete"] as? Int == 3)
+    #expect(stats["partial"] as? Int == 1)
+    #expect(stats["empty"] as? Int == 0)
+    #expect(stats["unreadable"] as? Int == 0)
+    #expect(stats["pinned"] as? Int == 1)
+    #expect(stats["cachedBytes"] as? Int == 3 * 200_000 + 65536)
+    let store = try ShardedStore(root: cache)
+    let disk = try ["a", "b", "c", "p"].reduce(Int64(0)) { $0 + (try store.diskUsage(CacheKey($1).objectID)) }
+    #expect(stats["diskBytes"] as? Int == Int(disk))
+
+    let line = try run(mediacache, ["stats", "--cache", cache])
+    #expect(
+      line.text
+        == "4 objects: 3 complete, 1 partial, 0 empty, 0 unreadable; 1 pinned; \(3 * 200_000 + 65536) bytes cached, "
+        + "\(disk) bytes on disk\n")
+  }
+
+  @Test func ignoredQueryItemsMakeSignedURLsShareOneObject() throws {
+    let dir = try TemporaryDirectory()
+    defer { dir.cleanup() }
+    let cache = dir.file("cache")
+    let source = randomBytes(70_000, seed: 13)
+    try source.write(to: URL(fileURLWithPath: dir.file("src")))
+    let signedA = "https://cdn.example.com/v.mp4?id=7&Expires=100&Signature=aaa"
+    let signedB = "https://cdn.example.com/v.mp4?Signature=bbb&id=7&expires=200"
+    let ignore = ["--ignore-query", "Expires", "--ignore-query", "signature"]
+
+    #expect(try run(mediacache, ["import", "--cache", cache, signedA, dir.file("src")] + ignore).status == 0)
+    // Without the option the other signature is another object; with it, the same one.
+    #expect(try run(mediacache, ["status", "--cache", cache, signedB]).text == "none\n")
+    #expect(
+      try run(mediacache, ["status", "--cache", cache, signedB] + ignore).text == "complete 70000 bytes\n")
+    #expect(try run(mediacache, ["cat", "--cache", cache, signedB] + ignore).stdout == source)
+    let inspect = try json(try run(mediacache, ["inspect", "--cache", cache, signedB, "--json"] + ignore))
+    #expect(inspect["objectID"] as? String == CacheKey("https://cdn.example.com/v.mp4?id=7").objectID.hex)
+    #expect(try run(mediacache, ["pin", "--cache", cache, signedB] + ignore).status == 0)
+    #expect(try json(try run(mediacache, ["stats", "--cache", cache, "--json"]))["pinned"] as? Int == 1)
+    #expect(try run(mediacache, ["unpin", "--cache", cache, signedA] + ignore).status == 0)
+    #expect(try json(try run(mediacache, ["stats", "--cache", cache, "--json"]))["objects"] as? Int == 1)
+    let removed = try run(mediacache, ["rm", "--cache", cache, signedB] + ignore)
+    #expect(removed.status == 0, "\(removed.stderr)")
+    #expect(try json(try run(mediacache, ["stats", "--cache", cache, "--json"]))["objects"] as? Int == 0)
+    // A missing object named through the key function: exit 2 naming the id of the reduced key.
+    let gone = try run(mediacache, ["rm", "--cache", cache, signedA] + ignore)
+    #expect(gone.status == 2)
+    #expect(gone.stderr.contains(CacheKey("https://cdn.example.com/v.mp4?id=7").objectID.description))
+  }
+
+  @Test func fetchWithIgnoredQueryAsksTheOriginOnce() async throws {
+    let dir = try TemporaryDirectory()
+    defer { dir.cleanup() }
+    let origin = try await TestOrigin.start()
+    defer { Task { try? await origin.shutdown() } }
+    let cache = dir.file("cache")
+    let size = 300_000
+    let first = origin.url(.normal, "signed", size: size, query: "Expires=1&Signature=one")
+    let second = origin.url(.normal, "signed", size: size, query: "Expires=2&Signature=two")
+    let ignore = ["--ignore-query", "Expires", "--ignore-query", "Signature"]
+    let fetched = try run(mediacache, ["fetch", "--cache", cache, first] + ignore)
+    #expect(fetched.status == 0, "\(fetched.stderr)")
+    let requests = origin.requests(for: "signed").count
+    #expect(requests >= 1)
+    let again = try run(mediacache, ["fetch", "--cache", cache, second] + ignore)
+    #expect(again.status == 0, "\(again.stderr)")
+    #expect(again.text.contains("fetched 0 bytes from the origin"), "\(again.text)")
+    #expect(origin.requests(for: "signed").count == requests)
+    #expect(
+      try run(mediacache, ["cat", "--cache", cache, second] + ignore).stdout
+        == Data(TestOrigin.bytes(name: "signed", size: size)))
+  }
+
+  /// Every subcommand's help exits 0 and shows its abstract; those with a discussion give an example.
+  @Test func helpOfEverySubcommand() throws {
+    func words(_ text: String) -> String {
+      text.split(whereSeparator: { $0 == " " || $0 == "\n" }).joined(separator: " ")
+    }
+    let top = try run(mediacache, ["--help"])
+    #expect(top.status == 0)
+    #expect(words(top.text).contains(words(MediaCacheCommand.configuration.abstract)))
+    let subcommands = MediaCacheCommand.configuration.subcommands
+    #expect(subcommands.count >= 13)
+    for command in subcommands {
+      let name = try #require(command.configuration.commandName)
+      let help = try run(mediacache, [name, "--help"])
+      #expect(help.status == 0, "\(name): \(help.stderr)")
+      #expect(words(help.text).contains(words(command.configuration.abstract)), "\(name): \(help.text)")
+      #expect(help.text.contains("USAGE: mediacache \(name)"), "\(name)")
+      #expect(words(top.text).contains(name), "\(name) is not listed in mediacache --help")
+      if name != "proxy" {
+        #expect(help.text.contains("Example"), "\(name) has no example")
+        #expect(help.text.contains("--cache"), "\(name)")
+      }
+    }
+    for name in ["status", "cat", "rm", "pin", "unpin", "inspect", "import"] {
+      let help = try run(mediacache, [name, "--help"])
+      #expect(help.text.contains("<KEY-OR-URL>"), "\(name)")
+      #expect(help.text.contains("--ignore-query <NAME>"), "\(name)")
+    }
+  }
+}
+
+/// The size argument `purge` and `proxy` take, parsed in process.
+@Suite struct CLIByteSizeArgumentTests {
+  @Test func acceptsBytesAndBinaryUnits() throws {
+    let cases: [(String, Int64)] = [
+      ("1073741824", 1_073_741_824), ("0", 0), ("512K", 512 << 10), ("512k", 512 << 10), ("500M", 500 << 20),
+      ("2G", 2 << 30), ("1.5G", 3 << 29), ("1T", 1 << 40), ("2GB", 2 << 30), ("2GiB", 2 << 30),
+      ("2gib", 2 << 30),
+      ("100B", 100), ("0.5K", 512), (" 3M ", 3 << 20),
+    ]
+    for (text, bytes) in cases {
+      #expect(try ByteSizeArgument.parse(text).bytes == bytes, "\(text)")
+      #expect(ByteSizeArgument(argument: text)?.bytes == bytes, "\(text)")
+    }
+  }
+
+  @Test func refusesNegativesAndGarbageSayingWhy() {
+    let cases: [(String, String)] = [
+      ("-1", "cannot be negative"), ("-2G", "cannot be negative"), ("", "empty"), ("G", "expected a number"),
+      ("abc", "expected a number"), ("1.2.3M", "expected a number"), ("5X", "unknown unit 'X'"),
+      ("1e9", "unknown unit"),
+      ("0x10", "unknown unit"), ("inf", "expected a number"), ("nan", "expected a number"),
+      ("1.5", "whole number"),
+      ("10PB", "unknown unit"), ("9000000T", "too large"), ("1 G", "unknown unit"),
+    ]
+    for (text, reason) in cases {
+      #expect(ByteSizeArgument(argument: text) == nil, "\(text)")
+      do {
+        let parsed = try ByteSizeArgument.parse(text)
+        Issue.record("\(text) was accepted as \(parsed)")
+      } catch {
+        let message = "\(error)"
+        #expect(message.contains(reason), "\(text): \(message)")
+        #expect(message.hasPrefix("'\(text)' is not a size"), "\(text): \(message)")
+      }
+    }
+  }
+}

@@ -1,0 +1,158 @@
+import Foundation
+import MediaCacheTestOrigin
+import Testing
+
+/// `mediacache fetch --hls` run as a separate process against the committed HLS fixtures
+/// (`Fixtures/media/hls`) served by the test origin's `files` mode.
+@Suite struct FetchHLSCommandTests {
+  let mediacache = binary("mediacache")
+
+  /// The segments of each fixture variant, and what else its media playlist needs.
+  static let variantFiles: [[String]] = [
+    ["hls/v0/seg000.ts", "hls/v0/seg001.ts", "hls/v0/seg002.ts", "hls/v0/seg003.ts"],
+    ["hls/v1/key.bin", "hls/v1/seg000.ts", "hls/v1/seg001.ts", "hls/v1/seg002.ts", "hls/v1/seg003.ts"],
+    ["hls/v2/init.mp4", "hls/v2/seg000.m4s", "hls/v2/seg001.m4s", "hls/v2/seg002.m4s", "hls/v2/seg003.m4s"],
+  ]
+
+  func status(_ cache: String, _ url: String) throws -> [String: Any] {
+    let result = try run(mediacache, ["status", "--cache", cache, url, "--json"])
+    return try #require(try JSONSerialization.jsonObject(with: result.stdout) as? [String: Any])
+  }
+
+  /// Every file is complete in the cache, with exactly the fixture's bytes.
+  func expectCached(_ files: [String], cache: String, origin: TestOrigin) throws {
+    for file in files {
+      let url = origin.url(file: file)
+      let fixture = try mediaFixture(file)
+      let state = try status(cache, url)
+      #expect(state["state"] as? String == "complete", "\(file): \(state)")
+      #expect(state["length"] as? Int == fixture.count, "\(file)")
+      let cat = try run(mediacache, ["cat", "--cache", cache, url])
+      #expect(cat.status == 0, "\(file): \(cat.stderr)")
+      #expect([UInt8](cat.stdout) == fixture, "\(file): cached bytes differ from the fixture")
+    }
+  }
+
+  /// The origin saw every request for `first` before any for `others`.
+  func expectFirst(_ first: String, before others: some Sequence<String>, origin: TestOrigin) throws {
+    let requests = origin.allRequests()
+    let last = try #require(requests.lastIndex { $0.name == first }, "no request for \(first)")
+    let names = Set(others)
+    let earliest = try #require(requests.firstIndex { names.contains($0.name) }, "no request for \(names)")
+    #expect(last < earliest, "\(requests.map(\.name))")
+  }
+
+  @Test func cachesTheHighestBandwidthVariantAndFetchesNothingTheSecondTime() async throws {
+    let dir = try TemporaryDirectory()
+    defer { dir.cleanup() }
+    let cache = dir.file("cache")
+    try await withFileOrigin { origin in
+      let master = origin.url(file: "hls/master.m3u8")
+      let first = try run(mediacache, ["fetch", "--hls", "--cache", cache, master])
+      #expect(first.status == 0, "\(first.stderr)")
+      // v0 has the highest BANDWIDTH (457216).
+      #expect(first.text.hasPrefix("variant 0 of 3: BANDWIDTH=457216 RESOLUTION=320x180 "), "\(first.text)")
+      let segmentBytes = try Self.variantFiles[0].reduce(0) { $0 + (try mediaFixture($1)).count }
+      #expect(
+        first.text.contains(
+          "cached HLS \(origin.url(file: "hls/v0/index.m3u8")): 4 files (4 segments, 0 keys, 0 init sections), "
+            + "\(segmentBytes) bytes; fetched \(segmentBytes) bytes from the origin"), "\(first.text)")
+      try expectCached(
+        ["hls/master.m3u8", "hls/v0/index.m3u8"] + Self.variantFiles[0], cache: cache, origin: origin)
+      // Nothing of the other variants was fetched.
+      for file in Self.variantFiles[1] + Self.variantFiles[2] + ["hls/v1/index.m3u8", "hls/v2/index.m3u8"] {
+        #expect(origin.requests(for: file).isEmpty, "\(file)")
+      }
+      for file in Self.variantFiles[0] { #expect(!origin.requests(for: file).isEmpty, "\(file)") }
+
+      // Everything is cached: the second run sends no request at all, segments or playlists.
+      let requestsBefore = origin.allRequests().count
+      let second = try run(mediacache, ["fetch", "--hls", "--cache", cache, master])
+      #expect(second.status == 0, "\(second.stderr)")
+      #expect(second.text.contains("fetched 0 bytes from the origin"), "\(second.text)")
+      #expect(origin.allRequests().count == requestsBefore, "\(origin.allRequests().suffix(5))")
+    }
+  }
+
+  @Test func variantsWithAKeyAndAnInitSection() async throws {
+    let dir = try TemporaryDirectory()
+    defer { dir.cleanup() }
+    let cache = dir.file("cache")
+    try await withFileOrigin { origin in
+      let master = origin.url(file: "hls/master.m3u8")
+      let encrypted = try run(mediacache, ["fetch", "--hls", "--variant", "1", "--cache", cache, master])
+      #expect(encrypted.status == 0, "\(encrypted.stderr)")
+      #expect(encrypted.text.contains("5 files (4 segments, 1 key, 0 init sections)"), "\(encrypted.text)")
+      try expectCached(["hls/v1/index.m3u8"] + Self.variantFiles[1], cache: cache, origin: origin)
+      #expect(origin.requests(for: "hls/v0/seg000.ts").isEmpty)
+
+      // A media playlist given directly: no variant choice; the init section is cached before any segment
+      // is asked for.
+      let fragmented = try run(
+        mediacache, ["fetch", "--hls", "--cache", cache, origin.url(file: "hls/v2/index.m3u8")])
+      #expect(fragmented.status == 0, "\(fragmented.stderr)")
+      #expect(!fragmented.text.contains("variant"), "\(fragmented.text)")
+      #expect(fragmented.text.contains("5 files (4 segments, 0 keys, 1 init section)"), "\(fragmented.text)")
+      try expectCached(["hls/v2/index.m3u8"] + Self.variantFiles[2], cache: cache, origin: origin)
+      try expectFirst("hls/v2/init.mp4", before: Self.variantFiles[2].dropFirst(), origin: origin)
+      try expectFirst("hls/v1/key.bin", before: Self.variantFiles[1].dropFirst(), origin: origin)
+
+      let stats = try run(mediacache, ["stats", "--cache", cache, "--json"])
+      let counts = try #require(try JSONSerialization.jsonObject(with: stats.stdout) as? [String: Any])
+      // master, two media playlists, 5 + 5 files.
+      #expect(counts["objects"] as? Int == 13)
+      #expect(counts["complete"] as? Int == 13)
+    }
+  }
+
+  @Test func errorsNameTheVariantsOrTheFailingURI() async throws {
+    let dir = try TemporaryDirectory()
+    defer { dir.cleanup() }
+    let cache = dir.file("cache")
+    try await withFileOrigin { origin in
+      let master = origin.url(file: "hls/master.m3u8")
+      let outOfRange = try run(mediacache, ["fetch", "--hls", "--variant", "3", "--cache", cache, master])
+      #expect(outOfRange.status == 64)
+      #expect(outOfRange.stderr.contains("--variant 3 is out of range; \(master) has 3 variants:"))
+      #expect(outOfRange.stderr.contains("  2: BANDWIDTH=195792 RESOLUTION=192x108"), "\(outOfRange.stderr)")
+      #expect(outOfRange.stderr.contains(origin.url(file: "hls/v2/index.m3u8")))
+      #expect(origin.requests(for: "hls/v2/index.m3u8").isEmpty)
+
+      let media = origin.url(file: "hls/v0/index.m3u8")
+      let notMaster = try run(mediacache, ["fetch", "--hls", "--variant", "0", "--cache", cache, media])
+      #expect(notMaster.status == 64)
+      #expect(notMaster.stderr.contains("is a media playlist"))
+
+      let segment = origin.url(file: "hls/v0/seg000.ts")
+      let notPlaylist = try run(mediacache, ["fetch", "--hls", "--cache", cache, segment])
+      #expect(notPlaylist.status == 1)
+      #expect(notPlaylist.stderr.contains("\(segment) is not an HLS playlist"), "\(notPlaylist.stderr)")
+
+      let withRange = try run(mediacache, ["fetch", "--hls", "--range", "0-9", "--cache", cache, master])
+      #expect(withRange.status == 64)
+    }
+
+    // A playlist naming a segment the origin does not have: exit 1 naming it; once it exists, a rerun
+    // completes the set.
+    let root = dir.file("root")
+    try FileManager.default.createDirectory(atPath: "\(root)/show", withIntermediateDirectories: true)
+    try Data(
+      "#EXTM3U\n#EXT-X-TARGETDURATION:1\n#EXTINF:1,\nseg000.ts\n#EXTINF:1,\nlate.ts\n#EXT-X-ENDLIST\n".utf8
+    ).write(to: URL(fileURLWithPath: "\(root)/show/index.m3u8"))
+    let segment = try mediaFixture("hls/v0/seg000.ts")
+    try Data(segment).write(to: URL(fileURLWithPath: "\(root)/show/seg000.ts"))
+    try await withFileOrigin(root: root) { origin in
+      let playlist = origin.url(file: "show/index.m3u8")
+      let failed = try run(mediacache, ["fetch", "--hls", "--cache", cache, playlist])
+      #expect(failed.status == 1)
+      #expect(
+        failed.stderr.contains("\(origin.url(file: "show/late.ts")): origin answered HTTP 404"),
+        "\(failed.stderr)")
+      try Data(segment.reversed()).write(to: URL(fileURLWithPath: "\(root)/show/late.ts"))
+      let rerun = try run(mediacache, ["fetch", "--hls", "--cache", cache, playlist])
+      #expect(rerun.status == 0, "\(rerun.stderr)")
+      let late = try run(mediacache, ["cat", "--cache", cache, origin.url(file: "show/late.ts")])
+      #expect([UInt8](late.stdout) == Array(segment.reversed()))
+    }
+  }
+}
