@@ -13,10 +13,14 @@ public final class CachedBytes: AsyncSequence, Sendable {
   /// The flight `read` started to learn the length, handed to the first cursor (already attached).
   private let initialFlight: Mutex<Flight?>
 
-  init(session: ObjectSession, range: Range<Int64>, initialFlight: Flight?) {
+  /// The length learned when the read was resolved, for when the cache has not recorded it yet.
+  private let lengthHint: Int64?
+
+  init(session: ObjectSession, range: Range<Int64>, initialFlight: Flight?, lengthHint: Int64? = nil) {
     self.session = session
     self.range = range
     self.initialFlight = Mutex(initialFlight)
+    self.lengthHint = lengthHint
   }
 
   func takeInitialFlight() -> Flight? {
@@ -52,7 +56,7 @@ public final class CachedBytes: AsyncSequence, Sendable {
   }
 
   /// The object's total length, once known.
-  public var length: Int64? { session.manager.contentLength }
+  public var length: Int64? { session.manager.contentLength ?? lengthHint }
   /// The bytes this read will deliver, once the length is known.
   public var count: Int64? {
     guard range.upperBound != .max else { return length.map { Swift.max(0, $0 - range.lowerBound) } }

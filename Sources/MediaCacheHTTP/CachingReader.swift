@@ -99,8 +99,8 @@ public final class CachingReader: Sendable {
     try OriginClient.validate(url)
     let session = try openSession(url)
     do {
-      let (resolved, flight) = try await resolve(range, session: session)
-      return CachedBytes(session: session, range: resolved, initialFlight: flight)
+      let (resolved, flight, length) = try await resolve(range, session: session)
+      return CachedBytes(session: session, range: resolved, initialFlight: flight, lengthHint: length)
     } catch {
       closeSession(session)
       throw error
@@ -109,15 +109,16 @@ public final class CachingReader: Sendable {
 
   /// Turns a requested range into absolute bytes, learning the length from the origin if the cache does not
   /// know it yet (from the first missing run's response, or a HEAD for a suffix).
-  /// Also returns the flight started to learn the length, still attached: the read's first cursor takes it over.
+  /// Also returns the flight started to learn the length, still attached (the read's first cursor takes it
+  /// over), and the length as learned (a suffix read learns it from a probe the cache does not record).
   private func resolve(_ range: RequestedRange, session: ObjectSession) async throws -> (
-    Range<Int64>, Flight?
+    Range<Int64>, Flight?, Int64?
   ) {
     var length = session.manager.contentLength
     var started: Flight?
     if length == nil {
       switch range {
-      case .bounded(let bounds) where bounds.isEmpty: return (bounds, nil)
+      case .bounded(let bounds) where bounds.isEmpty: return (bounds, nil, nil)
       case .suffix:
         let head = try await client.probe(session.url)
         guard let total = head.length else {
@@ -143,7 +144,7 @@ public final class CachingReader: Sendable {
       }
     }
     do {
-      return (try bounds(of: range, length: length, url: session.url), started)
+      return (try bounds(of: range, length: length, url: session.url), started, length)
     } catch {
       await started?.detach()
       throw error

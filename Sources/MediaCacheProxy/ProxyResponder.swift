@@ -99,11 +99,16 @@ struct ProxyResponder: Sendable {
       do {
         // One piece is read ahead, so the counters are final before the last byte leaves: a client that
         // reads /metrics right after the body sees this response counted.
+        // One buffer is reused for every piece: once the socket has taken a piece, NIO no longer holds the
+        // storage, so refilling it allocates nothing (copy-on-write copies only if NIO still has it).
+        var buffer = ByteBufferAllocator().buffer(capacity: first?.count ?? 0)
         var current = first
         while let piece = current {
           let next = try await pieces.next()
           accounting.update(finished: next == nil)
-          try await writer.write(ByteBuffer(bytes: piece))
+          buffer.clear()
+          buffer.writeBytes(piece)
+          try await writer.write(buffer)
           current = next
         }
         accounting.update(finished: true)

@@ -36,6 +36,12 @@ public final class ProxyServer: Sendable {
   public struct Endpoint: Sendable, Equatable, CustomStringConvertible {
     public var host: String
     public var port: Int
+
+    public init(host: String, port: Int) {
+      self.host = host
+      self.port = port
+    }
+
     /// `http://HOST:PORT`.
     public var description: String {
       "http://\(host.contains(":") ? "[\(host)]" : host):\(port)"

@@ -19,10 +19,13 @@ func blocking<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async thr
   }
 }
 
-/// An in-process proxy over a fresh cache directory, reading from a fresh test origin.
+/// A `mediacache proxy` process over a fresh cache directory, reading from a fresh test origin.
+///
+/// The proxy runs as the real binary rather than in this process: its request handling runs on Swift's
+/// cooperative pool, which other tests in this process may hold with blocking waits; in a process of its own it
+/// is measured as players meet it.
 struct ProxyFixture: Sendable {
   let origin: TestOrigin
-  let proxy: ProxyServer
   let endpoint: ProxyServer.Endpoint
   let directory: String
 
@@ -54,37 +57,50 @@ struct ProxyFixture: Sendable {
 
 extension RawHTTPResponse: @unchecked Sendable {}
 
-/// Runs `body` with a proxy started in this process on port 0, stopped afterwards.
+/// Runs `body` with a `mediacache proxy` process (port 0, `arguments` added) and a test origin, both stopped
+/// afterwards; the proxy must exit 0 on SIGTERM.
 func withProxy<T>(
-  fileRoot: String? = nil, allowedHosts: Set<String>? = nil,
-  clientConfiguration: OriginClient.Configuration = .init(),
-  readerConfiguration: CachingReader.Configuration = .init(maxRetries: 1, retryBaseDelay: 0.01),
+  fileRoot: String? = nil, arguments: [String] = ["--retries", "1"],
   _ body: (ProxyFixture) async throws -> T
 ) async throws -> T {
   let directory = try TemporaryDirectory()
   defer { directory.cleanup() }
   let origin = try await TestOrigin.start(fileRoot: fileRoot)
-  let cache = try MediaCache(configuration: .init(directory: directory.path, maxSize: nil))
-  let client = OriginClient(configuration: clientConfiguration)
-  let reader = CachingReader(cache: cache, client: client, configuration: readerConfiguration)
-  let proxy = ProxyServer(reader: reader, configuration: .init(allowedHosts: allowedHosts))
-  let (endpoints, continuation) = AsyncStream.makeStream(of: ProxyServer.Endpoint.self)
-  let server = Task { try await proxy.run { continuation.yield($0) } }
-  var iterator = endpoints.makeAsyncIterator()
-  guard let endpoint = await iterator.next() else { throw RawHTTPError(description: "proxy did not start") }
-  let fixture = ProxyFixture(origin: origin, proxy: proxy, endpoint: endpoint, directory: directory.path)
+  let proxy: ProxyProcess
   do {
-    let result = try await body(fixture)
-    server.cancel()
-    _ = await server.result
-    try? await client.shutdown()
-    try? await origin.shutdown()
-    return result
+    proxy = try await blocking { try ProxyProcess(cache: directory.path, arguments) }
   } catch {
-    server.cancel()
-    _ = await server.result
-    try? await client.shutdown()
     try? await origin.shutdown()
     throw error
   }
+  let fixture = ProxyFixture(
+    origin: origin, endpoint: .init(host: "127.0.0.1", port: proxy.port), directory: directory.path)
+  do {
+    let result = try await body(fixture)
+    let exit = try await blocking { proxy.stop() }
+    #expect(exit.status == 0, "proxy exit: \(exit.stderr)")
+    try? await origin.shutdown()
+    return result
+  } catch {
+    _ = try? await blocking { proxy.stop(SIGKILL) }
+    try? await origin.shutdown()
+    throw error
+  }
+}
+
+/// Whether two bodies are equal, and if not where they first differ. Used instead of `==` inside `#expect`,
+/// whose failure message diffs the two collections: for megabytes that takes longer than any test should.
+func sameBytes(_ actual: [UInt8], _ expected: [UInt8]) -> Comparison {
+  if actual == expected { return Comparison(equal: true, detail: "") }
+  let first =
+    (0..<min(actual.count, expected.count)).first { actual[$0] != expected[$0] }
+    ?? min(actual.count, expected.count)
+  return Comparison(
+    equal: false, detail: "\(actual.count) bytes, expected \(expected.count); first difference at \(first)")
+}
+
+struct Comparison: CustomStringConvertible {
+  var equal: Bool
+  var detail: String
+  var description: String { detail }
 }

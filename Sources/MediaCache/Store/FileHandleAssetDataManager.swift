@@ -338,6 +338,13 @@ public final class FileHandleAssetDataManager: Sendable {
       try ensureOpen(state)
       try checkCached(range, &state)
       store.noteAccess(objectID)
+      let chunkSize = Int64(state.manifest.chunkSize)
+      if !range.isEmpty, range.lowerBound % chunkSize == 0,
+        range == state.manifest.byteRange(ofChunk: Int(range.lowerBound / chunkSize))
+      {
+        // One whole chunk (the common piece of a streamed read): read straight into the result.
+        return try verifiedChunkData(Int(range.lowerBound / chunkSize), &state)
+      }
       var out = Data()
       out.reserveCapacity(Int(range.count))
       for index in state.manifest.chunks(covering: range) {
@@ -366,12 +373,11 @@ public final class FileHandleAssetDataManager: Sendable {
       let pieceEnd = min(end, (offset / chunkSize + 1) * chunkSize)
       try checkCached(offset..<pieceEnd, &state)
       store.noteAccess(objectID)
-      var out = Data()
-      try withVerifiedChunk(Int(offset / chunkSize), &state) { chunkStart, bytes in
-        out = Data(
-          UnsafeRawBufferPointer(rebasing: bytes[Int(offset - chunkStart)..<Int(pieceEnd - chunkStart)]))
-      }
-      return out
+      let index = Int(offset / chunkSize)
+      let chunk = try verifiedChunkData(index, &state)
+      let chunkStart = Int64(index) * chunkSize
+      if offset == chunkStart && pieceEnd - chunkStart == Int64(chunk.count) { return chunk }
+      return chunk.subdata(in: Int(offset - chunkStart)..<Int(pieceEnd - chunkStart))
     }
   }
 
@@ -406,6 +412,24 @@ public final class FileHandleAssetDataManager: Sendable {
       throw StoreError.corruptChunk(objectID, chunk: index, expected: expected, actual: actual)
     }
     try body(range.lowerBound, bytes)
+  }
+
+  /// Chunk `index` read whole into a pooled buffer and CRC-checked there (no copy after the read). On a mismatch the
+  /// chunk is dropped and `StoreError.corruptChunk` is thrown.
+  private func verifiedChunkData(_ index: Int, _ state: inout State) throws -> Data {
+    guard let expected = state.manifest.crc(ofChunk: index) else {
+      throw StoreError.notCached(objectID, missing: [state.manifest.byteRange(ofChunk: index)])
+    }
+    let range = state.manifest.byteRange(ofChunk: index)
+    let data = try ReadBufferPool.shared.data(count: Int(range.count)) { buffer in
+      try mapIO { try file.read(into: buffer, at: range.lowerBound) }
+    }
+    let actual = data.withUnsafeBytes { CRC32.checksum($0) }
+    guard data.count == range.count, actual == expected else {
+      try dropChunk(index, expected: expected, &state)
+      throw StoreError.corruptChunk(objectID, chunk: index, expected: expected, actual: actual)
+    }
+    return data
   }
 
   private func dropChunk(_ index: Int, expected: UInt32, _ state: inout State) throws {
