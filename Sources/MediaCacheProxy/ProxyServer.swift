@@ -5,6 +5,7 @@ import MediaCache
 import MediaCacheHTTP
 import NIOCore
 import ServiceLifecycle
+import Synchronization
 import UnixSignals
 
 /// The local HTTP server players read through: `GET|HEAD /<name>?url=<percent-encoded origin URL>` answers from
@@ -53,6 +54,11 @@ public final class ProxyServer: Sendable {
   /// Counters served at `/metrics`.
   public let metrics: ProxyMetrics
 
+  private let listening = Mutex<Endpoint?>(nil)
+
+  /// Where the proxy listens, once `run` has bound its socket (nil before and after).
+  public var endpoint: Endpoint? { listening.withLock { $0 } }
+
   public init(reader: CachingReader, configuration: Configuration = Configuration()) {
     self.reader = reader
     self.configuration = configuration
@@ -76,14 +82,17 @@ public final class ProxyServer: Sendable {
       },
       configuration: ApplicationConfiguration(
         address: .hostname(host, port: configuration.port), serverName: "MediaCache"),
-      onServerRunning: { channel in
-        await onListening(Endpoint(host: host, port: channel.localAddress?.port ?? 0))
+      onServerRunning: { [self] channel in
+        let endpoint = Endpoint(host: host, port: channel.localAddress?.port ?? 0)
+        listening.withLock { $0 = endpoint }
+        await onListening(endpoint)
       },
       logger: logger
     )
     var groupConfiguration = ServiceGroupConfiguration(
       services: [.init(service: app)], gracefulShutdownSignals: shutdownSignals, logger: logger)
     groupConfiguration.maximumGracefulShutdownDuration = .seconds(2)
+    defer { listening.withLock { $0 = nil } }
     try await ServiceGroup(configuration: groupConfiguration).run()
   }
 
@@ -93,6 +102,11 @@ public final class ProxyServer: Sendable {
   /// the name is the URL's last path component (so players can tell the type by its extension).
   public static func proxyPath(for originURL: String) -> String {
     "/\(displayName(for: originURL))?url=\(percentEncode(originURL))"
+  }
+
+  /// The full proxied URL of `originURL` on this proxy, once it listens (nil before `run` has bound).
+  public func proxyURL(for originURL: String) -> String? {
+    endpoint.map { Self.proxyURL(for: originURL, endpoint: $0) }
   }
 
   /// The full proxied URL of `originURL` on a proxy listening at `endpoint`.

@@ -288,12 +288,15 @@ final class SilentListener: Sendable {
       response.body, TestOrigin.bytes(name: "inprocess", size: 1_500_000, range: 1_499_900..<1_500_000))
     #expect(body.equal, "\(body)")
     #expect(proxy.metrics.requests(statusClass: 2) == 1)
+    #expect(proxy.endpoint == endpoint)
+    #expect(proxy.proxyURL(for: url) == ProxyServer.proxyURL(for: url, endpoint: endpoint))
     #expect(
       ProxyServer.proxyURL(for: url, endpoint: endpoint)
         == "\(endpoint)/inprocess?url=http%3A%2F%2F127.0.0.1%3A\(origin.port)%2Fnormal%2Finprocess%3Fsize%3D1500000"
     )
     server.cancel()
     _ = await server.result
+    #expect(proxy.endpoint == nil)
     try await reader.client.shutdown()
     try await origin.shutdown()
   }
