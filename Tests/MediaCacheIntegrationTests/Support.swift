@@ -115,13 +115,31 @@ final class ChildProcess: Sendable {
     let deadline = Date().addingTimeInterval(timeout)
     while Date() < deadline {
       if outputSoFar.split(separator: "\n").contains(where: predicate) { return true }
-      if !process.isRunning { return outputSoFar.split(separator: "\n").contains(where: predicate) }
+      if !process.isRunning {
+        // The last output may still be in the pipe (the readability handler runs later): read it all first.
+        drainOutput()
+        return outputSoFar.split(separator: "\n").contains(where: predicate)
+      }
       usleep(2000)
     }
     return false
   }
 
   func closeInput() { try? input.fileHandleForWriting.close() }
+
+  /// After exit: stops the handlers and reads what is left in the pipes (both at end of file after that, so a
+  /// second call adds nothing).
+  private func drainOutput() {
+    process.waitUntilExit()
+    output.fileHandleForReading.readabilityHandler = nil
+    errors.fileHandleForReading.readabilityHandler = nil
+    let restOut = output.fileHandleForReading.readDataToEndOfFile()
+    let restErr = errors.fileHandleForReading.readDataToEndOfFile()
+    collected.withLock {
+      $0.out.append(restOut)
+      $0.err.append(restErr)
+    }
+  }
 
   func kill(_ signal: Int32 = SIGKILL) { _ = Glibc.kill(process.processIdentifier, signal) }
 
@@ -135,14 +153,8 @@ final class ChildProcess: Sendable {
         "\(process.executableURL?.lastPathComponent ?? "child") still running after \(timeout) s; killed")
       kill(SIGKILL)
     }
-    process.waitUntilExit()
-    output.fileHandleForReading.readabilityHandler = nil
-    errors.fileHandleForReading.readabilityHandler = nil
-    let restOut = output.fileHandleForReading.readDataToEndOfFile()
-    let restErr = errors.fileHandleForReading.readDataToEndOfFile()
+    drainOutput()
     return collected.withLock {
-      $0.out.append(restOut)
-      $0.err.append(restErr)
       return CommandResult(
         status: process.terminationStatus, stdout: $0.out, stderr: String(decoding: $0.err, as: UTF8.self))
     }
