@@ -12,6 +12,23 @@ public enum RequestedRange: Sendable, Equatable {
   case from(Int64)
   /// The last `count` bytes (`bytes=-N`).
   case suffix(Int64)
+
+  /// The absolute bytes of this range in an object of `length` bytes; nil if it is unsatisfiable (starts at or
+  /// past the end, or a suffix of nothing), as RFC 9110 §14.1.2 defines it.
+  public func resolved(length: Int64) -> Range<Int64>? {
+    switch self {
+    case .all: return 0..<length
+    case .bounded(let bounds):
+      guard bounds.lowerBound < length else { return nil }
+      return bounds.lowerBound..<min(bounds.upperBound, length)
+    case .from(let start):
+      guard start < length else { return nil }
+      return start..<length
+    case .suffix(let count):
+      guard count > 0, length > 0 else { return nil }
+      return max(0, length - count)..<length
+    }
+  }
 }
 
 /// Reads any byte range of a remote object through the cache: present chunks come from disk (CRC-checked),
@@ -152,26 +169,26 @@ public final class CachingReader: Sendable {
   }
 
   private func bounds(of range: RequestedRange, length: Int64?, url: String) throws -> Range<Int64> {
-    func unsatisfiable(_ text: String) -> OriginError {
-      .rangeNotSatisfiable(url: url, range: text, length: length)
-    }
-    switch range {
-    case .all: return 0..<(length ?? .max)
-    case .bounded(let bounds):
-      guard let length else { return bounds }
-      guard bounds.lowerBound < length || bounds.isEmpty else {
-        throw unsatisfiable("\(bounds.lowerBound)-\(bounds.upperBound - 1)")
+    if case .bounded(let bounds) = range, bounds.isEmpty { return bounds }
+    guard let length else {
+      // Only a suffix needs the length first (`resolve` probes for it); the rest ends where the object ends.
+      switch range {
+      case .bounded(let bounds): return bounds
+      case .from(let start): return start..<Int64.max
+      default: return 0..<Int64.max
       }
-      return bounds.lowerBound..<min(bounds.upperBound, length)
-    case .from(let start):
-      guard let length else { return start..<Int64.max }
-      guard start < length else { throw unsatisfiable("\(start)-") }
-      return start..<length
-    case .suffix(let count):
-      let total = length ?? 0
-      guard count > 0 else { throw unsatisfiable("-\(count)") }
-      return max(0, total - count)..<total
     }
+    guard let resolved = range.resolved(length: length) else {
+      let text =
+        switch range {
+        case .all: "0-"
+        case .bounded(let bounds): "\(bounds.lowerBound)-\(bounds.upperBound - 1)"
+        case .from(let start): "\(start)-"
+        case .suffix(let count): "-\(count)"
+        }
+      throw OriginError.rangeNotSatisfiable(url: url, range: text, length: length)
+    }
+    return resolved
   }
 
   // MARK: Prefetch

@@ -156,14 +156,20 @@ struct ProxyResponder: Sendable {
   private func refusal(for error: any Error, url: String) -> any Error {
     switch error {
     case let error as OriginError:
-      metrics.noteOriginError()
       switch error {
       case .unsupportedScheme: return Refusal(.forbidden, error.description)
       case .invalidURL: return Refusal(.badRequest, error.description)
-      case .rangeNotSatisfiable(_, _, let length):
-        var refusal = Refusal(.rangeNotSatisfiable, error.description)
+      case .rangeNotSatisfiable(_, let range, let length):
+        // The client's range, checked against the length the cache knows or the origin's 416.
+        var refusal = Refusal(
+          .rangeNotSatisfiable, "range \(range) is not satisfiable\(length.map { "; length is \($0)" } ?? "")"
+        )
         if let length { refusal.headers[.contentRange] = "bytes */\(length)" }
         return refusal
+      default: break
+      }
+      metrics.noteOriginError()
+      switch error {
       case .httpStatus(_, let status, _) where (400..<500).contains(status):
         // The origin's own answer (404, 403, 410 ...) is the most useful thing to pass on.
         return Refusal(HTTPResponse.Status(code: status), "origin failed: \(error.description)")
@@ -181,12 +187,10 @@ struct ProxyResponder: Sendable {
 
   // MARK: HLS
 
+  /// Whether the response must be read whole to find out: a playlist content type, or a `.m3u8`/`.m3u` path
+  /// (whose body decides, see `respondWithPlaylist`).
   static func mayBePlaylist(contentType: String?, url: String) -> Bool {
-    if HLSPlaylist.isPlaylist(contentType: contentType, url: url, prefix: Array("#EXTM3U".utf8)),
-      contentType != nil
-    {
-      return true
-    }
+    if HLSPlaylist.isPlaylist(contentType: contentType, url: url, prefix: [UInt8]()) { return true }
     let path = (URL(string: url)?.path ?? "").lowercased()
     return path.hasSuffix(".m3u8") || path.hasSuffix(".m3u")
   }
@@ -358,22 +362,6 @@ extension RequestedRange {
   var isBounded: Bool {
     if case .bounded = self { return true }
     return false
-  }
-
-  /// The absolute bytes of an object of `length`, nil if unsatisfiable.
-  func resolved(length: Int64) -> Range<Int64>? {
-    switch self {
-    case .all: return 0..<length
-    case .bounded(let bounds):
-      guard bounds.lowerBound < length else { return nil }
-      return bounds.lowerBound..<min(bounds.upperBound, length)
-    case .from(let start):
-      guard start < length else { return nil }
-      return start..<length
-    case .suffix(let count):
-      guard count > 0, length > 0 else { return nil }
-      return max(0, length - count)..<length
-    }
   }
 }
 

@@ -26,15 +26,7 @@ func mediaFixture(_ relativePath: String) throws -> [UInt8] {
 func withFileOrigin<T>(root: String = mediaFixturesDirectory, _ body: (TestOrigin) async throws -> T)
   async throws -> T
 {
-  let origin = try await TestOrigin.start(fileRoot: root)
-  do {
-    let result = try await body(origin)
-    try await origin.shutdown()
-    return result
-  } catch {
-    try? await origin.shutdown()
-    throw error
-  }
+  try await withOrigin(fileRoot: root, body)
 }
 
 // MARK: - ffmpeg

@@ -91,6 +91,8 @@ import Testing
       let response = try await fixture.request(cold, headers: [("Range", "bytes=5000-")])
       #expect(response.status == 416)
       #expect(response.header("Content-Range") == "bytes */1000")
+      // An unsatisfiable range is the client's mistake, not an origin failure.
+      #expect(try await fixture.metric("mediacache_proxy_origin_errors_total") == 0)
     }
   }
 

@@ -265,9 +265,10 @@ func rawRequest(
   return try connection.readResponse(method: method)
 }
 
-/// Runs `body` with a fresh origin, shut down afterwards even when `body` throws.
-func withOrigin<T>(_ body: (TestOrigin) async throws -> T) async throws -> T {
-  let origin = try await TestOrigin.start()
+/// Runs `body` with a fresh origin (serving `fileRoot` in the `files` mode when given), shut down afterwards
+/// even when `body` throws.
+func withOrigin<T>(fileRoot: String? = nil, _ body: (TestOrigin) async throws -> T) async throws -> T {
+  let origin = try await TestOrigin.start(fileRoot: fileRoot)
   do {
     let result = try await body(origin)
     try await origin.shutdown()

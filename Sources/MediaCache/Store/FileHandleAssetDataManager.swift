@@ -398,20 +398,9 @@ public final class FileHandleAssetDataManager: Sendable {
   private func withVerifiedChunk(
     _ index: Int, _ state: inout State, _ body: (Int64, UnsafeRawBufferPointer) throws -> Void
   ) throws {
-    guard let expected = state.manifest.crc(ofChunk: index) else {
-      throw StoreError.notCached(objectID, missing: [state.manifest.byteRange(ofChunk: index)])
-    }
-    let range = state.manifest.byteRange(ofChunk: index)
-    let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: Int(range.count), alignment: 16)
-    defer { buffer.deallocate() }
-    let count = try mapIO { try file.read(into: buffer, at: range.lowerBound) }
-    let bytes = UnsafeRawBufferPointer(rebasing: buffer[..<count])
-    let actual = CRC32.checksum(bytes)
-    guard count == buffer.count, actual == expected else {
-      try dropChunk(index, expected: expected, &state)
-      throw StoreError.corruptChunk(objectID, chunk: index, expected: expected, actual: actual)
-    }
-    try body(range.lowerBound, bytes)
+    let chunkStart = state.manifest.byteRange(ofChunk: index).lowerBound
+    let data = try verifiedChunkData(index, &state)
+    try data.withUnsafeBytes { try body(chunkStart, $0) }
   }
 
   /// Chunk `index` read whole into a pooled buffer and CRC-checked there (no copy after the read). On a mismatch the
