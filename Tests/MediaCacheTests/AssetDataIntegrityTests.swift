@@ -132,8 +132,9 @@ import Testing
   @Test func everyManifestOnDiskMatchesTheBytesOnDisk() async throws {
     try await withStore { store in
       let data = randomBytes(count: 6 * Self.chunk + 123, seed: 26)
-      // Commit after every completed chunk, so manifests are written while the object is being filled.
-      let eager = FileHandleAssetDataManager.CommitPolicy(bytes: 1, interval: 1e9)
+      // Commit after every completed chunk, so manifests are written while the object is being filled; with
+      // no backlog allowed, a batch is on disk before the next one is handed to the background queue.
+      let eager = FileHandleAssetDataManager.CommitPolicy(bytes: 1, interval: 1e9, maxBacklog: 1)
       let manager = try FileHandleAssetDataManager(store: store, id: Self.id, commitPolicy: eager)
       defer { try? manager.close() }
       try manager.setContentLength(Int64(data.count))
@@ -148,7 +149,44 @@ import Testing
       }
       // The manifest grew while writing (it was not written only at the end).
       #expect(listedCounts.contains { $0 > 0 && $0 < 7 })
-      #expect(listedCounts.last == 7)
+      try manager.flush()
+      #expect(try store.readManifest(Self.id)?.chunkCRCs.count == 7)
+    }
+  }
+
+  /// A batch committed in the background that fails (here `tmp/` is a file, so no manifest can be staged) is
+  /// reported by the next call, lists nothing, and is committed by the next commit that can.
+  @Test(arguments: Durability.allCases)
+  func aFailedBackgroundCommitIsReportedAndRetried(_ durability: Durability) async throws {
+    try await withStore(durability: durability) { store in
+      let data = randomBytes(count: 4 * Self.chunk, seed: 27)
+      let eager = FileHandleAssetDataManager.CommitPolicy(bytes: 1, interval: 1e9, maxBacklog: 1)
+      let manager = try FileHandleAssetDataManager(store: store, id: Self.id, commitPolicy: eager)
+      defer { try? manager.close() }
+      try manager.setContentLength(Int64(data.count))
+      try FileManager.default.removeItem(atPath: store.tmpDirectory)
+      #expect(FileManager.default.createFile(atPath: store.tmpDirectory, contents: Data("x".utf8)))
+      var failures = 0
+      for start in stride(from: 0, to: data.count, by: Self.chunk) {
+        do { try manager.write(data[start..<start + Self.chunk], at: Int64(start)) } catch {
+          failures += 1
+          #expect(error is StoreError, "\(error)")
+          try manager.write(data[start..<start + Self.chunk], at: Int64(start))  // reported once
+        }
+      }
+      #expect(throws: StoreError.self) { try manager.flush() }
+      #expect(failures >= 1, "a background failure was reported to the writer")
+      #expect(try store.readManifest(Self.id) == nil, "nothing was listed")
+      #expect(manager.manifest.presentChunks.ranges == [0..<4], "the writer still holds its chunks")
+
+      try FileManager.default.removeItem(atPath: store.tmpDirectory)
+      try manager.flush()
+      let committed = try #require(try store.readManifest(Self.id))
+      #expect(committed.presentChunks.ranges == [0..<4])
+      for index in 0..<4 {
+        #expect(
+          committed.crc(ofChunk: index) == (try Self.diskCRC(ofChunk: index, in: store, length: data.count)))
+      }
     }
   }
 

@@ -12,8 +12,11 @@ import MediaCache
 
 /// Creates `--objects N` small complete objects (two 4 KiB chunks each) with recency stamps spread over 100 days.
 func makeTree(_ arguments: Arguments) throws {
-  let root = try arguments.string("--cache")
-  let count = try arguments.positive("--objects", default: 100_000)
+  try makeTree(
+    root: try arguments.string("--cache"), count: try arguments.positive("--objects", default: 100_000))
+}
+
+func makeTree(root: String, count: Int) throws {
   let store = try ShardedStore(root: root, chunkSize: 4096, durability: .relaxed)
   var random = XorShift(state: 0x9E37_79B9_7F4A_7C15)
   var payload = [UInt8](repeating: 0, count: 8192)

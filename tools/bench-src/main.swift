@@ -59,6 +59,13 @@ let usage = """
         tree, alternating, R rounds (default 3), plus zlib's CRC speed; reports medians and ratios.
     mediacache-bench run-rss -- COMMAND [ARGS...]
         Runs COMMAND (stdout to /dev/null) and prints its wall time and peak RSS (wait4 rusage).
+    mediacache-bench disk --dir DIR --rows FILE [--size-mib N] [--rounds R] [--reads N]
+    mediacache-bench tree --dir DIR --rows FILE --fsck PATH [--objects N] [--rounds R]
+    mediacache-bench row --rows FILE --name NAME --unit UNIT --project V,.. [--baseline V,.. --baseline-name B]
+                         --target OP,VALUE [--note TEXT]
+    mediacache-bench table --rows FILE [--json FILE] [--header TEXT]
+        The suite of tools/bench (see tools/bench-src/Suite.swift and docs/PERFORMANCE.md): cases measured
+        against baselines in the same run, one row each, printed as a table.
     mediacache-bench dump-example-manifest
         Prints a hex dump and field walk of a fixed example manifest made by ManifestCodec.encode.
   """
@@ -76,6 +83,12 @@ struct Arguments {
     "compactor-pass": ["--cache", "--rounds"],
     "make-big-tree": ["--cache", "--objects", "--size-mib"],
     "fsck-pass": ["--cache", "--rounds"],
+    "disk": ["--dir", "--rows", "--size-mib", "--rounds", "--reads"],
+    "tree": ["--dir", "--rows", "--fsck", "--objects", "--rounds"],
+    "row": [
+      "--rows", "--name", "--unit", "--project", "--baseline", "--baseline-name", "--target", "--note",
+    ],
+    "table": ["--rows", "--json", "--header"],
   ]
   static let flagOptions: [String: Set<String>] = [
     "fileio": ["--json", "--no-dd"],
@@ -85,6 +98,10 @@ struct Arguments {
     "compactor-pass": ["--json"],
     "make-big-tree": [],
     "fsck-pass": ["--json"],
+    "disk": [],
+    "tree": [],
+    "row": [],
+    "table": [],
   ]
 
   init(_ argv: [String]) throws {
@@ -141,6 +158,7 @@ indirect enum JSON {
   case integer(Int64)
   case string(String)
   case bool(Bool)
+  case array([JSON])
   case object([(String, JSON)])
   case null
 
@@ -153,6 +171,7 @@ indirect enum JSON {
     case .string(let value): return Self.quote(value)
     case .bool(let value): return value ? "true" : "false"
     case .null: return "null"
+    case .array(let values): return "[" + values.map(\.text).joined(separator: ",") + "]"
     case .object(let fields):
       return "{" + fields.map { "\(Self.quote($0.0)):\($0.1.text)" }.joined(separator: ",") + "}"
     }
@@ -852,6 +871,10 @@ do {
   case "compactor-pass": try compactorPass(arguments)
   case "make-big-tree": try makeBigTree(arguments)
   case "fsck-pass": try fsckPass(arguments)
+  case "disk": try await disk(arguments)
+  case "tree": try tree(arguments)
+  case "row": try suiteRow(arguments)
+  case "table": try suiteTable(arguments)
   default: throw UsageError("unknown subcommand")
   }
 } catch let error as UsageError {

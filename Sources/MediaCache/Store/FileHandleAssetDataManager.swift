@@ -9,6 +9,12 @@ import Synchronization
 /// present chunks reach the manifest in batches (`CommitPolicy`) and on `flush()`/`close()`, merged with what
 /// other writers committed. Every chunk's CRC is verified before any of its bytes is returned.
 ///
+/// A batch due while writing is committed on a background queue (in the durable mode: flush the data file,
+/// then replace the manifest), so the writer goes on writing the next chunks while the disk catches up; at
+/// most one batch is in flight, and a writer that gets `CommitPolicy.maxBacklog` ahead of it waits.
+/// `flush()`, `close()` and `reset` first wait for the batch in flight and then commit the rest themselves.
+/// A background commit that fails is reported by the next `write`, `flush` or `close`.
+///
 /// Moving bytes uses positional `pread`/`pwrite` on the descriptor (swift-system), not `FileHandle`'s
 /// stream methods: see the note in `docs/FORMAT.md` and the benchmark `mediacache-bench fileio`.
 public final class FileHandleAssetDataManager: Sendable {
@@ -18,10 +24,14 @@ public final class FileHandleAssetDataManager: Sendable {
     public var bytes: Int64
     /// Commit pending chunks at the first write after this many seconds.
     public var interval: Double
+    /// How many bytes of completed chunks may wait while a background commit is in flight before a writer
+    /// waits for it (bounds what a crash can lose to about this much plus one batch).
+    public var maxBacklog: Int64
 
-    public init(bytes: Int64 = 8 << 20, interval: Double = 2) {
+    public init(bytes: Int64 = 8 << 20, interval: Double = 2, maxBacklog: Int64? = nil) {
       self.bytes = bytes
       self.interval = interval
+      self.maxBacklog = maxBacklog ?? max(4 * bytes, 32 << 20)
     }
   }
 
@@ -59,7 +69,20 @@ public final class FileHandleAssetDataManager: Sendable {
     var uncommittedBytes: Int64 = 0
     var lastCommit = Date().timeIntervalSince1970
     var closed = false
+    /// The batch being committed on `commitQueue`, if any.
+    var inFlight: ManifestChange?
+    var commitInFlight: Bool { inFlight != nil }
+    /// Commits made by the calling threads (a background result older than one of them is not adopted).
+    var foregroundCommits = 0
+    /// What the last background commit threw, until a caller is told.
+    var backgroundError: (any Error)?
   }
+
+  /// Where batches due while writing are committed (see the type's documentation).
+  private static let commitQueue = DispatchQueue(
+    label: "MediaCache.commit", qos: .utility, attributes: .concurrent)
+  /// Entered while a background commit is in flight.
+  private let backgroundCommit = DispatchGroup()
 
   // MARK: Opening
 
@@ -155,8 +178,9 @@ public final class FileHandleAssetDataManager: Sendable {
   /// a fetch that started before a `reset` must not write bytes of the old version into the new one. Throws
   /// `StoreError.versionChanged` otherwise.
   public func write(_ bytes: UnsafeRawBufferPointer, at offset: Int64, ifVersion versionTag: UInt32?) throws {
-    try state.withLock { state in
+    let mustWait = try state.withLock { state -> Bool in
       try ensureWritable(state)
+      try reportBackgroundError(&state)
       if let versionTag, state.manifest.versionTag != versionTag {
         throw StoreError.versionChanged(objectID, expected: versionTag, current: state.manifest.versionTag)
       }
@@ -182,7 +206,16 @@ public final class FileHandleAssetDataManager: Sendable {
           (cursor - chunkStart)..<(pieceEnd - chunkStart), crc: CRC32.checksum(piece))
         try completeIfCovered(index, &state)
       }
-      try commitIfDue(&state)
+      return try commitIfDue(&state)
+    }
+    if mustWait {
+      // Too far ahead of the disk: wait for the batch in flight, then hand over the backlog.
+      backgroundCommit.wait()
+      try state.withLock { state in
+        try ensureOpen(state)
+        try reportBackgroundError(&state)
+        _ = try commitIfDue(&state)
+      }
     }
   }
 
@@ -284,7 +317,7 @@ public final class FileHandleAssetDataManager: Sendable {
   /// the next commit — on disk, and the new validators and length are recorded. Bytes of two versions are
   /// never mixed.
   public func reset(contentLength: Int64?, etag: String?, lastModified: String?) throws {
-    try state.withLock { state in
+    try withNoCommitInFlight { state in
       try ensureWritable(state)
       var fresh = Manifest(
         objectID: objectID, chunkSize: state.manifest.chunkSize, contentLength: contentLength,
@@ -303,8 +336,9 @@ public final class FileHandleAssetDataManager: Sendable {
 
   /// Commits every completed chunk now.
   public func flush() throws {
-    try state.withLock { state in
+    try withNoCommitInFlight { state in
       try ensureOpen(state)
+      try reportBackgroundError(&state)
       if isWritable { try commitLocked(&state) }
     }
   }
@@ -312,7 +346,7 @@ public final class FileHandleAssetDataManager: Sendable {
   /// Commits, releases the in-use lock and closes the data file. Later calls throw `StoreError.closed`;
   /// a second `close()` does nothing.
   public func close() throws {
-    try state.withLock { state in
+    try withNoCommitInFlight { state in
       if state.closed { return }
       try closeLocked(&state)
     }
@@ -323,7 +357,22 @@ public final class FileHandleAssetDataManager: Sendable {
       state.closed = true
       file.close()
     }
-    if isWritable { try commitLocked(&state) }
+    if isWritable {
+      try commitLocked(&state)
+      try reportBackgroundError(&state)
+    }
+  }
+
+  /// Runs `body` under the state lock once no background commit is in flight.
+  private func withNoCommitInFlight<T>(_ body: (inout State) throws -> T) throws -> T {
+    while true {
+      backgroundCommit.wait()
+      let result = try state.withLock { state -> T? in
+        if state.commitInFlight { return nil }  // another writer handed over a batch meanwhile
+        return try body(&state)
+      }
+      if let result { return result }
+    }
   }
 
   // MARK: Reading
@@ -427,7 +476,9 @@ public final class FileHandleAssetDataManager: Sendable {
     state.pending.dropped[index] = expected
     observer.chunksDropped?(objectID, 1)
     if isWritable {
-      try commitLocked(&state)
+      // With a batch in flight the drop goes with the next one (a commit now could list that batch's chunks
+      // before they are flushed).
+      if !state.commitInFlight { try commitLocked(&state) }
     } else {
       // A reader still records the drop, through a descriptor that may take the commit lock.
       if let writer = try? SystemFile(path: store.paths(for: objectID).data, writable: true) {
@@ -470,12 +521,88 @@ public final class FileHandleAssetDataManager: Sendable {
     observer.chunkCompleted?(needed)
   }
 
-  private func commitIfDue(_ state: inout State) throws {
+  /// Hands the pending batch to the background queue if it is due and none is in flight. Returns true when a
+  /// batch is in flight and the backlog has reached `maxBacklog`: the caller should wait for it.
+  private func commitIfDue(_ state: inout State) throws -> Bool {
     let now = Date().timeIntervalSince1970
-    if state.uncommittedBytes >= policy.bytes
+    let due =
+      state.uncommittedBytes >= policy.bytes
       || (!state.pending.isEmpty && now - state.lastCommit >= policy.interval)
-    {
-      try commitLocked(&state)
+    guard due else { return false }
+    if state.commitInFlight { return state.uncommittedBytes >= policy.maxBacklog }
+    let change = state.pending
+    let base = state.manifest
+    let foregroundCommits = state.foregroundCommits
+    state.pending = ManifestChange()
+    state.uncommittedBytes = 0
+    state.lastCommit = now
+    state.inFlight = change
+    backgroundCommit.enter()
+    // `self` is kept alive by the closure: a manager is never deinitialised with a batch in flight.
+    Self.commitQueue.async {
+      let outcome = self.commitInBackground(change, base: base)
+      self.state.withLock { state in
+        state.inFlight = nil
+        self.adopt(outcome, of: change, foregroundCommits: foregroundCommits, &state)
+      }
+      self.backgroundCommit.leave()
+    }
+    return false
+  }
+
+  private enum BackgroundOutcome {
+    case committed(CommitResult)
+    /// The data file could not be flushed: its new chunks must not be listed (their bytes may be lost, and a
+    /// second flush would not say so).
+    case syncFailed(any Error)
+    case commitFailed(any Error)
+  }
+
+  /// Flushes the data (durable mode) and commits `change`: runs on `commitQueue`, without the state lock.
+  private func commitInBackground(_ change: ManifestChange, base: Manifest) -> BackgroundOutcome {
+    if store.durability == .durable && !change.added.isEmpty {
+      do { try mapIO { try file.syncData() } } catch { return .syncFailed(error) }
+    }
+    do {
+      return .committed(try store.commit(change, base: base, dataFile: file))
+    } catch {
+      return .commitFailed(error)
+    }
+  }
+
+  private func adopt(
+    _ outcome: BackgroundOutcome, of change: ManifestChange, foregroundCommits: Int, _ state: inout State
+  ) {
+    switch outcome {
+    case .committed(let result):
+      if result.superseded {
+        // Another writer moved the object to a new version: what this writer did since is of the old one.
+        state.partial = [:]
+        state.pending = ManifestChange()
+        state.uncommittedBytes = 0
+        state.manifest = result.manifest
+      } else if state.foregroundCommits == foregroundCommits {
+        state.manifest = state.pending.merge(into: result.manifest, base: state.manifest).manifest
+      }
+    case .syncFailed(let error):
+      state.backgroundError = error
+      for (index, crc) in change.added where state.manifest.crc(ofChunk: index) == crc {
+        state.manifest.removeChunk(index)
+      }
+      var metadata = change
+      metadata.added = [:]
+      state.pending.absorb(earlier: metadata)
+    case .commitFailed(let error):
+      state.backgroundError = error
+      state.pending.absorb(earlier: change)
+      state.uncommittedBytes += Int64(change.added.count) * Int64(state.manifest.chunkSize)
+    }
+  }
+
+  private func reportBackgroundError(_ state: inout State) throws {
+    if let error = state.backgroundError {
+      state.backgroundError = nil
+      throw error
     }
   }
 
@@ -488,13 +615,17 @@ public final class FileHandleAssetDataManager: Sendable {
     state.pending = ManifestChange()
     state.uncommittedBytes = 0
     state.lastCommit = Date().timeIntervalSince1970
+    state.foregroundCommits += 1
   }
 
   private func refreshLocked(_ state: inout State) throws {
     let onDisk: Manifest?
     do { onDisk = try store.readManifest(objectID) } catch StoreError.corruptManifest { onDisk = nil }
     guard let onDisk else { return }
-    state.manifest = state.pending.merge(into: onDisk, base: state.manifest).manifest
+    // Chunks of a batch in flight are not on disk yet but are still this writer's.
+    var mine = state.pending
+    if let inFlight = state.inFlight { mine.absorb(earlier: inFlight) }
+    state.manifest = mine.merge(into: onDisk, base: state.manifest).manifest
   }
 
   private func ensureOpen(_ state: State) throws {

@@ -27,6 +27,24 @@ struct ManifestChange: Sendable {
       && contentLength == nil && etag == nil && lastModified == nil && !reset
   }
 
+  /// Takes back `earlier`, a change that was handed to a commit that failed, under this later one: what this
+  /// change says wins.
+  mutating func absorb(earlier: ManifestChange) {
+    for (index, crc) in earlier.added where added[index] == nil && dropped[index] == nil {
+      added[index] = crc
+    }
+    for (index, crc) in earlier.dropped where added[index] == nil && dropped[index] == nil {
+      dropped[index] = crc
+    }
+    isPinned = isPinned ?? earlier.isPinned
+    userMetadata = userMetadata ?? earlier.userMetadata
+    contentType = contentType ?? earlier.contentType
+    contentLength = contentLength ?? earlier.contentLength
+    etag = etag ?? earlier.etag
+    lastModified = lastModified ?? earlier.lastModified
+    reset = reset || earlier.reset
+  }
+
   /// Applies the change to `onDisk` (nil when the object has no readable manifest), using `base` — the writer's
   /// own view — for identity fields.
   func merge(into onDisk: Manifest?, base: Manifest) -> CommitResult {
