@@ -41,6 +41,8 @@ public final class FileHandleAssetDataManager: Sendable {
   public let isWritable: Bool
   let store: ShardedStore
   private let file: SystemFile
+  /// The data file this manager opened (names it in `VerifiedChunkCache`, whatever store it is in).
+  private let fileIdentity: FileIdentity
   private let policy: CommitPolicy
   private let state: Mutex<State>
   private let observer: Observer
@@ -104,6 +106,7 @@ public final class FileHandleAssetDataManager: Sendable {
     // Take the in-use lock, then make sure the path still names the inode we locked: an evictor may have
     // unlinked it between our open and our lock.
     var opened: SystemFile?
+    var fileIdentity: FileIdentity?
     for _ in 0..<64 {
       let candidate: SystemFile
       do {
@@ -118,16 +121,18 @@ public final class FileHandleAssetDataManager: Sendable {
         guard let created = try store.createLockedDataFile(for: id) else { continue }
         candidate = created
       }
-      let lockedInode = try mapIO { try candidate.status().inode }
-      if let current = try mapIO({ try FileSystemCalls.status(paths.data) }), current.inode == lockedInode {
+      let locked = try mapIO { try candidate.status() }
+      if let current = try mapIO({ try FileSystemCalls.status(paths.data) }), current.inode == locked.inode {
         opened = candidate
+        fileIdentity = FileIdentity(device: locked.device, inode: locked.inode)
         break
       }
       candidate.close()
       if !writable { throw StoreError.notFound(id) }
     }
-    guard let opened else { throw StoreError.busy(id) }
+    guard let opened, let fileIdentity else { throw StoreError.busy(id) }
     self.file = opened
+    self.fileIdentity = fileIdentity
     var manifest: Manifest
     do {
       manifest = try store.readManifest(id) ?? Manifest(objectID: id, chunkSize: store.chunkSize)
@@ -392,7 +397,8 @@ public final class FileHandleAssetDataManager: Sendable {
         range == state.manifest.byteRange(ofChunk: Int(range.lowerBound / chunkSize))
       {
         // One whole chunk (the common piece of a streamed read): read straight into the result.
-        return try verifiedChunkData(Int(range.lowerBound / chunkSize), &state)
+        let index = Int(range.lowerBound / chunkSize)
+        return try verifiedChunkData(index, &state, keep: isEdge(index, state))
       }
       var out = Data()
       out.reserveCapacity(Int(range.count))
@@ -423,8 +429,10 @@ public final class FileHandleAssetDataManager: Sendable {
       try checkCached(offset..<pieceEnd, &state)
       store.noteAccess(objectID)
       let index = Int(offset / chunkSize)
-      let chunk = try verifiedChunkData(index, &state)
       let chunkStart = Int64(index) * chunkSize
+      let whole =
+        offset == chunkStart && pieceEnd - chunkStart == state.manifest.byteRange(ofChunk: index).count
+      let chunk = try verifiedChunkData(index, &state, keep: !whole || isEdge(index, state))
       if offset == chunkStart && pieceEnd - chunkStart == Int64(chunk.count) { return chunk }
       return chunk.subdata(in: Int(offset - chunkStart)..<Int(pieceEnd - chunkStart))
     }
@@ -448,17 +456,24 @@ public final class FileHandleAssetDataManager: Sendable {
     _ index: Int, _ state: inout State, _ body: (Int64, UnsafeRawBufferPointer) throws -> Void
   ) throws {
     let chunkStart = state.manifest.byteRange(ofChunk: index).lowerBound
-    let data = try verifiedChunkData(index, &state)
+    let data = try verifiedChunkData(index, &state, keep: true)
     try data.withUnsafeBytes { try body(chunkStart, $0) }
   }
 
   /// Chunk `index` read whole into a pooled buffer and CRC-checked there (no copy after the read). On a mismatch the
   /// chunk is dropped and `StoreError.corruptChunk` is thrown.
-  private func verifiedChunkData(_ index: Int, _ state: inout State) throws -> Data {
+  ///
+  /// `keep` offers the verified chunk to `VerifiedChunkCache`: for reads of part of a chunk (random access) and
+  /// of an object's first and last chunks (where players look for the index), not for whole chunks streamed
+  /// in order, which would only push those out.
+  private func verifiedChunkData(_ index: Int, _ state: inout State, keep: Bool) throws -> Data {
     guard let expected = state.manifest.crc(ofChunk: index) else {
       throw StoreError.notCached(objectID, missing: [state.manifest.byteRange(ofChunk: index)])
     }
     let range = state.manifest.byteRange(ofChunk: index)
+    let key = VerifiedChunkCache.Key(
+      file: fileIdentity, version: state.manifest.versionTag, chunk: index, crc: expected)
+    if let recent = VerifiedChunkCache.shared.data(for: key), recent.count == range.count { return recent }
     let data = try ReadBufferPool.shared.data(count: Int(range.count)) { buffer in
       try mapIO { try file.read(into: buffer, at: range.lowerBound) }
     }
@@ -467,7 +482,13 @@ public final class FileHandleAssetDataManager: Sendable {
       try dropChunk(index, expected: expected, &state)
       throw StoreError.corruptChunk(objectID, chunk: index, expected: expected, actual: actual)
     }
+    if keep { VerifiedChunkCache.shared.insert(data, for: key) }
     return data
+  }
+
+  /// Whether chunk `index` is the object's first or (length known) last.
+  private func isEdge(_ index: Int, _ state: State) -> Bool {
+    index == 0 || state.manifest.chunkCount.map { index == $0 - 1 } ?? false
   }
 
   private func dropChunk(_ index: Int, expected: UInt32, _ state: inout State) throws {
