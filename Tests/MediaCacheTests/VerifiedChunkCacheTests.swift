@@ -19,7 +19,8 @@ import Testing
     #expect(cache.data(for: key(1)) == nil)
     #expect(
       cache.data(for: key(0)) != nil && cache.data(for: key(2)) != nil && cache.data(for: key(3)) != nil)
-    cache.insert(Data(repeating: 9, count: Self.chunk + 1), for: key(9))  // over a quarter of the cost: not kept
+    // Over a quarter of the cost limit: not kept.
+    cache.insert(Data(repeating: 9, count: Self.chunk + 1), for: key(9))
     #expect(cache.data(for: key(9)) == nil)
     var other = key(0)
     other.crc = 12345
