@@ -398,7 +398,7 @@ public final class FileHandleAssetDataManager: Sendable {
       {
         // One whole chunk (the common piece of a streamed read): read straight into the result.
         let index = Int(range.lowerBound / chunkSize)
-        return try verifiedChunkData(index, &state, keep: isEdge(index, state))
+        return try verifiedChunkData(index, &state, partial: false)
       }
       var out = Data()
       out.reserveCapacity(Int(range.count))
@@ -432,7 +432,7 @@ public final class FileHandleAssetDataManager: Sendable {
       let chunkStart = Int64(index) * chunkSize
       let whole =
         offset == chunkStart && pieceEnd - chunkStart == state.manifest.byteRange(ofChunk: index).count
-      let chunk = try verifiedChunkData(index, &state, keep: !whole || isEdge(index, state))
+      let chunk = try verifiedChunkData(index, &state, partial: !whole)
       if offset == chunkStart && pieceEnd - chunkStart == Int64(chunk.count) { return chunk }
       return chunk.subdata(in: Int(offset - chunkStart)..<Int(pieceEnd - chunkStart))
     }
@@ -456,17 +456,18 @@ public final class FileHandleAssetDataManager: Sendable {
     _ index: Int, _ state: inout State, _ body: (Int64, UnsafeRawBufferPointer) throws -> Void
   ) throws {
     let chunkStart = state.manifest.byteRange(ofChunk: index).lowerBound
-    let data = try verifiedChunkData(index, &state, keep: true)
+    let data = try verifiedChunkData(index, &state, partial: true)
     try data.withUnsafeBytes { try body(chunkStart, $0) }
   }
 
   /// Chunk `index` read whole into a pooled buffer and CRC-checked there (no copy after the read). On a mismatch the
   /// chunk is dropped and `StoreError.corruptChunk` is thrown.
   ///
-  /// `keep` offers the verified chunk to `VerifiedChunkCache`: for reads of part of a chunk (random access) and
-  /// of an object's first and last chunks (where players look for the index), not for whole chunks streamed
-  /// in order, which would only push those out.
-  private func verifiedChunkData(_ index: Int, _ state: inout State, keep: Bool) throws -> Data {
+  /// The chunk is offered to `VerifiedChunkCache` when it is an object's first or last chunk (where players
+  /// look for the index, again and again) or a small chunk read in part (random access). Large chunks read in
+  /// part or streamed in order are not: keeping them would only push the others out, and take their buffers
+  /// from `ReadBufferPool` so every read would fault in fresh pages.
+  private func verifiedChunkData(_ index: Int, _ state: inout State, partial: Bool) throws -> Data {
     guard let expected = state.manifest.crc(ofChunk: index) else {
       throw StoreError.notCached(objectID, missing: [state.manifest.byteRange(ofChunk: index)])
     }
@@ -482,7 +483,9 @@ public final class FileHandleAssetDataManager: Sendable {
       try dropChunk(index, expected: expected, &state)
       throw StoreError.corruptChunk(objectID, chunk: index, expected: expected, actual: actual)
     }
-    if keep { VerifiedChunkCache.shared.insert(data, for: key) }
+    if isEdge(index, state) || (partial && data.count <= VerifiedChunkCache.smallChunk) {
+      VerifiedChunkCache.shared.insert(data, for: key)
+    }
     return data
   }
 

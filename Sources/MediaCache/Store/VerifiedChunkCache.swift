@@ -8,6 +8,8 @@ import Synchronization
 /// gets bytes of the old one, nor one store bytes of another; the bytes kept are the bytes that were checked.
 final class VerifiedChunkCache: Sendable {
   static let shared = VerifiedChunkCache(costLimit: 4 << 20, entryLimit: 32)
+  /// Chunks up to this size read in part are kept (see `FileHandleAssetDataManager.verifiedChunkData`).
+  static let smallChunk = 256 << 10
 
   struct Key: Hashable, Sendable {
     var file: FileIdentity
