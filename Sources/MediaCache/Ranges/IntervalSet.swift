@@ -67,7 +67,13 @@ public struct IntervalSet<Bound: FixedWidthInteger & SignedInteger & Sendable>: 
       high = Swift.max(high, ranges[end].upperBound)
       end += 1
     }
-    ranges.replaceSubrange(start..<end, with: [low..<high])
+    // In place where possible: one array literal per insert was one allocation per completed chunk.
+    if end == start {
+      ranges.insert(low..<high, at: start)
+    } else {
+      ranges[start] = low..<high
+      if end > start + 1 { ranges.removeSubrange((start + 1)..<end) }
+    }
   }
 
   /// Removes one member.
