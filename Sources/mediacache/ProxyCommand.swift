@@ -93,6 +93,8 @@ struct ProxyCommand: AsyncParsableCommand {
   /// memory held for reuse from multiplying by thread count.
   static func tuneAllocator() {
     #if canImport(Glibc)
+      // Settings given to glibc at exec (GLIBC_TUNABLES=glibc.malloc...) take precedence over these defaults.
+      if ProcessInfo.processInfo.environment["GLIBC_TUNABLES"] != nil { return }
       // <malloc.h> is not part of Swift's Glibc module: look the function up, with its documented constants.
       typealias MallocOption = @convention(c) (Int32, Int32) -> Int32
       guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "mallopt") else { return }
