@@ -16,6 +16,8 @@ final class BodyWriter: HTTPClientResponseDelegate, @unchecked Sendable {
   enum Event: Sendable {
     case head(ResponseHead)
     case bytes([ByteBuffer], at: Int64)
+    /// Bytes up to this offset are in the cache but were not handed over (see `Flight.queuedBytes`).
+    case skipped(upTo: Int64)
   }
 
   private let session: ObjectSession
@@ -109,7 +111,12 @@ final class BodyWriter: HTTPClientResponseDelegate, @unchecked Sendable {
 
   private func flush() {
     guard !pending.isEmpty else { return }
-    events.yield(.bytes(pending, at: pendingOffset))
+    if flight.queuedBytes.load(ordering: .relaxed) > Flight.maxQueuedBytes {
+      events.yield(.skipped(upTo: pendingOffset + Int64(pendingBytes)))
+    } else {
+      flight.queuedBytes.add(pendingBytes, ordering: .relaxed)
+      events.yield(.bytes(pending, at: pendingOffset))
+    }
     pending = []
     pendingBytes = 0
   }

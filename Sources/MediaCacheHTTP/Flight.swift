@@ -27,6 +27,9 @@ actor Flight {
   private(set) var received: Int64
   /// Start of the bytes kept in `buffer`: the beginning of the incomplete chunk holding `received`.
   private var bufferStart: Int64
+  /// Where `buffer` starts: `bufferStart`, or later when bytes of the incomplete chunk were skipped (written
+  /// to the cache but not handed over, see `skip(to:)`).
+  private var memoryStart: Int64
   private var buffer = Data()
   private(set) var outcome: Result<Void, any Error>?
   /// What the origin said in its response head, once it answered.
@@ -42,6 +45,11 @@ actor Flight {
   nonisolated let writtenHint: Atomic<Int64>
   /// `end` as seen without a hop: -1 for none.
   nonisolated let endHint = Atomic<Int64>(-1)
+  /// Bytes the origin's event loop has handed to the fetching task and that are not yet delivered here: the
+  /// writer stops handing over bytes (they are in the cache already) while this is over `maxQueuedBytes`, so a
+  /// starved fetching task cannot make memory grow.
+  nonisolated let queuedBytes = Atomic<Int>(0)
+  static let maxQueuedBytes = 4 << 20
   private var readers = 0
   private var task: Task<Void, Never>?
 
@@ -53,6 +61,7 @@ actor Flight {
     self.chunkSize = Int64(chunkSize)
     self.received = start
     self.bufferStart = start
+    self.memoryStart = start
   }
 
   /// Whether a reader at `position` can be served by this flight soon: inside the run, and not more than two
@@ -127,6 +136,7 @@ actor Flight {
     if chunkStart > bufferStart {
       // The earlier chunks are complete in the cache; keep only the incomplete one.
       bufferStart = max(chunkStart, start)
+      memoryStart = bufferStart
       buffer = Data(fresh.suffix(Int(received - bufferStart)))
     } else {
       buffer.append(fresh)
@@ -134,10 +144,24 @@ actor Flight {
     wakeAll()
   }
 
+  /// Bytes up to `offset` were written to the cache but not handed over (the fetching task fell behind):
+  /// readers get the incomplete chunk's bytes from here on only, and the earlier ones from the cache once the
+  /// chunk completes.
+  func skip(to offset: Int64) {
+    guard offset > received else { return }
+    received = offset
+    let chunkStart = (received / chunkSize) * chunkSize
+    if chunkStart > bufferStart { bufferStart = max(chunkStart, start) }
+    memoryStart = received
+    buffer = Data()
+    wakeAll()
+  }
+
   func finish(_ result: Result<Void, any Error>) {
     if outcome == nil { outcome = result }
     buffer = Data()
     bufferStart = received
+    memoryStart = received
     wakeAll()
   }
 
@@ -161,8 +185,16 @@ actor Flight {
   func next(from position: Int64, limit: Int) async throws -> Piece {
     while true {
       if position < bufferStart { return .disk }
+      if position < memoryStart {
+        // Skipped bytes of the incomplete chunk: in the cache once the chunk completes.
+        if outcome != nil { return .disk }
+        blockedReaders.add(1, ordering: .relaxed)
+        defer { blockedReaders.subtract(1, ordering: .relaxed) }
+        try await wait()
+        continue
+      }
       if position < received {
-        let from = Int(position - bufferStart)
+        let from = Int(position - memoryStart)
         let to = min(buffer.count, from + limit)
         return .memory(Data(buffer[buffer.startIndex + from..<buffer.startIndex + to]))
       }
