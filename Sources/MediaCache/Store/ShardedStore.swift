@@ -117,18 +117,37 @@ public final class ShardedStore: Sendable {
     let path = paths(for: id).manifest
     let bytes: Data
     do {
-      bytes = try Data(contentsOf: URL(fileURLWithPath: path))
-    } catch let error as CocoaError where error.code == .fileReadNoSuchFile {
+      bytes = try Self.readSmallFile(path)
+    } catch let error as SystemCallError where error.errno == .noSuchFileOrDirectory {
       return nil
-    } catch {
-      if try mapIO({ try FileSystemCalls.status(path) }) == nil { return nil }
-      throw StoreError.io(operation: "read", path: path, errno: .ioError)
+    } catch let error as SystemCallError {
+      // The failed call and its errno (EACCES, EIO, …), not a generic "read failed".
+      throw StoreError(error)
     }
     do {
       return try ManifestCodec.decode(bytes, expectedID: id)
     } catch {
       throw StoreError.corruptManifest(id, path: path, error)
     }
+  }
+
+  /// The whole of a small file (a manifest), through `SystemFile` so that every read of the store is one
+  /// `open` plus `pread`s and fails with the call and errno that failed.
+  static func readSmallFile(_ path: String) throws -> Data {
+    let file = try SystemFile(path: path, writable: false)
+    defer { file.close() }
+    var data = Data(count: Int(try file.status().size) + 1)
+    var total = 0
+    while true {
+      if total == data.count { data.count *= 2 }
+      let count = try data.withUnsafeMutableBytes { raw in
+        try file.read(into: UnsafeMutableRawBufferPointer(rebasing: raw[total...]), at: Int64(total))
+      }
+      total += count
+      if count == 0 || total < data.count { break }
+    }
+    data.count = total
+    return data
   }
 
   /// Writes `manifest` as the object's manifest: staged in `tmp/`, (durable) fsynced, renamed over the old
