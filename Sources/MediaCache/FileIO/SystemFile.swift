@@ -82,6 +82,18 @@ final class SystemFile: Sendable {
     path = displayPath
   }
 
+  private init(adopting descriptor: FileDescriptor, path: String) {
+    self.descriptor = descriptor
+    self.path = path
+  }
+
+  /// The same open descriptor (and its locks), now known by `newPath` (after a `link` or `rename`), so errors
+  /// name the file as it is now called; this instance lets go of it without closing it.
+  func renamed(to newPath: String) -> SystemFile {
+    _ = isOpen.exchange(false, ordering: .acquiringAndReleasing)
+    return SystemFile(adopting: descriptor, path: newPath)
+  }
+
   deinit { close() }
 
   /// Closes the descriptor (releasing every lock taken through it); later calls do nothing.
@@ -274,14 +286,15 @@ enum FileSystemCalls {
     return FileStatus(info)
   }
 
-  /// Creates a directory with mode 0700; an existing directory is fine.
+  /// Creates a directory with mode 0700; an existing directory is fine. Returns whether it created it.
   ///
   /// The corresponding C function is `mkdir`.
-  static func makeDirectory(_ path: String) throws {
+  @discardableResult
+  static func makeDirectory(_ path: String) throws -> Bool {
     try faultPoint(IOEvent(operation: .makeDirectory, path: path), syscall: "mkdir") {
-      if mkdir(path, 0o700) == 0 { return }
+      if mkdir(path, 0o700) == 0 { return true }
       let code = errnoValue()
-      if code == EEXIST, let info = try status(path), info.isDirectory { return }
+      if code == EEXIST, let info = try status(path), info.isDirectory { return false }
       throw SystemCallError(syscall: "mkdir", path: path, errno: Errno(rawValue: code))
     }
   }

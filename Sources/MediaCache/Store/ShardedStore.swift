@@ -92,8 +92,10 @@ public final class ShardedStore: Sendable {
       try FileSystemCalls.syncDirectory(root)
     }
     if create {
-      try FileSystemCalls.makeDirectory("\(root)/objects")
-      try FileSystemCalls.makeDirectory("\(root)/tmp")
+      // Once per cache: their names are flushed whatever the durability setting, like the marker's.
+      let madeObjects = try FileSystemCalls.makeDirectory("\(root)/objects")
+      let madeTmp = try FileSystemCalls.makeDirectory("\(root)/tmp")
+      if madeObjects || madeTmp { try FileSystemCalls.syncDirectory(root) }
     }
   }
 
@@ -104,8 +106,14 @@ public final class ShardedStore: Sendable {
   func ensureShard(for id: ObjectID) throws {
     let paths = paths(for: id)
     try mapIO {
-      try FileSystemCalls.makeDirectory(paths.outerShard)
-      try FileSystemCalls.makeDirectory(paths.directory)
+      // Durable: a new directory's name is flushed into its parent before anything in it is relied on (a
+      // directory fsync of objects/ab/cd alone does not make objects/ab/cd reachable after a power loss).
+      if try FileSystemCalls.makeDirectory(paths.outerShard), durability == .durable {
+        try FileSystemCalls.syncDirectory(objectsDirectory)
+      }
+      if try FileSystemCalls.makeDirectory(paths.directory), durability == .durable {
+        try FileSystemCalls.syncDirectory(paths.outerShard)
+      }
     }
   }
 
@@ -207,7 +215,8 @@ public final class ShardedStore: Sendable {
         file.close()
         return nil
       }
-      return file
+      // Errors must name the data file, not the staging name that is about to go.
+      return file.renamed(to: target)
     }
   }
 
