@@ -45,12 +45,15 @@ final class PowerLossSimulator: IOFaultHandler {
     case call(Int)
     /// The nth fsync, fdatasync or directory fsync.
     case sync(Int)
+    /// The first directory fsync right after a rename (the commit's last step).
+    case directorySyncAfterRename
 
     var description: String {
       switch self {
       case .never: "never"
       case .call(let n): "call \(n)"
       case .sync(let n): "sync \(n)"
+      case .directorySyncAfterRename: "directory sync after rename"
       }
     }
   }
@@ -94,6 +97,15 @@ final class PowerLossSimulator: IOFaultHandler {
       }
     }
 
+    /// The name it adds or removes.
+    var name: String {
+      switch self {
+      case .create(let path, _), .unlink(let path, _), .makeDirectory(let path), .removeDirectory(let path):
+        path
+      case .link(let destination, _), .rename(_, let destination, _, _): destination
+      }
+    }
+
     /// Hard links in the stash this change holds.
     var stashed: String? {
       switch self {
@@ -112,6 +124,7 @@ final class PowerLossSimulator: IOFaultHandler {
     var dataSyncs = 0
     var crashed = false
     var crashedAt: String?
+    var lastOperation: IOOperation?
     var sequence = 0
     var files: [FileKey: FileRecord] = [:]
     var names: [(sequence: Int, change: NameChange)] = []
@@ -168,12 +181,19 @@ final class PowerLossSimulator: IOFaultHandler {
       state.calls += 1
       let isSync = [.sync, .syncData, .syncDirectory].contains(event.operation)
       if isSync { state.syncs += 1 }
+      defer { state.lastOperation = event.operation }
+      let afterRename = event.operation == .syncDirectory && state.lastOperation == .rename
+      let reached: Bool
       switch state.crashPoint {
-      case .call(let n) where state.calls >= n, .sync(let n) where isSync && state.syncs >= n:
+      case .never: reached = false
+      case .call(let n): reached = state.calls >= n
+      case .sync(let n): reached = isSync && state.syncs >= n
+      case .directorySyncAfterRename: reached = afterRename
+      }
+      if reached {
         state.crashed = true
         state.crashedAt = "\(event.operation) \(event.path.dropFirst(root.count))"
         return .failure(.ioError)
-      default: break
       }
       if event.operation == .syncData || (event.operation == .sync && event.path.hasSuffix(".data")) {
         state.dataSyncs += 1
@@ -320,13 +340,17 @@ final class PowerLossSimulator: IOFaultHandler {
   /// Applies the model to the tree: call once the world has stopped (every manager closed, the background
   /// commit queue idle) and after removing this handler.
   func losePower(
-    data policy: DataPolicy, undoNames probability: Double, using rng: inout some RandomNumberGenerator
+    data policy: DataPolicy, undoNames probability: Double,
+    onlyNamesMatching filter: ((String) -> Bool)? = nil,
+    using rng: inout some RandomNumberGenerator
   ) -> Damage {
     var damage = Damage()
     state.withLock { state in
       state.crashed = true
       for (_, change) in state.names.reversed() {
-        if Double.random(in: 0..<1, using: &rng) < probability, undo(change) {
+        if Double.random(in: 0..<1, using: &rng) < probability, filter.map({ $0(change.name) }) ?? true,
+          undo(change)
+        {
           damage.namesUndone += 1
         } else {
           damage.namesKept += 1

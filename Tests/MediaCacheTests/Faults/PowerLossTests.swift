@@ -407,3 +407,36 @@ enum PowerLossHarness {
     }
   }
 }
+
+extension FaultTests.PowerLoss {
+  /// Found by `managerWritesWithBackgroundCommits` (seed 18149459466069872521): a new object's data file is
+  /// linked into its shard directory, and that directory was first fsynced only after the first manifest was
+  /// renamed in. Power lost at that fsync could keep the manifest's name and lose the data file's: a durable
+  /// manifest listing chunks of a file that is not there.
+  @Test func durableManifestNeverOutlivesItsDataFileName() async throws {
+    try await withTemporaryDirectory { directory in
+      let root = "\(directory)/cache"
+      let stash = "\(directory)/stash"
+      try FileManager.default.createDirectory(atPath: stash, withIntermediateDirectories: true)
+      let store = try ShardedStore(root: root, chunkSize: 4096, durability: .durable)
+      let id = ObjectID(CacheKey("https://origin.example/linked"))
+      let data = randomBytes(count: 2 * 4096, seed: 7)
+      let simulator = PowerLossSimulator(root: root, stash: stash, crashPoint: .directorySyncAfterRename)
+      await withIOFaultHandler(simulator) {
+        let manager = try? FileHandleAssetDataManager(store: store, id: id)
+        try? manager?.setContentLength(Int64(data.count))
+        try? manager?.write(data, at: 0)
+        try? manager?.close()
+      }
+      #expect(simulator.crashed.0)
+      var rng = DeterministicRandom(seed: 1)
+      _ = simulator.losePower(
+        data: .drop, undoNames: 1, onlyNamesMatching: { $0.hasSuffix(".data") }, using: &rng)
+      let manifest = try store.readManifest(id)
+      if let manifest, !manifest.chunkCRCs.isEmpty {
+        #expect(
+          try FileSystemCalls.status(store.paths(for: id).data) != nil, "manifest lists chunks, no data file")
+      }
+    }
+  }
+}
