@@ -215,6 +215,16 @@ public final class ShardedStore: Sendable {
         file.close()
         return nil
       }
+      // Durable: the data file's name is flushed before any manifest can list its chunks (without it, power
+      // lost at the first commit's directory fsync could keep the manifest's name and lose this one).
+      if durability == .durable {
+        do { try FileSystemCalls.syncDirectory(paths(for: id).directory) } catch {
+          // Nothing half-made stays visible: the next opener creates it again (and flushes its name).
+          _ = try? FileSystemCalls.unlinkFile(target)
+          file.close()
+          throw error
+        }
+      }
       // Errors must name the data file, not the staging name that is about to go.
       return file.renamed(to: target)
     }

@@ -165,9 +165,9 @@ enum PowerLossHarness {
         let (crashed, _) = simulator.crashed
         if !crashed { outcome.failures.append("workload failed without a crash: \(error)") }
       }
+      (outcome.crashed, _) = simulator.crashed
       simulator.crashNow()
       IOFaults.install(nil)
-      (outcome.crashed, _) = simulator.crashed
       (outcome.calls, outcome.syncs) = simulator.callsSeen
       (outcome.writes, outcome.syncFailures) = simulator.statistics
       outcome.damage = simulator.losePower(data: policy, undoNames: undo, using: &rng)
