@@ -77,7 +77,12 @@ final class PowerLossSimulator: IOFaultHandler {
   private final class FileRecord {
     let descriptor: Int32
     var changes: [Volatile] = []
-    init(descriptor: Int32) { self.descriptor = descriptor }
+    /// The size last made durable (by a sync, or when recording began with nothing volatile).
+    var durableSize: Int64
+    init(descriptor: Int32, durableSize: Int64) {
+      self.descriptor = descriptor
+      self.durableSize = durableSize
+    }
   }
 
   private enum NameChange {
@@ -169,6 +174,7 @@ final class PowerLossSimulator: IOFaultHandler {
   }
   private struct SyncContext: Sendable {
     var key: FileKey?
+    var size: Int64? = nil
     var sequence: Int
   }
   private struct ExistedContext: Sendable { var existed: Bool }
@@ -201,7 +207,10 @@ final class PowerLossSimulator: IOFaultHandler {
           // Like Linux after a writeback error: what this sync should have flushed is lost for good.
           state.syncFailuresInjected += 1
           if let record = state.files[key] {
-            for index in record.changes.indices { record.changes[index].poisoned = true }
+            // Data pages only: the size (inode metadata) goes with the next successful sync.
+            for index in record.changes.indices {
+              if case .write = record.changes[index].change { record.changes[index].poisoned = true }
+            }
           }
           return .failure(.ioError)
         }
@@ -224,7 +233,8 @@ final class PowerLossSimulator: IOFaultHandler {
         ? readBytes(descriptor: event.descriptor, offset: event.length, count: Int(size - event.length)) : []
       return WriteContext(key: key, prior: tail, sizeBefore: size)
     case .sync, .syncData:
-      return SyncContext(key: inodeOf(descriptor: event.descriptor)?.key, sequence: state.sequence)
+      let file = inodeOf(descriptor: event.descriptor)
+      return SyncContext(key: file?.key, size: file?.size, sequence: state.sequence)
     case .syncDirectory:
       return SyncContext(key: nil, sequence: state.sequence)
     case .open:
@@ -267,7 +277,7 @@ final class PowerLossSimulator: IOFaultHandler {
         if let existing = state.files[context.key] {
           record = existing
         } else {
-          record = FileRecord(descriptor: dup(event.descriptor))
+          record = FileRecord(descriptor: dup(event.descriptor), durableSize: context.sizeBefore)
           state.files[context.key] = record
         }
         let change: Change =
@@ -283,7 +293,21 @@ final class PowerLossSimulator: IOFaultHandler {
         else {
           return
         }
+        if let size = context.size { record.durableSize = size }
+        let synced = record.changes.filter { !$0.poisoned && $0.sequence <= context.sequence }
         record.changes.removeAll { !$0.poisoned && $0.sequence <= context.sequence }
+        // A poisoned write wholly written again later, and that later write now durable, is superseded (the
+        // rewrite dirtied the pages again).
+        record.changes.removeAll { old in
+          guard old.poisoned, case .write(let offset, _, let length, _) = old.change else { return false }
+          let rewrites = synced.compactMap { new -> Range<Int64>? in
+            guard new.sequence > old.sequence, case .write(let at, _, let count, _) = new.change else {
+              return nil
+            }
+            return at..<(at + Int64(count))
+          }
+          return covers(rewrites, offset..<(offset + Int64(length)))
+        }
         if record.changes.isEmpty {
           _ = close(record.descriptor)
           state.files[key] = nil
@@ -324,6 +348,16 @@ final class PowerLossSimulator: IOFaultHandler {
         return
       }
     }
+  }
+
+  /// Whether the union of `ranges` covers `target`.
+  private func covers(_ ranges: [Range<Int64>], _ target: Range<Int64>) -> Bool {
+    var reached = target.lowerBound
+    for range in ranges.sorted(by: { $0.lowerBound < $1.lowerBound }) where range.lowerBound <= reached {
+      reached = max(reached, range.upperBound)
+      if reached >= target.upperBound { return true }
+    }
+    return reached >= target.upperBound
   }
 
   // MARK: Losing power
@@ -389,7 +423,7 @@ final class PowerLossSimulator: IOFaultHandler {
           }
         }
         if dropped, let smallestSize, Bool.random(using: &rng) {
-          _ = ftruncate(record.descriptor, off_t(smallestSize))
+          _ = ftruncate(record.descriptor, off_t(max(smallestSize, record.durableSize)))
         }
       }
       for record in state.files.values { _ = close(record.descriptor) }

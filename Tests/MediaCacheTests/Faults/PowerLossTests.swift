@@ -60,8 +60,16 @@ enum PowerLossHarness {
     var rng = DeterministicRandom(seed: tortureSeed() ^ (kind == .manager ? 1 : 2))
     var maxCalls = 150
     var maxSyncs = 20
-    for trial in 0..<trials {
-      let seed = rng.next()
+    // MEDIACACHE_TORTURE_REPLAY="<seed> <maxCalls> <maxSyncs>" runs just that trial (a failure prints it).
+    let replay = ProcessInfo.processInfo.environment["MEDIACACHE_TORTURE_REPLAY"].map {
+      $0.split(separator: " ").compactMap { UInt64($0) }
+    }
+    for trial in 0..<(replay?.count == 3 ? 1 : trials) {
+      var seed = rng.next()
+      if let replay, replay.count == 3 {
+        (seed, maxCalls, maxSyncs) = (replay[0], Int(replay[1]), Int(replay[2]))
+      }
+      let replayed = "MEDIACACHE_TORTURE_REPLAY=\"\(seed) \(maxCalls) \(maxSyncs)\""
       let outcome = try await runTrial(kind: kind, seed: seed, maxCalls: maxCalls, maxSyncs: maxSyncs)
       maxCalls = max(maxCalls, outcome.calls)
       maxSyncs = max(maxSyncs, outcome.syncs)
@@ -76,7 +84,7 @@ enum PowerLossHarness {
       totals.chunksVerified += outcome.chunksVerified
       totals.corruptChunksDetected += outcome.corruptDetected
       totals.failures += outcome.failures.map {
-        "\(kind) trial \(trial) seed \(seed) [\(outcome.setting)]: \($0)"
+        "\(kind) trial \(trial) \(replayed) [\(outcome.setting)]: \($0)"
       }
     }
     totals.duration = Date().timeIntervalSince(started)
@@ -325,6 +333,7 @@ enum PowerLossHarness {
       return
     }
     for object in objects {
+      let evictable = object.mayBeEvicted ? " (a removal may have been cut short)" : ""
       let manifest: Manifest?
       do {
         manifest = try store.readManifest(object.id)
@@ -361,7 +370,8 @@ enum PowerLossHarness {
             $0.count >= Int(range.upperBound) ? Data($0[Int(range.lowerBound)..<Int(range.upperBound)]) : nil
           }
           if bytes != Data(source) {
-            outcome.failures.append("\(object.key): durable chunk \(index) has wrong bytes on disk")
+            outcome.failures.append(
+              "\(object.key): durable chunk \(index) has wrong bytes on disk\(evictable)")
           }
         }
       }
@@ -388,7 +398,7 @@ enum PowerLossHarness {
         }
       } catch StoreError.notFound {
         if !listed.isEmpty && durability == .durable {
-          outcome.failures.append("\(object.key): listed chunks but no data file")
+          outcome.failures.append("\(object.key): listed chunks but no data file\(evictable)")
         }
       } catch {
         outcome.failures.append("\(object.key): read failed: \(error)")
@@ -436,6 +446,39 @@ extension FaultTests.PowerLoss {
       if let manifest, !manifest.chunkCRCs.isEmpty {
         #expect(
           try FileSystemCalls.status(store.paths(for: id).data) != nil, "manifest lists chunks, no data file")
+      }
+    }
+  }
+}
+
+extension FaultTests.PowerLoss {
+  /// Found by `facadeStoresAndCompaction` (2 of 2000 trials, e.g. MEDIACACHE_TORTURE_REPLAY="13584002783479152957
+  /// 159 36"): `ShardedStore.remove` unlinks the manifest, then the data file, with no directory fsync between
+  /// them. If the second unlink reaches the disk and the first does not (allowed by POSIX, not by a journaling
+  /// file system that keeps metadata in order), power loss leaves a manifest listing chunks of a data file that
+  /// is gone. Readers see a miss and never wrong bytes, and fsck removes the manifest, but invariant 2 is broken.
+  /// Not fixed here: the fix (a directory fsync between the unlinks in durable mode) costs one fsync per
+  /// eviction, which is the lead's call.
+  @Test func interruptedRemovalNeverLeavesAManifestWithoutData() async throws {
+    try await withTemporaryDirectory { directory in
+      let root = "\(directory)/cache"
+      let stash = "\(directory)/stash"
+      try FileManager.default.createDirectory(atPath: stash, withIntermediateDirectories: true)
+      let store = try ShardedStore(root: root, chunkSize: 4096, durability: .durable)
+      let id = ObjectID(CacheKey("https://origin.example/removed"))
+      let manager = try FileHandleAssetDataManager(store: store, id: id)
+      try manager.setContentLength(4096)
+      try manager.write(randomBytes(count: 4096, seed: 9), at: 0)
+      try manager.close()
+      let simulator = PowerLossSimulator(root: root, stash: stash, crashPoint: .never)
+      try await withIOFaultHandler(simulator) { _ = try store.remove(id) }
+      var rng = DeterministicRandom(seed: 1)
+      _ = simulator.losePower(
+        data: .keep, undoNames: 1, onlyNamesMatching: { !$0.hasSuffix(".data") }, using: &rng)
+      let listed = try store.readManifest(id)?.chunkCRCs ?? [:]
+      let dataExists = try FileSystemCalls.status(store.paths(for: id).data) != nil
+      withKnownIssue("remove() does not order its two unlinks with a directory fsync") {
+        #expect(listed.isEmpty || dataExists)
       }
     }
   }
