@@ -233,6 +233,35 @@ extension FaultTests {
       }
     }
 
+    /// Found by `PowerLoss/managerWritesWithBackgroundCommits` (MEDIACACHE_TORTURE_REPLAY="14848256027840714985
+    /// 226 64"): the part of a chunk written before a failed fdatasync may be lost as well, but the writer kept
+    /// it as a partial chunk, completed it with later bytes and listed it after the next, successful sync.
+    @Test func failedDataSyncForgetsPartialChunksToo() async throws {
+      try await withStore(chunkSize: Self.chunk, durability: .durable) { store in
+        let id = ObjectID(CacheKey(Self.subject))
+        let data = randomBytes(count: 2 * Self.chunk, seed: 23)
+        let injector = FaultInjector(
+          root: store.root, rules: [FaultRule(operation: .syncData, pathContains: id.hex, errno: .ioError)])
+        let manager = try FileHandleAssetDataManager(
+          store: store, id: id, commitPolicy: .init(bytes: Int64(Self.chunk), interval: 1000))
+        defer { try? manager.close() }
+        try manager.setContentLength(Int64(data.count))
+        let half = Self.chunk + Self.chunk / 2
+        try await withIOFaultHandler(injector) {
+          // The first half of chunk 1, then chunk 0, whose batch's fdatasync fails in the background.
+          try manager.write(data[Self.chunk..<half], at: Int64(Self.chunk))
+          try manager.write(data[0..<Self.chunk], at: 0)
+          #expect(throws: StoreError.self) { try manager.flush() }
+        }
+        try manager.write(data[half...], at: Int64(half))
+        try manager.flush()
+        #expect(manager.manifest.chunkCRCs.isEmpty, "a chunk partly written before the failed sync is listed")
+        try manager.write(data, at: 0)
+        try manager.close()
+        try Self.expectServed(data, id: id, store: store)
+      }
+    }
+
     /// A full disk, with limits set: `store` evicts least recently used unpinned objects and tries once more.
     @Test func noSpaceEvictsLeastRecentlyUsedAndRetries() async throws {
       try await withTemporaryDirectory { directory in

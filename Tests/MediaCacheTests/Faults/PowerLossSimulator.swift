@@ -72,6 +72,8 @@ final class PowerLossSimulator: IOFaultHandler {
     var sequence: Int
     var change: Change
     var poisoned = false
+    /// For a poisoned write: the parts not yet written again by a later write that a sync made durable.
+    var notRewritten: [Range<Int64>] = []
   }
 
   private final class FileRecord {
@@ -209,7 +211,10 @@ final class PowerLossSimulator: IOFaultHandler {
           if let record = state.files[key] {
             // Data pages only: the size (inode metadata) goes with the next successful sync.
             for index in record.changes.indices {
-              if case .write = record.changes[index].change { record.changes[index].poisoned = true }
+              if case .write(let offset, _, let length, _) = record.changes[index].change {
+                record.changes[index].poisoned = true
+                record.changes[index].notRewritten = [offset..<(offset + Int64(length))]
+              }
             }
           }
           return .failure(.ioError)
@@ -296,18 +301,16 @@ final class PowerLossSimulator: IOFaultHandler {
         if let size = context.size { record.durableSize = size }
         let synced = record.changes.filter { !$0.poisoned && $0.sequence <= context.sequence }
         record.changes.removeAll { !$0.poisoned && $0.sequence <= context.sequence }
-        // A poisoned write wholly written again later, and that later write now durable, is superseded (the
-        // rewrite dirtied the pages again).
-        record.changes.removeAll { old in
-          guard old.poisoned, case .write(let offset, _, let length, _) = old.change else { return false }
-          let rewrites = synced.compactMap { new -> Range<Int64>? in
-            guard new.sequence > old.sequence, case .write(let at, _, let count, _) = new.change else {
-              return nil
-            }
-            return at..<(at + Int64(count))
+        // A poisoned write wholly written again by later writes, each made durable by some sync, is superseded
+        // (the rewrite dirtied the pages again).
+        for index in record.changes.indices where record.changes[index].poisoned {
+          for new in synced where new.sequence > record.changes[index].sequence {
+            guard case .write(let at, _, let count, _) = new.change else { continue }
+            record.changes[index].notRewritten = subtract(
+              at..<(at + Int64(count)), from: record.changes[index].notRewritten)
           }
-          return covers(rewrites, offset..<(offset + Int64(length)))
         }
+        record.changes.removeAll { $0.poisoned && $0.notRewritten.isEmpty }
         if record.changes.isEmpty {
           _ = close(record.descriptor)
           state.files[key] = nil
@@ -350,14 +353,16 @@ final class PowerLossSimulator: IOFaultHandler {
     }
   }
 
-  /// Whether the union of `ranges` covers `target`.
-  private func covers(_ ranges: [Range<Int64>], _ target: Range<Int64>) -> Bool {
-    var reached = target.lowerBound
-    for range in ranges.sorted(by: { $0.lowerBound < $1.lowerBound }) where range.lowerBound <= reached {
-      reached = max(reached, range.upperBound)
-      if reached >= target.upperBound { return true }
+  /// `ranges` without the bytes of `cut`.
+  private func subtract(_ cut: Range<Int64>, from ranges: [Range<Int64>]) -> [Range<Int64>] {
+    ranges.flatMap { range -> [Range<Int64>] in
+      guard cut.overlaps(range) else { return [range] }
+      return [
+        range.lowerBound..<max(range.lowerBound, cut.lowerBound),
+        min(range.upperBound, cut.upperBound)..<range.upperBound,
+      ]
+      .filter { !$0.isEmpty }
     }
-    return reached >= target.upperBound
   }
 
   // MARK: Losing power
@@ -403,7 +408,12 @@ final class PowerLossSimulator: IOFaultHandler {
           case (.drop, .write(let offset, let prior, let length, let sizeBefore)):
             var restored = prior
             if restored.count < length { restored += [UInt8](repeating: 0, count: length - restored.count) }
-            writeBytes(descriptor: record.descriptor, offset: offset, restored)
+            // A poisoned write's parts written again and made durable since stay as they are.
+            for part in volatile.poisoned ? volatile.notRewritten : [offset..<(offset + Int64(length))] {
+              writeBytes(
+                descriptor: record.descriptor, offset: part.lowerBound,
+                Array(restored[Int(part.lowerBound - offset)..<Int(part.upperBound - offset)]))
+            }
             smallestSize = min(smallestSize ?? sizeBefore, sizeBefore)
             dropped = true
             damage.changesDropped += 1
@@ -414,9 +424,11 @@ final class PowerLossSimulator: IOFaultHandler {
             dropped = true
             damage.changesDropped += 1
           case (.garble, .write(let offset, _, let length, _)):
-            writeBytes(
-              descriptor: record.descriptor, offset: offset,
-              (0..<length).map { _ in UInt8.random(in: 0...255, using: &rng) })
+            for part in volatile.poisoned ? volatile.notRewritten : [offset..<(offset + Int64(length))] {
+              writeBytes(
+                descriptor: record.descriptor, offset: part.lowerBound,
+                (0..<part.count).map { _ in UInt8.random(in: 0...255, using: &rng) })
+            }
             damage.changesGarbled += 1
           case (.garble, .truncate):
             damage.changesKept += 1
