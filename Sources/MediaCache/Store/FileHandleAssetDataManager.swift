@@ -623,13 +623,14 @@ public final class FileHandleAssetDataManager: Sendable {
   }
 
   /// After a failed fdatasync: the pages it was to flush may be lost for good (Linux marks them clean after a
-  /// writeback error, and a later sync that succeeds does not say so), so the pending chunks are forgotten and
-  /// must be written again; the rest of the pending change is kept.
+  /// writeback error, and a later sync that succeeds does not say so), so the pending chunks and the parts of
+  /// incomplete ones are forgotten and must be written again; the rest of the pending change is kept.
   private func forgetUnsyncedChunks(_ state: inout State) {
     for (index, crc) in state.pending.added where state.manifest.crc(ofChunk: index) == crc {
       state.manifest.removeChunk(index)
     }
     state.pending.added = [:]
+    state.partial = [:]
     state.uncommittedBytes = 0
   }
 
