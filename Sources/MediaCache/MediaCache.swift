@@ -162,20 +162,50 @@ public final class MediaCache: Sendable {
   ) async throws {
     let id = objectID(for: requested)
     if policy.usesDisk {
-      let manager = try FileHandleAssetDataManager(
-        store: store, id: id, writable: true, commitPolicy: configuration.commitPolicy, observer: observer)
       do {
-        try manager.reset(contentLength: Int64(data.count), etag: nil, lastModified: nil)
-        try manager.setContentType(contentType)
-        if let userMetadata { try manager.setUserMetadata(userMetadata) }
-        try manager.write(data, at: 0)
-        try manager.close()
-      } catch {
-        try? manager.close()
-        throw error
+        try writeWholeObject(data, id: id, contentType: contentType, userMetadata: userMetadata)
+      } catch let error as StoreError {
+        // A full disk, and the app set limits: make room as the limits would, then try once more.
+        guard case .io(_, _, .noSpace) = error, configuration.maxSize != nil || configuration.minFree != nil,
+          try makeRoom(for: Int64(data.count)) > 0
+        else { throw error }
+        try writeWholeObject(data, id: id, contentType: contentType, userMetadata: userMetadata)
       }
     }
     if policy.usesMemory { memory.insert(data, for: id) } else { memory.remove(id) }
+  }
+
+  private func writeWholeObject(_ data: Data, id: ObjectID, contentType: String?, userMetadata: Data?) throws
+  {
+    let manager = try FileHandleAssetDataManager(
+      store: store, id: id, writable: true, commitPolicy: configuration.commitPolicy, observer: observer)
+    do {
+      try manager.reset(contentLength: Int64(data.count), etag: nil, lastModified: nil)
+      try manager.setContentType(contentType)
+      if let userMetadata { try manager.setUserMetadata(userMetadata) }
+      try manager.write(data, at: 0)
+      try manager.close()
+    } catch {
+      try? manager.close()
+      throw error
+    }
+  }
+
+  /// After ENOSPC: evicts least recently used objects (never pinned, busy or vetoed ones) until `bytes` more
+  /// fit under what is on disk now. Returns the bytes freed.
+  func makeRoom(for bytes: Int64) throws -> Int64 {
+    let onDisk = try store.scanObjects().reduce(0) { $0 + $1.diskBytes }
+    let pass = Compactor(
+      store: store,
+      policy: CompactionPolicy(
+        maxSize: max(0, onDisk - bytes), lowWatermark: 1, maxAge: nil, minFree: nil,
+        tmpGracePeriod: Self.temporaryFileGracePeriod),
+      shouldEvict: configuration.shouldEvict)
+    let report = try pass.runPass()
+    for object in report.removed { memory.remove(object.id) }
+    adjustTrackedBytes(by: -report.bytesFreed)
+    if !report.removed.isEmpty { emit(.removed(report.removed)) }
+    return report.bytesFreed
   }
 
   /// The whole object for `requested`: from memory, else from disk if complete there (promoted to memory when

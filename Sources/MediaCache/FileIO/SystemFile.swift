@@ -53,12 +53,17 @@ final class SystemFile: Sendable {
   init(path: String, writable: Bool, create: Bool = false) throws {
     var options: FileDescriptor.OpenOptions = [.closeOnExec]
     if create { options.insert(.create) }
-    do {
-      descriptor = try FileDescriptor.open(
-        FilePath(path), writable ? .readWrite : .readOnly, options: options,
-        permissions: create ? [.ownerReadWrite] : nil, retryOnInterrupt: true)
-    } catch let code as Errno {
-      throw SystemCallError(syscall: "open", path: path, errno: code)
+    descriptor = try faultPoint(
+      IOEvent(operation: .open, path: path, creates: create), syscall: "open",
+      resultDescriptor: { $0.rawValue }
+    ) {
+      do {
+        return try FileDescriptor.open(
+          FilePath(path), writable ? .readWrite : .readOnly, options: options,
+          permissions: create ? [.ownerReadWrite] : nil, retryOnInterrupt: true)
+      } catch let code as Errno {
+        throw SystemCallError(syscall: "open", path: path, errno: code)
+      }
     }
     self.path = path
   }
@@ -68,9 +73,25 @@ final class SystemFile: Sendable {
   ///
   /// The corresponding C function is `openat` (with `O_CLOEXEC`).
   init(directory: Int32, name: String, displayPath: String) throws {
-    let fd = try retrying("openat", displayPath) { openat(directory, name, O_RDONLY | O_CLOEXEC) }
+    let fd = try faultPoint(
+      IOEvent(operation: .open, path: displayPath), syscall: "openat", resultDescriptor: { $0 }
+    ) {
+      try retrying("openat", displayPath) { openat(directory, name, O_RDONLY | O_CLOEXEC) }
+    }
     descriptor = FileDescriptor(rawValue: fd)
     path = displayPath
+  }
+
+  private init(adopting descriptor: FileDescriptor, path: String) {
+    self.descriptor = descriptor
+    self.path = path
+  }
+
+  /// The same open descriptor (and its locks), now known by `newPath` (after a `link` or `rename`), so errors
+  /// name the file as it is now called; this instance lets go of it without closing it.
+  func renamed(to newPath: String) -> SystemFile {
+    _ = isOpen.exchange(false, ordering: .acquiringAndReleasing)
+    return SystemFile(adopting: descriptor, path: newPath)
   }
 
   deinit { close() }
@@ -86,6 +107,13 @@ final class SystemFile: Sendable {
   ///
   /// The corresponding C function is `pread`.
   func read(into buffer: UnsafeMutableRawBufferPointer, at offset: Int64) throws -> Int {
+    let event = IOEvent(
+      operation: .read, path: path, descriptor: descriptor.rawValue, offset: offset,
+      length: Int64(buffer.count))
+    return try faultPoint(event, syscall: "pread") { try readUnhooked(into: buffer, at: offset) }
+  }
+
+  private func readUnhooked(into buffer: UnsafeMutableRawBufferPointer, at offset: Int64) throws -> Int {
     var done = 0
     while done < buffer.count {
       let slice = UnsafeMutableRawBufferPointer(rebasing: buffer[done...])
@@ -105,6 +133,13 @@ final class SystemFile: Sendable {
   ///
   /// The corresponding C function is `pwrite`.
   func write(_ buffer: UnsafeRawBufferPointer, at offset: Int64) throws {
+    let event = IOEvent(
+      operation: .write, path: path, descriptor: descriptor.rawValue, offset: offset,
+      length: Int64(buffer.count))
+    try faultPoint(event, syscall: "pwrite") { try writeUnhooked(buffer, at: offset) }
+  }
+
+  private func writeUnhooked(_ buffer: UnsafeRawBufferPointer, at offset: Int64) throws {
     var done = 0
     while done < buffer.count {
       let slice = UnsafeRawBufferPointer(rebasing: buffer[done...])
@@ -120,7 +155,10 @@ final class SystemFile: Sendable {
   ///
   /// The corresponding C function is `fsync`.
   func sync() throws {
-    _ = try retrying("fsync", path) { fsync(descriptor.rawValue) }
+    let event = IOEvent(operation: .sync, path: path, descriptor: descriptor.rawValue)
+    _ = try faultPoint(event, syscall: "fsync") {
+      try retrying("fsync", path) { fsync(descriptor.rawValue) }
+    }
   }
 
   /// Flushes the file's data (and the metadata needed to read it back, such as its size) to stable storage,
@@ -128,10 +166,15 @@ final class SystemFile: Sendable {
   ///
   /// The corresponding C function is `fdatasync` on Linux, `fsync` elsewhere.
   func syncData() throws {
+    let event = IOEvent(operation: .syncData, path: path, descriptor: descriptor.rawValue)
     #if os(Linux)
-      _ = try retrying("fdatasync", path) { fdatasync(descriptor.rawValue) }
+      _ = try faultPoint(event, syscall: "fdatasync") {
+        try retrying("fdatasync", path) { fdatasync(descriptor.rawValue) }
+      }
     #else
-      _ = try retrying("fsync", path) { fsync(descriptor.rawValue) }
+      _ = try faultPoint(event, syscall: "fsync") {
+        try retrying("fsync", path) { fsync(descriptor.rawValue) }
+      }
     #endif
   }
 
@@ -139,8 +182,11 @@ final class SystemFile: Sendable {
   ///
   /// The corresponding C function is `ftruncate`.
   func truncate(to length: Int64) throws {
-    do { try descriptor.resize(to: length) } catch let code as Errno {
-      throw SystemCallError(syscall: "ftruncate", path: path, errno: code)
+    let event = IOEvent(operation: .truncate, path: path, descriptor: descriptor.rawValue, length: length)
+    try faultPoint(event, syscall: "ftruncate") {
+      do { try descriptor.resize(to: length) } catch let code as Errno {
+        throw SystemCallError(syscall: "ftruncate", path: path, errno: code)
+      }
     }
   }
 
@@ -240,14 +286,17 @@ enum FileSystemCalls {
     return FileStatus(info)
   }
 
-  /// Creates a directory with mode 0700; an existing directory is fine.
+  /// Creates a directory with mode 0700; an existing directory is fine. Returns whether it created it.
   ///
   /// The corresponding C function is `mkdir`.
-  static func makeDirectory(_ path: String) throws {
-    if mkdir(path, 0o700) == 0 { return }
-    let code = errnoValue()
-    if code == EEXIST, let info = try status(path), info.isDirectory { return }
-    throw SystemCallError(syscall: "mkdir", path: path, errno: Errno(rawValue: code))
+  @discardableResult
+  static func makeDirectory(_ path: String) throws -> Bool {
+    try faultPoint(IOEvent(operation: .makeDirectory, path: path), syscall: "mkdir") {
+      if mkdir(path, 0o700) == 0 { return true }
+      let code = errnoValue()
+      if code == EEXIST, let info = try status(path), info.isDirectory { return false }
+      throw SystemCallError(syscall: "mkdir", path: path, errno: Errno(rawValue: code))
+    }
   }
 
   /// Removes a file. Returns false if it was already gone.
@@ -255,17 +304,22 @@ enum FileSystemCalls {
   /// The corresponding C function is `unlink`.
   @discardableResult
   static func unlinkFile(_ path: String) throws -> Bool {
-    if unlink(path) == 0 { return true }
-    let code = errnoValue()
-    if code == ENOENT { return false }
-    throw SystemCallError(syscall: "unlink", path: path, errno: Errno(rawValue: code))
+    try faultPoint(IOEvent(operation: .unlink, path: path), syscall: "unlink") {
+      if unlink(path) == 0 { return true }
+      let code = errnoValue()
+      if code == ENOENT { return false }
+      throw SystemCallError(syscall: "unlink", path: path, errno: Errno(rawValue: code))
+    }
   }
 
   /// Atomically replaces `destination` with `source` (same file system).
   ///
   /// The corresponding C function is `rename`.
   static func renameFile(_ source: String, to destination: String) throws {
-    _ = try retrying("rename", source) { rename(source, destination) }
+    _ = try faultPoint(IOEvent(operation: .rename, path: source, destination: destination), syscall: "rename")
+    {
+      try retrying("rename", source) { rename(source, destination) }
+    }
   }
 
   /// Opens a directory for `openat`; the caller closes the descriptor with `closeDescriptor`.
@@ -284,16 +338,20 @@ enum FileSystemCalls {
   ///
   /// The corresponding C function is `link`.
   static func linkFile(_ source: String, to destination: String) throws {
-    _ = try retrying("link", source) { link(source, destination) }
+    _ = try faultPoint(IOEvent(operation: .link, path: source, destination: destination), syscall: "link") {
+      try retrying("link", source) { link(source, destination) }
+    }
   }
 
   /// Flushes a directory's entries (after a rename or create in it).
   ///
   /// The corresponding C functions are `open` (`O_RDONLY | O_DIRECTORY`) and `fsync`.
   static func syncDirectory(_ path: String) throws {
-    let fd = try retrying("open", path) { open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
-    defer { _ = systemClose(fd) }
-    _ = try retrying("fsync", path) { fsync(fd) }
+    try faultPoint(IOEvent(operation: .syncDirectory, path: path), syscall: "fsync") {
+      let fd = try retrying("open", path) { open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
+      defer { _ = systemClose(fd) }
+      _ = try retrying("fsync", path) { fsync(fd) }
+    }
   }
 
   /// Sets a file's access and modification times to now, without opening it for writing.
@@ -337,7 +395,13 @@ enum FileSystemCalls {
   ///
   /// The corresponding C function is `rmdir`.
   @discardableResult
-  static func removeEmptyDirectory(_ path: String) -> Bool { rmdir(path) == 0 }
+  static func removeEmptyDirectory(_ path: String) -> Bool {
+    let removed = try? faultPoint(IOEvent(operation: .removeDirectory, path: path), syscall: "rmdir") {
+      if rmdir(path) == 0 { return true }
+      throw SystemCallError(syscall: "rmdir", path: path, errno: Errno(rawValue: errnoValue()))
+    }
+    return removed ?? false
+  }
 }
 
 @inline(__always)

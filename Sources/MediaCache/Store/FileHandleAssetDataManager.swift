@@ -613,6 +613,8 @@ public final class FileHandleAssetDataManager: Sendable {
       for (index, crc) in change.added where state.manifest.crc(ofChunk: index) == crc {
         state.manifest.removeChunk(index)
       }
+      // Chunks completed since the batch was handed over may have been written before that sync started.
+      forgetUnsyncedChunks(&state)
       var metadata = change
       metadata.added = [:]
       state.pending.absorb(earlier: metadata)
@@ -621,6 +623,18 @@ public final class FileHandleAssetDataManager: Sendable {
       state.pending.absorb(earlier: change)
       state.uncommittedBytes += Int64(change.added.count) * Int64(state.manifest.chunkSize)
     }
+  }
+
+  /// After a failed fdatasync: the pages it was to flush may be lost for good (Linux marks them clean after a
+  /// writeback error, and a later sync that succeeds does not say so), so the pending chunks and the parts of
+  /// incomplete ones are forgotten and must be written again; the rest of the pending change is kept.
+  private func forgetUnsyncedChunks(_ state: inout State) {
+    for (index, crc) in state.pending.added where state.manifest.crc(ofChunk: index) == crc {
+      state.manifest.removeChunk(index)
+    }
+    state.pending.added = [:]
+    state.partial = [:]
+    state.uncommittedBytes = 0
   }
 
   private func reportBackgroundError(_ state: inout State) throws {
@@ -632,7 +646,12 @@ public final class FileHandleAssetDataManager: Sendable {
 
   private func commitLocked(_ state: inout State) throws {
     if state.pending.isEmpty { return }
-    if store.durability == .durable && !state.pending.added.isEmpty { try mapIO { try file.syncData() } }
+    if store.durability == .durable && !state.pending.added.isEmpty {
+      do { try mapIO { try file.syncData() } } catch {
+        forgetUnsyncedChunks(&state)
+        throw error
+      }
+    }
     let result = try store.commit(state.pending, base: state.manifest, dataFile: file)
     if result.superseded { state.partial = [:] }
     state.manifest = result.manifest

@@ -92,8 +92,10 @@ public final class ShardedStore: Sendable {
       try FileSystemCalls.syncDirectory(root)
     }
     if create {
-      try FileSystemCalls.makeDirectory("\(root)/objects")
-      try FileSystemCalls.makeDirectory("\(root)/tmp")
+      // Once per cache: their names are flushed whatever the durability setting, like the marker's.
+      let madeObjects = try FileSystemCalls.makeDirectory("\(root)/objects")
+      let madeTmp = try FileSystemCalls.makeDirectory("\(root)/tmp")
+      if madeObjects || madeTmp { try FileSystemCalls.syncDirectory(root) }
     }
   }
 
@@ -104,8 +106,14 @@ public final class ShardedStore: Sendable {
   func ensureShard(for id: ObjectID) throws {
     let paths = paths(for: id)
     try mapIO {
-      try FileSystemCalls.makeDirectory(paths.outerShard)
-      try FileSystemCalls.makeDirectory(paths.directory)
+      // Durable: a new directory's name is flushed into its parent before anything in it is relied on (a
+      // directory fsync of objects/ab/cd alone does not make objects/ab/cd reachable after a power loss).
+      if try FileSystemCalls.makeDirectory(paths.outerShard), durability == .durable {
+        try FileSystemCalls.syncDirectory(objectsDirectory)
+      }
+      if try FileSystemCalls.makeDirectory(paths.directory), durability == .durable {
+        try FileSystemCalls.syncDirectory(paths.outerShard)
+      }
     }
   }
 
@@ -117,18 +125,37 @@ public final class ShardedStore: Sendable {
     let path = paths(for: id).manifest
     let bytes: Data
     do {
-      bytes = try Data(contentsOf: URL(fileURLWithPath: path))
-    } catch let error as CocoaError where error.code == .fileReadNoSuchFile {
+      bytes = try Self.readSmallFile(path)
+    } catch let error as SystemCallError where error.errno == .noSuchFileOrDirectory {
       return nil
-    } catch {
-      if try mapIO({ try FileSystemCalls.status(path) }) == nil { return nil }
-      throw StoreError.io(operation: "read", path: path, errno: .ioError)
+    } catch let error as SystemCallError {
+      // The failed call and its errno (EACCES, EIO, …), not a generic "read failed".
+      throw StoreError(error)
     }
     do {
       return try ManifestCodec.decode(bytes, expectedID: id)
     } catch {
       throw StoreError.corruptManifest(id, path: path, error)
     }
+  }
+
+  /// The whole of a small file (a manifest), through `SystemFile` so that every read of the store is one
+  /// `open` plus `pread`s and fails with the call and errno that failed.
+  static func readSmallFile(_ path: String) throws -> Data {
+    let file = try SystemFile(path: path, writable: false)
+    defer { file.close() }
+    var data = Data(count: Int(try file.status().size) + 1)
+    var total = 0
+    while true {
+      if total == data.count { data.count *= 2 }
+      let count = try data.withUnsafeMutableBytes { raw in
+        try file.read(into: UnsafeMutableRawBufferPointer(rebasing: raw[total...]), at: Int64(total))
+      }
+      total += count
+      if count == 0 || total < data.count { break }
+    }
+    data.count = total
+    return data
   }
 
   /// Writes `manifest` as the object's manifest: staged in `tmp/`, (durable) fsynced, renamed over the old
@@ -188,7 +215,18 @@ public final class ShardedStore: Sendable {
         file.close()
         return nil
       }
-      return file
+      // Durable: the data file's name is flushed before any manifest can list its chunks (without it, power
+      // lost at the first commit's directory fsync could keep the manifest's name and lose this one).
+      if durability == .durable {
+        do { try FileSystemCalls.syncDirectory(paths(for: id).directory) } catch {
+          // Nothing half-made stays visible: the next opener creates it again (and flushes its name).
+          _ = try? FileSystemCalls.unlinkFile(target)
+          file.close()
+          throw error
+        }
+      }
+      // Errors must name the data file, not the staging name that is about to go.
+      return file.renamed(to: target)
     }
   }
 
