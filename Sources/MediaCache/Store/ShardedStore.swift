@@ -300,8 +300,11 @@ public final class ShardedStore: Sendable {
       }
       if let keepIf, keepIf(try? readManifest(id)) { throw StoreError.kept(id) }
       let manifestSize = try FileSystemCalls.status(paths.manifest)?.size ?? 0
-      // Manifest first: a crash in between leaves an orphan data file, never a manifest without data.
+      // Manifest first: a crash in between leaves an orphan data file, never a manifest without data. In the
+      // durable mode the manifest's removal is made durable before the data file goes, since a file system may
+      // otherwise persist the second unlink and not the first.
       try FileSystemCalls.unlinkFile(paths.manifest)
+      if durability == .durable { try FileSystemCalls.syncDirectory(paths.directory) }
       try FileSystemCalls.unlinkFile(paths.data)
       FileSystemCalls.removeEmptyDirectory(paths.directory)
       FileSystemCalls.removeEmptyDirectory(paths.outerShard)

@@ -457,8 +457,7 @@ extension FaultTests.PowerLoss {
   /// them. If the second unlink reaches the disk and the first does not (allowed by POSIX, not by a journaling
   /// file system that keeps metadata in order), power loss leaves a manifest listing chunks of a data file that
   /// is gone. Readers see a miss and never wrong bytes, and fsck removes the manifest, but invariant 2 is broken.
-  /// Not fixed here: the fix (a directory fsync between the unlinks in durable mode) costs one fsync per
-  /// eviction, which is the lead's call.
+  /// Fixed: in the durable mode the directory is fsynced between the unlinks (one fsync per eviction).
   @Test func interruptedRemovalNeverLeavesAManifestWithoutData() async throws {
     try await withTemporaryDirectory { directory in
       let root = "\(directory)/cache"
@@ -477,9 +476,7 @@ extension FaultTests.PowerLoss {
         data: .keep, undoNames: 1, onlyNamesMatching: { !$0.hasSuffix(".data") }, using: &rng)
       let listed = try store.readManifest(id)?.chunkCRCs ?? [:]
       let dataExists = try FileSystemCalls.status(store.paths(for: id).data) != nil
-      withKnownIssue("remove() does not order its two unlinks with a directory fsync") {
-        #expect(listed.isEmpty || dataExists)
-      }
+      #expect(listed.isEmpty || dataExists, "a manifest outlived its data file")
     }
   }
 }
