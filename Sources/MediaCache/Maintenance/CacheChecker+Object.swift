@@ -36,11 +36,14 @@ extension CacheChecker {
     var lock: SystemFile?
     var busy = false
     if let data = files.data {
-      if let file = try? SystemFile(path: absolute(data), writable: options.repair),
-        (try? file.lock(exclusive: true, wait: false)) == true
-      {
-        lock = file
-      } else {
+      do {
+        let file = try SystemFile(path: absolute(data), writable: options.repair)
+        if (try? file.lock(exclusive: true, wait: false)) == true { lock = file } else { busy = true }
+      } catch let error as SystemCallError where error.errno == .noSuchFileOrDirectory {
+        // Removed since the walk (an evictor or `rm` unlinks the manifest first, then the data file). Whatever is
+        // there now was created since, data file first, and is left to the next check.
+        return
+      } catch {
         busy = true
       }
     }
@@ -57,10 +60,15 @@ extension CacheChecker {
     }
     let dataStatus = try? lock?.status()
     if let dataStatus { files.dataStatus = dataStatus }
-    // The walk may be stale: a writer may have committed a manifest (and closed) since. Look again now that
-    // nobody can be writing.
-    if files.manifest == nil, (try? FileSystemCalls.status(paths.manifest)) ?? nil != nil {
-      files.manifest = relative(paths.manifest)
+    // The walk may be stale: a writer may have committed a manifest (and closed) since, or a process may have
+    // removed a manifest whose data file it could not take. Look again now that nobody can be writing.
+    if lock != nil {
+      if files.manifest == nil, (try? FileSystemCalls.status(paths.manifest)) ?? nil != nil {
+        files.manifest = relative(paths.manifest)
+      } else if let manifest = files.manifest, (try? FileSystemCalls.status(absolute(manifest))) ?? nil == nil
+      {
+        files.manifest = nil
+      }
     }
     var outcome = evaluate(id, files, dataFile: lock, dataSize: dataStatus?.size, busy: false)
     add(outcome.totals, to: &report.totals)
@@ -102,6 +110,9 @@ extension CacheChecker {
     } catch let error as ManifestError {
       outcome.findings.append(Self.finding(for: error, path: manifestPath))
       return outcome
+    } catch let error as SystemCallError where error.errno == .noSuchFileOrDirectory && dataFile == nil {
+      // Removed since the walk by a process that holds (or held) the data file: not damage.
+      return Evaluation()
     } catch {
       outcome.findings.append(
         CheckFinding(
