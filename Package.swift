@@ -115,6 +115,12 @@ let package = Package(
       dependencies: ["MediaCache"],
       path: "tools/bench-src"
     ),
+    // Crash, fault and abuse trials against the real binaries (tools/torture).
+    .executableTarget(
+      name: "mediacache-torture",
+      dependencies: ["MediaCache", "MediaCacheTestOrigin"],
+      path: "tools/torture-src"
+    ),
     .executableTarget(
       name: "mediacache-fixtures",
       dependencies: ["MediaCache"],

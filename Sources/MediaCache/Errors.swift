@@ -67,6 +67,10 @@ public enum StoreError: Error, Sendable, Equatable, CustomStringConvertible {
   case versionChanged(ObjectID, expected: UInt32, current: UInt32)
   /// A configuration value is outside what the cache supports.
   case invalidConfiguration(String)
+  /// Something other than what the layout puts there: a symlink or a file where a shard directory should be, a
+  /// symlink, FIFO or directory where a data file or manifest should be. The store neither follows nor opens it
+  /// (a symlink may lead out of the cache, opening a FIFO blocks); the object is unusable until it is removed.
+  case unexpectedFileType(path: String, expected: String, found: String)
 
   public var description: String {
     switch self {
@@ -95,6 +99,8 @@ public enum StoreError: Error, Sendable, Equatable, CustomStringConvertible {
     case .versionChanged(let id, let expected, let current):
       "object \(id) changed version (\(hex32(expected)) → \(hex32(current))) during the write"
     case .invalidConfiguration(let reason): "invalid configuration: \(reason)"
+    case .unexpectedFileType(let path, let expected, let found):
+      "\(path) is a \(found) where the cache keeps a \(expected); not followed or opened (remove it)"
     }
   }
 }

@@ -312,6 +312,8 @@ public final class MediaCache: Sendable {
         removed.append(RemovedObject(id: id, userMetadata: metadata, bytes: bytes, reason: .manual))
       } catch StoreError.busy(let busy) {
         report.busy.append(busy)
+      } catch StoreError.unexpectedFileType {
+        continue  // a symlink, FIFO or file where the layout has none: left alone (cache-fsck reports it)
       }
     }
     adjustTrackedBytes(by: -report.bytesFreed)

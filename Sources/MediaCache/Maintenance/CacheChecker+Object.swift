@@ -36,11 +36,21 @@ extension CacheChecker {
     var lock: SystemFile?
     var busy = false
     if let data = files.data {
-      if let file = try? SystemFile(path: absolute(data), writable: options.repair),
-        (try? file.lock(exclusive: true, wait: false)) == true
-      {
-        lock = file
-      } else {
+      do {
+        let file = try SystemFile(path: absolute(data), writable: options.repair)
+        if (try? file.lock(exclusive: true, wait: false)) == true { lock = file } else { busy = true }
+      } catch let error as SystemCallError where error.errno == .noSuchFileOrDirectory {
+        // Removed since the walk (an evictor or `rm` unlinks the manifest first, then the data file). Whatever is
+        // there now was created since, data file first, and is left to the next check.
+        return
+      } catch let error as SystemCallError {
+        // Not "busy": nobody holds it, this process may not open it (another owner, no permission).
+        report.findings.append(
+          CheckFinding(
+            path: data, kind: .unreadable, severity: .error,
+            message: "data file cannot be opened: \(error.errno) (wrong owner or mode?); left alone"))
+        return
+      } catch {
         busy = true
       }
     }
@@ -57,10 +67,15 @@ extension CacheChecker {
     }
     let dataStatus = try? lock?.status()
     if let dataStatus { files.dataStatus = dataStatus }
-    // The walk may be stale: a writer may have committed a manifest (and closed) since. Look again now that
-    // nobody can be writing.
-    if files.manifest == nil, (try? FileSystemCalls.status(paths.manifest)) ?? nil != nil {
-      files.manifest = relative(paths.manifest)
+    // The walk may be stale: a writer may have committed a manifest (and closed) since, or a process may have
+    // removed a manifest whose data file it could not take. Look again now that nobody can be writing.
+    if lock != nil {
+      if files.manifest == nil, (try? FileSystemCalls.fileType(paths.manifest)) == .regularFile {
+        files.manifest = relative(paths.manifest)
+      } else if let manifest = files.manifest, (try? FileSystemCalls.status(absolute(manifest))) ?? nil == nil
+      {
+        files.manifest = nil
+      }
     }
     var outcome = evaluate(id, files, dataFile: lock, dataSize: dataStatus?.size, busy: false)
     add(outcome.totals, to: &report.totals)
@@ -101,6 +116,17 @@ extension CacheChecker {
       manifest = try ManifestCodec.decode(bytes, expectedID: id)
     } catch let error as ManifestError {
       outcome.findings.append(Self.finding(for: error, path: manifestPath))
+      return outcome
+    } catch let error as SystemCallError where error.errno == .noSuchFileOrDirectory && dataFile == nil {
+      // Removed since the walk by a process that holds (or held) the data file: not damage.
+      return Evaluation()
+    } catch let error as SystemCallError
+      where error.errno == .permissionDenied || error.errno == .notPermitted
+    {
+      outcome.findings.append(
+        CheckFinding(
+          path: manifestPath, kind: .unreadable, severity: .error,
+          message: "manifest cannot be opened: \(error.errno) (wrong owner or mode?); left alone"))
       return outcome
     } catch {
       outcome.findings.append(
@@ -154,6 +180,8 @@ extension CacheChecker {
     switch kind {
     case .orphanData: action = unlink([files.data].compactMap { $0 })
     case .missingData: action = unlink([files.manifest].compactMap { $0 })
+    case .unreadable, .wrongType:
+      return  // never deleted or changed: a person decides
     case .shortData, .chunkChecksum:
       guard let manifest = outcome.manifest, let lock else { return }
       var change = ManifestChange()
@@ -168,6 +196,11 @@ extension CacheChecker {
 
   /// The bytes of a small file: one `pread` when the size from the walk is right, else read to the end.
   private func readFile(_ relativePath: String, sizeHint: Int64?) throws -> Data {
+    // Only a regular file is opened (the walk saw one; this looks again): a symlink is never followed, and a
+    // FIFO would block the open.
+    if let type = try FileSystemCalls.fileType(absolute(relativePath)), type != .regularFile {
+      throw StoreError.unexpectedFileType(path: relativePath, expected: "regular file", found: type.rawValue)
+    }
     let slash = relativePath.lastIndex(of: "/")!
     let directory = try directories.descriptor(for: absolute(String(relativePath[..<slash])))
     let file = try SystemFile(

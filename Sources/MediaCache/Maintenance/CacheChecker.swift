@@ -111,6 +111,9 @@ public struct CacheChecker: Sendable {
     try checkMarker(rootEntries, &report)
     for entry in rootEntries.sorted(by: { $0.name < $1.name }) {
       switch entry.name {
+      case let name where (name == "objects" || name == "tmp") && !entry.status.isDirectory:
+        report.findings.append(
+          wrongType(entry.name, expected: "directory", consequence: "nothing can be written to the cache"))
       case CacheFormat.fileName, "objects", "tmp", Compactor.scrubCursorName: continue
       case let name where name.hasPrefix(".FORMAT."):
         checkStaleFile(name, entry.status, now: now, &report)
@@ -197,14 +200,17 @@ public struct CacheChecker: Sendable {
     }
     for outer in (try? FileSystemCalls.scanDirectory(objectsDirectory, statWhen: { _ in false })) ?? [] {
       let outerRelative = "objects/\(outer.name)"
+      let outerValid = ShardedStore.isShardName(outer.name)
       guard outer.status.isDirectory else {
         report.findings.append(
-          CheckFinding(
-            path: outerRelative, kind: .unknownEntry, severity: .warning,
-            message: "unknown file in objects/; left alone"))
+          outerValid
+            ? wrongType(
+              outerRelative, expected: "directory", consequence: "objects of this shard cannot be used")
+            : CheckFinding(
+              path: outerRelative, kind: .unknownEntry, severity: .warning,
+              message: "unknown file in objects/; left alone"))
         continue
       }
-      let outerValid = ShardedStore.isShardName(outer.name)
       if !outerValid {
         report.findings.append(
           CheckFinding(
@@ -216,7 +222,13 @@ public struct CacheChecker: Sendable {
       {
         let innerRelative = "\(outerRelative)/\(inner.name)"
         guard inner.status.isDirectory else {
-          collectFile(inner.name, directory: outerRelative, status: inner.status, into: &objects, &report)
+          if outerValid && ShardedStore.isShardName(inner.name) {
+            report.findings.append(
+              wrongType(
+                innerRelative, expected: "directory", consequence: "objects of this shard cannot be used"))
+          } else {
+            collectFile(inner.name, directory: outerRelative, status: inner.status, into: &objects, &report)
+          }
           continue
         }
         if outerValid && !ShardedStore.isShardName(inner.name) {
@@ -243,6 +255,13 @@ public struct CacheChecker: Sendable {
     let relative = "\(directory)/\(name)"
     let isData = name.hasSuffix(".data")
     let isManifest = name.hasSuffix(".manifest")
+    if !status.isRegular, isData || isManifest, name.utf8.count == 64 + (isData ? 5 : 9),
+      ObjectID(hex: name.prefix(64)) != nil
+    {
+      report.findings.append(
+        wrongType(relative, expected: "regular file", consequence: "the object cannot be used"))
+      return
+    }
     guard status.isRegular, isData || isManifest, name.utf8.count == 64 + (isData ? 5 : 9),
       let id = ObjectID(hex: name.prefix(64))
     else {
@@ -257,6 +276,16 @@ public struct CacheChecker: Sendable {
     } else {
       objects[id, default: ObjectFiles()].manifest = relative
     }
+  }
+
+  /// A finding for an entry of the wrong type where the layout has a directory or a regular file.
+  func wrongType(_ relative: String, expected: String, consequence: String) -> CheckFinding {
+    let found = ((try? FileSystemCalls.fileType("\(root)/\(relative)")) ?? nil)?.rawValue ?? "file"
+    return CheckFinding(
+      path: relative, kind: .wrongType, severity: .error,
+      message:
+        "a \(found) where the cache keeps a \(expected); \(consequence) (never followed or deleted: remove it)",
+      expected: expected, found: found)
   }
 
   // MARK: tmp/

@@ -20,6 +20,11 @@ public struct CheckFinding: Sendable, Equatable {
     case chunkChecksum = "chunk-crc"
     case staleTemporaryFile = "stale-tmp"
     case busy = "busy"
+    /// A symlink, FIFO, device or file where the layout has a directory (`objects/`, `tmp/`, a shard) or a
+    /// regular file (a data file, a manifest). Never followed, opened or deleted: left for a person to remove.
+    case wrongType = "wrong-type"
+    /// A file the checker may not open (wrong owner or mode). Never deleted or chmod-ed.
+    case unreadable = "unreadable"
   }
 
   /// How much it matters.

@@ -62,7 +62,8 @@ extension ShardedStore {
   /// Whether some process has the object open (its data file's `flock` cannot be taken exclusively). Changes
   /// nothing.
   public func isBusy(_ id: ObjectID) throws -> Bool {
-    try mapIO {
+    try checkFileTypes(of: id)
+    return try mapIO {
       let file: SystemFile
       do {
         file = try SystemFile(path: paths(for: id).data, writable: false)
@@ -95,6 +96,7 @@ extension ShardedStore {
   {
     var result = ScrubResult()
     let paths = paths(for: id)
+    try checkFileTypes(of: id)
     return try mapIO {
       let file: SystemFile
       do {

@@ -102,9 +102,11 @@ public final class ShardedStore: Sendable {
   /// The paths of object `id`.
   public func paths(for id: ObjectID) -> ObjectPaths { ObjectPaths(root: root, id: id) }
 
-  /// Creates the object's shard directories (0700) if needed.
+  /// Creates the object's shard directories (0700) if needed. Throws `StoreError.unexpectedFileType` if a path of
+  /// the object holds something the layout does not put there (see `checkFileTypes`).
   func ensureShard(for id: ObjectID) throws {
     let paths = paths(for: id)
+    try checkFileTypes(of: id)
     try mapIO {
       // Durable: a new directory's name is flushed into its parent before anything in it is relied on (a
       // directory fsync of objects/ab/cd alone does not make objects/ab/cd reachable after a power loss).
@@ -117,16 +119,44 @@ public final class ShardedStore: Sendable {
     }
   }
 
+  /// Checks, with `lstat`, that what exists of the object's paths is what the layout puts there: real
+  /// directories for `objects/ab` and `objects/ab/cd`, regular files for the data file and the manifest.
+  /// Missing entries are fine. Anything else (a symlink, which may lead out of the cache; a FIFO, whose opening
+  /// blocks; a file where a directory belongs) throws `StoreError.unexpectedFileType` before any of them is
+  /// opened, so the store never follows or opens it. Reading (`readManifest`), writing (`ensureShard`),
+  /// removal, scrubbing and `isBusy` all start here.
+  func checkFileTypes(of id: ObjectID) throws {
+    let paths = paths(for: id)
+    for directory in [paths.outerShard, paths.directory] {
+      guard let type = try mapIO({ try FileSystemCalls.fileType(directory) }) else { return }
+      if type != .directory {
+        throw StoreError.unexpectedFileType(path: directory, expected: "directory", found: type.rawValue)
+      }
+    }
+    for file in [paths.data, paths.manifest] {
+      if let type = try mapIO({ try FileSystemCalls.fileType(file) }), type != .regularFile {
+        throw StoreError.unexpectedFileType(path: file, expected: "regular file", found: type.rawValue)
+      }
+    }
+  }
+
   // MARK: Manifests
 
   /// The object's committed manifest, nil if it has none. Throws `StoreError.corruptManifest` if the file
-  /// cannot be decoded (or names another object).
+  /// cannot be decoded (or names another object), `StoreError.unexpectedFileType` if a path of the object is
+  /// not what the layout puts there, and `StoreError.io` (with the real errno, such as EACCES) if it cannot be
+  /// read.
   public func readManifest(_ id: ObjectID) throws -> Manifest? {
     let path = paths(for: id).manifest
+    try checkFileTypes(of: id)
     let bytes: Data
     do {
-      bytes = try Self.readSmallFile(path)
-    } catch let error as SystemCallError where error.errno == .noSuchFileOrDirectory {
+      let file = try SystemFile(path: path, writable: false)
+      defer { file.close() }
+      bytes = try Self.readAll(file)
+    } catch let error as SystemCallError
+      where error.errno == .noSuchFileOrDirectory || error.errno == .notDirectory
+    {
       return nil
     } catch let error as SystemCallError {
       // The failed call and its errno (EACCES, EIO, …), not a generic "read failed".
@@ -139,12 +169,9 @@ public final class ShardedStore: Sendable {
     }
   }
 
-  /// The whole of a small file (a manifest), through `SystemFile` so that every read of the store is one
-  /// `open` plus `pread`s and fails with the call and errno that failed.
-  static func readSmallFile(_ path: String) throws -> Data {
-    let file = try SystemFile(path: path, writable: false)
-    defer { file.close() }
-    var data = Data(count: Int(try file.status().size) + 1)
+  /// The whole content of a small file: sized by `fstat`, read to end of file (in case it grew).
+  static func readAll(_ file: SystemFile) throws -> Data {
+    var data = Data(count: Int(max(0, try file.status().size)) + 1)
     var total = 0
     while true {
       if total == data.count { data.count *= 2 }
@@ -282,6 +309,7 @@ public final class ShardedStore: Sendable {
   @discardableResult
   public func remove(_ id: ObjectID, keepIf: ((Manifest?) -> Bool)? = nil) throws -> Int64 {
     let paths = paths(for: id)
+    try checkFileTypes(of: id)
     return try mapIO {
       let file: SystemFile
       do {
@@ -319,10 +347,14 @@ public final class ShardedStore: Sendable {
   public func allObjectIDs() throws -> [ObjectID] {
     var ids = Set<ObjectID>()
     try mapIO {
-      for first in try FileSystemCalls.directoryEntries(objectsDirectory) ?? [] where Self.isShardName(first)
-      {
+      // Shard directories only: a symlink in their place is never followed.
+      for outerEntry in try FileSystemCalls.scanDirectory(objectsDirectory) ?? []
+      where outerEntry.status.isDirectory && Self.isShardName(outerEntry.name) {
+        let first = outerEntry.name
         let outer = "\(objectsDirectory)/\(first)"
-        for second in try FileSystemCalls.directoryEntries(outer) ?? [] where Self.isShardName(second) {
+        for innerEntry in try FileSystemCalls.scanDirectory(outer) ?? []
+        where innerEntry.status.isDirectory && Self.isShardName(innerEntry.name) {
+          let second = innerEntry.name
           for name in try FileSystemCalls.directoryEntries("\(outer)/\(second)") ?? [] {
             guard let dot = name.firstIndex(of: "."), let id = ObjectID(hex: name[..<dot]) else { continue }
             let suffix = name[dot...]
