@@ -30,8 +30,6 @@ let package = Package(
       pkgConfig: "zlib",
       providers: [.apt(["zlib1g-dev"]), .brew(["zlib"])]
     ),
-    // glibc allocator settings applied before main() in the mediacache executable (see tuning.c).
-    .target(name: "CAllocatorTuning"),
     .target(
       name: "MediaCache",
       dependencies: [
@@ -66,7 +64,6 @@ let package = Package(
     .executableTarget(
       name: "mediacache",
       dependencies: [
-        "CAllocatorTuning",
         "MediaCache",
         "MediaCacheHTTP",
         "MediaCacheProxy",

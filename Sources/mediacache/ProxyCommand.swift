@@ -54,6 +54,7 @@ struct ProxyCommand: AsyncParsableCommand {
   }
 
   func run() async throws {
+    Self.tuneAllocator()
     try await reportingErrors {
       var configuration = cache.configuration(
         durability: durability, commitPolicy: .init(bytes: 32 << 20, interval: 1))
@@ -83,5 +84,27 @@ struct ProxyCommand: AsyncParsableCommand {
       }
       try? await reader.client.shutdown()
     }
+  }
+
+  /// Every chunk served passes through a few 1 MiB buffers that are freed right after. glibc's defaults give
+  /// such blocks their own mmap and return freed memory to the kernel at once, so each chunk costs fresh page
+  /// faults and an madvise: measured, that halved the proxy's cached throughput (tools/bench proxy). Keeping
+  /// 1 MiB blocks in one heap, and up to 16 MiB of it free, lets the buffers be reused; one arena keeps the
+  /// memory held for reuse from multiplying by thread count.
+  static func tuneAllocator() {
+    #if canImport(Glibc)
+      // Settings given to glibc at exec (GLIBC_TUNABLES=glibc.malloc...) take precedence over these defaults.
+      if ProcessInfo.processInfo.environment["GLIBC_TUNABLES"] != nil { return }
+      // <malloc.h> is not part of Swift's Glibc module: look the function up, with its documented constants.
+      typealias MallocOption = @convention(c) (Int32, Int32) -> Int32
+      guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "mallopt") else { return }
+      let mallopt = unsafeBitCast(symbol, to: MallocOption.self)
+      let trimThreshold: Int32 = -1  // M_TRIM_THRESHOLD
+      let mmapThreshold: Int32 = -3  // M_MMAP_THRESHOLD
+      let arenaMax: Int32 = -8  // M_ARENA_MAX
+      _ = mallopt(mmapThreshold, 4 << 20)
+      _ = mallopt(trimThreshold, 16 << 20)
+      _ = mallopt(arenaMax, 1)
+    #endif
   }
 }

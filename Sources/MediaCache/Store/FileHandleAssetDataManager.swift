@@ -398,7 +398,7 @@ public final class FileHandleAssetDataManager: Sendable {
       {
         // One whole chunk (the common piece of a streamed read): read straight into the result.
         let index = Int(range.lowerBound / chunkSize)
-        return try verifiedChunkData(index, &state, partial: false)
+        return try verifiedChunkData(index, &state)
       }
       var out = Data()
       out.reserveCapacity(Int(range.count))
@@ -430,9 +430,7 @@ public final class FileHandleAssetDataManager: Sendable {
       store.noteAccess(objectID)
       let index = Int(offset / chunkSize)
       let chunkStart = Int64(index) * chunkSize
-      let whole =
-        offset == chunkStart && pieceEnd - chunkStart == state.manifest.byteRange(ofChunk: index).count
-      let chunk = try verifiedChunkData(index, &state, partial: !whole)
+      let chunk = try verifiedChunkData(index, &state)
       if offset == chunkStart && pieceEnd - chunkStart == Int64(chunk.count) { return chunk }
       return chunk.subdata(in: Int(offset - chunkStart)..<Int(pieceEnd - chunkStart))
     }
@@ -456,18 +454,18 @@ public final class FileHandleAssetDataManager: Sendable {
     _ index: Int, _ state: inout State, _ body: (Int64, UnsafeRawBufferPointer) throws -> Void
   ) throws {
     let chunkStart = state.manifest.byteRange(ofChunk: index).lowerBound
-    let data = try verifiedChunkData(index, &state, partial: true)
+    let data = try verifiedChunkData(index, &state)
     try data.withUnsafeBytes { try body(chunkStart, $0) }
   }
 
   /// Chunk `index` read whole into a pooled buffer and CRC-checked there (no copy after the read). On a mismatch the
   /// chunk is dropped and `StoreError.corruptChunk` is thrown.
   ///
-  /// The chunk is offered to `VerifiedChunkCache` when it is an object's first or last chunk (where players
-  /// look for the index, again and again) or a small chunk read in part (random access). Large chunks read in
-  /// part or streamed in order are not: keeping them would only push the others out, and take their buffers
-  /// from `ReadBufferPool` so every read would fault in fresh pages.
-  private func verifiedChunkData(_ index: Int, _ state: inout State, partial: Bool) throws -> Data {
+  /// The chunk is offered to `VerifiedChunkCache` when it is an object's first or last chunk, where players
+  /// look for the index again and again. Others are not: keeping chunks read at random or streamed in order
+  /// would only push those out, take their buffers from `ReadBufferPool` (so every read would fault in fresh
+  /// pages), and delay finding damage on disk in the chunks a scrub or a reader would otherwise check.
+  private func verifiedChunkData(_ index: Int, _ state: inout State) throws -> Data {
     guard let expected = state.manifest.crc(ofChunk: index) else {
       throw StoreError.notCached(objectID, missing: [state.manifest.byteRange(ofChunk: index)])
     }
@@ -483,9 +481,7 @@ public final class FileHandleAssetDataManager: Sendable {
       try dropChunk(index, expected: expected, &state)
       throw StoreError.corruptChunk(objectID, chunk: index, expected: expected, actual: actual)
     }
-    if isEdge(index, state) || (partial && data.count <= VerifiedChunkCache.smallChunk) {
-      VerifiedChunkCache.shared.insert(data, for: key)
-    }
+    if isEdge(index, state) { VerifiedChunkCache.shared.insert(data, for: key) }
     return data
   }
 

@@ -1,15 +1,13 @@
 import Foundation
 import Synchronization
 
-/// The last few chunks that passed their CRC check, kept so a chunk read again soon — a player re-reading the
-/// head of a file for its index, a seek back, a second reader of the same object — is served without reading
-/// and checking it again. An entry is found only under the same data file (device and inode) and the object's
+/// The first and last chunks of recently read objects, kept after they passed their CRC check so that a player
+/// re-reading the head or the tail of a file for its index (every open, every seek of some players) is served
+/// without reading and checking them again. An entry is found only under the same data file (device and inode) and the object's
 /// version and the chunk's CRC as the manifest lists them now, so a reset object or a rewritten chunk never
 /// gets bytes of the old one, nor one store bytes of another; the bytes kept are the bytes that were checked.
 final class VerifiedChunkCache: Sendable {
   static let shared = VerifiedChunkCache(costLimit: 4 << 20, entryLimit: 32)
-  /// Chunks up to this size read in part are kept (see `FileHandleAssetDataManager.verifiedChunkData`).
-  static let smallChunk = 256 << 10
 
   struct Key: Hashable, Sendable {
     var file: FileIdentity
