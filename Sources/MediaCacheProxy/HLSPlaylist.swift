@@ -449,6 +449,7 @@ public enum HLSPlaylist {
   /// repeated name is an error. The values are slices of `text`.
   static func parseAttributeList(_ text: Substring) throws(AttributeListError) -> [Attribute] {
     var attributes: [Attribute] = []
+    var names = Set<Substring>()  // a playlist line can hold megabytes of attributes: no pairwise comparison
     let scalars = text.unicodeScalars
     var index = scalars.startIndex
     func skipSpaces() {
@@ -496,7 +497,7 @@ public enum HLSPlaylist {
         guard !value.isEmpty else { throw AttributeListError(reason: "attribute \(name) has an empty value") }
         attribute = Attribute(name: name, value: value, isQuoted: false)
       }
-      if attributes.contains(where: { $0.name == name }) {
+      guard names.insert(name).inserted else {
         throw AttributeListError(reason: "attribute \(name) appears twice")
       }
       attributes.append(attribute)

@@ -64,10 +64,14 @@ public enum RangeHeader: Sendable, Equatable {
 }
 
 extension String {
+  /// The string without the spaces and tabs at either end, found in its UTF-8 in linear time. (Both ends of
+  /// the result are next to an ASCII byte or an end, so they are scalar boundaries.)
   func trimmingSpaces() -> String {
-    var view = Substring(self)
-    while let first = view.first, first == " " || first == "\t" { view = view.dropFirst() }
-    while let last = view.last, last == " " || last == "\t" { view = view.dropLast() }
-    return String(view)
+    let utf8 = self.utf8
+    func isSpace(_ byte: UInt8) -> Bool { byte == UInt8(ascii: " ") || byte == UInt8(ascii: "\t") }
+    guard let first = utf8.firstIndex(where: { !isSpace($0) }),
+      let last = utf8.lastIndex(where: { !isSpace($0) })
+    else { return "" }
+    return String(self[first..<utf8.index(after: last)])
   }
 }

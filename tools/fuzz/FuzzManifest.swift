@@ -1,5 +1,5 @@
-// libFuzzer target for the manifest decoder (`ManifestCodec.decode`). Built and run by `tools/fuzz-manifest`;
-// see tools/fuzz/README.md.
+// libFuzzer target for the manifest decoder (`ManifestCodec.decode`). Built and run by
+// `tools/fuzz/run manifest`; see tools/fuzz/README.md.
 //
 // For every input the decoder must either throw a `ManifestError` or return a manifest that
 //   1. the encoder accepts,
@@ -132,8 +132,8 @@ public func customMutator(
 
 // MARK: - Seeds
 
-/// With `MEDIACACHE_FUZZ_WRITE_SEEDS=<dir>`, writes the committed seed manifests (tools/fuzz/seeds) with the
-/// real encoder and exits. See tools/fuzz/README.md.
+/// With `MEDIACACHE_FUZZ_WRITE_SEEDS=<dir>`, writes the committed seed manifests (tools/fuzz/seeds/manifest)
+/// with the real encoder and exits. See tools/fuzz/README.md.
 @_cdecl("LLVMFuzzerInitialize")
 public func initialize(
   _ argc: UnsafeMutablePointer<Int32>,
