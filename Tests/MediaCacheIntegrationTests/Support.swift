@@ -78,8 +78,10 @@ final class ChildProcess: Sendable {
   private let output = Pipe()
   private let errors = Pipe()
   private let collected = OutputBuffer()
+  /// Entered while a reader thread still reads a pipe.
+  private let readers = DispatchGroup()
 
-  /// Output shared with the pipes' readability handlers.
+  /// Output shared with the pipes' reader threads.
   private final class OutputBuffer: Sendable {
     let data = Mutex<(out: Data, err: Data)>((Data(), Data()))
     func withLock<T>(_ body: (inout (out: Data, err: Data)) -> T) -> T { data.withLock { body(&$0) } }
@@ -93,16 +95,23 @@ final class ChildProcess: Sendable {
     process.standardInput = input
     process.standardOutput = output
     process.standardError = errors
-    let collected = self.collected
-    output.fileHandleForReading.readabilityHandler = { handle in
-      let data = handle.availableData
-      collected.withLock { $0.out.append(data) }
-    }
-    errors.fileHandleForReading.readabilityHandler = { handle in
-      let data = handle.availableData
-      collected.withLock { $0.err.append(data) }
-    }
     try process.run()
+    // One thread per pipe reads until end of file. Not `readabilityHandler`: its dispatch source can outlive
+    // the descriptor it watches when the handle is released, and with many children in parallel a reused
+    // descriptor number crashed libdispatch's event loop (`_dispatch_event_loop_drain`) in the test process.
+    for (handle, isOutput) in [(output.fileHandleForReading, true), (errors.fileHandleForReading, false)] {
+      readers.enter()
+      let collected = self.collected
+      let readers = self.readers
+      Thread.detachNewThread {
+        while true {
+          let data = handle.availableData
+          if data.isEmpty { break }
+          collected.withLock { isOutput ? $0.out.append(data) : $0.err.append(data) }
+        }
+        readers.leave()
+      }
+    }
   }
 
   var pid: Int32 { process.processIdentifier }
@@ -116,7 +125,7 @@ final class ChildProcess: Sendable {
     while Date() < deadline {
       if outputSoFar.split(separator: "\n").contains(where: predicate) { return true }
       if !process.isRunning {
-        // The last output may still be in the pipe (the readability handler runs later): read it all first.
+        // The last output may still be in the pipe (the reader threads run on their own): read it all first.
         drainOutput()
         return outputSoFar.split(separator: "\n").contains(where: predicate)
       }
@@ -127,18 +136,11 @@ final class ChildProcess: Sendable {
 
   func closeInput() { try? input.fileHandleForWriting.close() }
 
-  /// After exit: stops the handlers and reads what is left in the pipes (both at end of file after that, so a
-  /// second call adds nothing).
+  /// After exit: waits until the reader threads have read both pipes to end of file (a second call returns at
+  /// once).
   private func drainOutput() {
     process.waitUntilExit()
-    output.fileHandleForReading.readabilityHandler = nil
-    errors.fileHandleForReading.readabilityHandler = nil
-    let restOut = output.fileHandleForReading.readDataToEndOfFile()
-    let restErr = errors.fileHandleForReading.readDataToEndOfFile()
-    collected.withLock {
-      $0.out.append(restOut)
-      $0.err.append(restErr)
-    }
+    readers.wait()
   }
 
   func kill(_ signal: Int32 = SIGKILL) { _ = Glibc.kill(process.processIdentifier, signal) }
