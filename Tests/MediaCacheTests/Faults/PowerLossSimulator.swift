@@ -13,7 +13,7 @@ import SystemPackage
 /// Simulates losing power, in the spirit of SQLite's crash tests: it records what the library changed on disk
 /// since the last `fsync`, stops the world at a chosen call, then undoes or garbles what was not yet durable.
 ///
-/// The model (also in `docs/RELIABILITY-faults.md`), deliberately pessimistic and simple:
+/// The model (also in `docs/RELIABILITY.md`), deliberately pessimistic and simple:
 /// - **File data.** Each `pwrite` and `ftruncate` of a file (tracked by inode, through a duplicate descriptor,
 ///   whatever its name) is recorded with the bytes it replaced. A successful `fsync`/`fdatasync` of the file
 ///   makes durable the changes whose call had returned before the sync started (a write racing with a sync stays
