@@ -207,18 +207,7 @@ extension CacheChecker {
       directory: directory, name: String(relativePath[relativePath.index(after: slash)...]),
       displayPath: absolute(relativePath))
     defer { file.close() }
-    var data = Data(count: Int(sizeHint ?? 4096) + 1)
-    var total = 0
-    while true {
-      if total == data.count { data.count *= 2 }
-      let count = try data.withUnsafeMutableBytes { raw in
-        try file.read(into: UnsafeMutableRawBufferPointer(rebasing: raw[total...]), at: Int64(total))
-      }
-      total += count
-      if count == 0 || total < data.count { break }
-    }
-    data.count = total
-    return data
+    return try ShardedStore.readAll(file, sizeHint: sizeHint ?? 4096)
   }
 
   /// Reads every listed chunk whole and compares its CRC; adds a finding and an entry in `bad` per mismatch.

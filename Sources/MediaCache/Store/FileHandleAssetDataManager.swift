@@ -470,9 +470,13 @@ public final class FileHandleAssetDataManager: Sendable {
       throw StoreError.notCached(objectID, missing: [state.manifest.byteRange(ofChunk: index)])
     }
     let range = state.manifest.byteRange(ofChunk: index)
+    // Only an object's first and last chunks are ever kept: no look-up (and no lock) for the others.
+    let keep = isEdge(index, state)
     let key = VerifiedChunkCache.Key(
       file: fileIdentity, version: state.manifest.versionTag, chunk: index, crc: expected)
-    if let recent = VerifiedChunkCache.shared.data(for: key), recent.count == range.count { return recent }
+    if keep, let recent = VerifiedChunkCache.shared.data(for: key), recent.count == range.count {
+      return recent
+    }
     let data = try ReadBufferPool.shared.data(count: Int(range.count)) { buffer in
       try mapIO { try file.read(into: buffer, at: range.lowerBound) }
     }
@@ -481,7 +485,7 @@ public final class FileHandleAssetDataManager: Sendable {
       try dropChunk(index, expected: expected, &state)
       throw StoreError.corruptChunk(objectID, chunk: index, expected: expected, actual: actual)
     }
-    if isEdge(index, state) { VerifiedChunkCache.shared.insert(data, for: key) }
+    if keep { VerifiedChunkCache.shared.insert(data, for: key) }
     return data
   }
 

@@ -169,9 +169,10 @@ public final class ShardedStore: Sendable {
     }
   }
 
-  /// The whole content of a small file: sized by `fstat`, read to end of file (in case it grew).
-  static func readAll(_ file: SystemFile) throws -> Data {
-    var data = Data(count: Int(max(0, try file.status().size)) + 1)
+  /// The whole content of a small file, read to end of file (in case it grew): sized by `sizeHint`, else by
+  /// `fstat`.
+  static func readAll(_ file: SystemFile, sizeHint: Int64? = nil) throws -> Data {
+    var data = Data(count: Int(max(0, try sizeHint ?? file.status().size)) + 1)
     var total = 0
     while true {
       if total == data.count { data.count *= 2 }
