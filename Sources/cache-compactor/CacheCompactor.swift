@@ -115,7 +115,7 @@ struct CacheCompactor: ParsableCommand {
       pass \(pass)\(report.dryRun ? " (dry run)" : ""): scanned \(report.objectsScanned) objects, \
       \(report.bytesBefore) bytes; \(report.dryRun ? "would evict" : "evicted") \(report.evictedCount) (\(reasons)) \
       freeing \(report.bytesFreed) bytes; now \(report.bytesAfter) bytes; skipped busy \(report.skippedBusy), \
-      pinned kept \(report.pinnedKept), vetoed \(report.vetoed); tmp reaped \(report.tmpReaped); \
+      pinned kept \(report.pinnedKept), vetoed \(report.vetoed); tmp reaped \(report.tmpReaped), orphan data removed \(report.orphansRemoved); \
       scrubbed \(report.chunksScrubbed) chunks (\(report.bytesScrubbed) bytes), dropped \(report.chunksDropped); \
       \(String(format: "%.3f", report.duration)) s\(report.incomplete ? "; incomplete" : "")\(report.errors.isEmpty ? "" : "; \(report.errors.count) object(s) failed: \(report.errors.prefix(3).joined(separator: "; "))")
       """
@@ -129,6 +129,7 @@ struct CacheCompactor: ParsableCommand {
       "bytesBefore": report.bytesBefore, "bytesAfter": report.bytesAfter, "evicted": evicted,
       "evictedTotal": report.evictedCount, "bytesFreed": report.bytesFreed, "skippedBusy": report.skippedBusy,
       "pinnedKept": report.pinnedKept, "vetoed": report.vetoed, "tmpReaped": report.tmpReaped,
+      "orphansRemoved": report.orphansRemoved,
       "chunksScrubbed": report.chunksScrubbed, "bytesScrubbed": report.bytesScrubbed,
       "chunksDropped": report.chunksDropped,
       "droppedChunks": Dictionary(uniqueKeysWithValues: report.droppedChunks.map { ($0.key.hex, $0.value) }),

@@ -79,6 +79,7 @@ struct PurgeCommand: AsyncParsableCommand {
       + ", freed \(report.bytesFreed) bytes; now \(report.bytesAfter) bytes on disk"
       + "; kept \(report.pinnedKept) pinned, skipped \(report.skippedBusy) busy"
       + (report.tmpReaped > 0 ? "; removed \(report.tmpReaped) stale tmp files" : "")
+      + (report.orphansRemoved > 0 ? "; removed \(report.orphansRemoved) orphan data files" : "")
       + (report.incomplete ? "; stopped at the time limit, run again" : "")
   }
 
@@ -103,6 +104,7 @@ struct PurgeCommand: AsyncParsableCommand {
     fields.append(("pinnedKept", .int(Int64(report.pinnedKept))))
     fields.append(("skippedBusy", .int(Int64(report.skippedBusy))))
     fields.append(("tmpReaped", .int(Int64(report.tmpReaped))))
+    fields.append(("orphansRemoved", .int(Int64(report.orphansRemoved))))
     fields.append(("incomplete", .bool(report.incomplete)))
     fields.append(("removed", .array(removed)))
     fields.append(("errors", .array(report.errors.map { .string($0) })))

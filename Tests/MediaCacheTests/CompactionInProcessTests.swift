@@ -119,4 +119,39 @@ import Testing
       #expect(objects.map(\.bytes).reduce(0, +) == report.bytesFreed)
     }
   }
+
+  /// A removal cut short between its two unlinks leaves a data file without a manifest. The next pass removes
+  /// it even with no limit crossed, but not one a writer holds open (it is about to commit its first manifest).
+  @Test func orphanDataFilesGoUnlessSomeoneHasThemOpen() async throws {
+    try await withTemporaryDirectory { directory in
+      let cache = try MediaCache(configuration: configuration(directory, maxSize: nil))
+      for key in ["kept", "cut-short", "being-written"] {
+        try await cache.store(randomBytes(count: 20_000, seed: 7), for: key, policy: .diskOnly)
+      }
+      let cutShort = cache.store.paths(for: CacheKey("cut-short").objectID)
+      let beingWritten = cache.store.paths(for: CacheKey("being-written").objectID)
+      try FileManager.default.removeItem(atPath: cutShort.manifest)
+      try FileManager.default.removeItem(atPath: beingWritten.manifest)
+      let writer = try SystemFile(path: beingWritten.data, writable: true)
+      #expect(try writer.lock(exclusive: false, wait: false))
+
+      var dry = CompactionPolicy(maxSize: nil, maxAge: nil)
+      dry.dryRun = true
+      let preview = try Compactor(store: cache.store, policy: dry).runPass()
+      #expect(preview.orphansRemoved == 1)
+      #expect(FileManager.default.fileExists(atPath: cutShort.data))
+
+      let report = try await cache.purge()
+      #expect(report.orphansRemoved == 1)
+      #expect(report.evictedCount == 0)
+      #expect(report.bytesFreed > 20_000)
+      #expect(!FileManager.default.fileExists(atPath: cutShort.data))
+      #expect(FileManager.default.fileExists(atPath: beingWritten.data))
+      #expect(try await cache.data(for: "kept", policy: .diskOnly) == randomBytes(count: 20_000, seed: 7))
+
+      writer.close()
+      #expect(try await cache.purge().orphansRemoved == 1)
+      #expect(!FileManager.default.fileExists(atPath: beingWritten.data))
+    }
+  }
 }

@@ -42,7 +42,7 @@ public struct CompactionReport: Sendable, Equatable {
   public var bytesAfter: Int64 = 0
   /// Objects evicted, by reason.
   public var evicted: [RemovalReason: Int] = [:]
-  /// Bytes freed by evictions.
+  /// Bytes freed by evictions and orphan removals.
   public var bytesFreed: Int64 = 0
   /// The objects evicted.
   public var removed: [RemovedObject] = []
@@ -54,6 +54,8 @@ public struct CompactionReport: Sendable, Equatable {
   public var vetoed = 0
   /// Stale files removed from `tmp/`.
   public var tmpReaped = 0
+  /// Data files without a manifest (a removal cut short, a writer dead before its first commit) removed.
+  public var orphansRemoved = 0
   /// Chunks whose CRC was checked by the scrub.
   public var chunksScrubbed = 0
   /// Bytes read by the scrub.

@@ -1,7 +1,8 @@
 import Foundation
 
 /// The compaction engine: enforces age, size and free-space limits by evicting least recently used objects,
-/// reaps stale staging files and scrubs chunk CRCs a budget at a time. The same code runs in an app
+/// reaps stale staging files, removes orphan data files (a removal cut short) and scrubs chunk CRCs a budget
+/// at a time. The same code runs in an app
 /// (`MediaCache.purge()`) and in the `cache-compactor` process.
 ///
 /// A pass orders objects by `stat` alone (the manifest's mtime is the recency stamp) and parses only the
@@ -45,8 +46,25 @@ public struct Compactor: Sendable {
     var total = report.bytesBefore
     var removedIDs = Set<ObjectID>()
 
+    // Data files without a manifest: a removal cut short between its two unlinks (a crash, a SIGKILL), or a
+    // writer that died before its first commit. No manifest lists their bytes, so nothing can read them;
+    // each one nobody has open goes now, whatever the limits, so a killed pass is finished by the next.
+    for object in objects where object.manifestModified == nil && object.dataModified != nil {
+      if mustStop() {
+        report.incomplete = true
+        break
+      }
+      if let freed = removeOrphan(object, into: &report) {
+        total -= freed
+        report.bytesFreed += freed
+        removedIDs.insert(object.id)
+      }
+    }
+
     // Oldest first; ties broken by id so passes are reproducible.
-    let byRecency = objects.sorted { ($0.lastAccess, $0.id) < ($1.lastAccess, $1.id) }
+    let byRecency = objects.filter { !removedIDs.contains($0.id) }.sorted {
+      ($0.lastAccess, $0.id) < ($1.lastAccess, $1.id)
+    }
 
     if let maxAge = policy.maxAge {
       for object in byRecency where now - object.lastAccess > maxAge {
@@ -156,6 +174,26 @@ public struct Compactor: Sendable {
       RemovedObject(
         id: object.id, userMetadata: manifest?.userMetadata ?? Data(), bytes: bytes, reason: reason))
     return true
+  }
+
+  /// Removes an orphan data file unless some process has it open or a manifest appeared since the scan (a
+  /// writer's first commit); returns the bytes freed, nil if it stays.
+  private func removeOrphan(_ object: ScannedObject, into report: inout CompactionReport) -> Int64? {
+    do {
+      if policy.dryRun {
+        guard try !store.isBusy(object.id) else { return nil }
+        report.orphansRemoved += 1
+        return object.diskBytes
+      }
+      let freed = try store.remove(object.id, keepIf: { $0 != nil })
+      report.orphansRemoved += 1
+      return freed
+    } catch StoreError.busy, StoreError.kept {
+      return nil
+    } catch {
+      report.errors.append("\(object.id): orphan data: \(error)")
+      return nil
+    }
   }
 
   private func reapTemporaryFiles(now: Double) throws -> Int {
