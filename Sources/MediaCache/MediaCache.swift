@@ -122,6 +122,10 @@ public final class MediaCache: Sendable {
     /// Bytes on disk as of the last pass plus chunks written since; nil until a pass has run.
     var approximateBytes: Int64?
     var compactionRunning = false
+    /// Chunk bytes written while a pass ran: its scan may have missed them, so they are added to its total.
+    var writtenDuringPass: Int64 = 0
+    /// The last pass ended with writes it may not have counted.
+    var lastPassMissedWrites = false
     var subscribers: [UUID: AsyncStream<CacheEvent>.Continuation] = [:]
   }
 
@@ -354,7 +358,11 @@ public final class MediaCache: Sendable {
   public func purge() async throws -> CompactionReport {
     let report = try compactor.runPass()
     for object in report.removed { memory.remove(object.id) }
-    tracking.withLock { $0.approximateBytes = report.bytesAfter }
+    tracking.withLock { tracking in
+      tracking.approximateBytes = report.bytesAfter + tracking.writtenDuringPass
+      tracking.lastPassMissedWrites = tracking.writtenDuringPass > 0
+      tracking.writtenDuringPass = 0
+    }
     if !report.removed.isEmpty { emit(.removed(report.removed)) }
     return report
   }
@@ -395,6 +403,7 @@ public final class MediaCache: Sendable {
     // Without a size limit nothing is tracked: no pass is ever started behind the app's back.
     guard let maxSize = configuration.maxSize else { return }
     let trigger = tracking.withLock { tracking -> (start: Bool, exceeded: Int64?) in
+      if tracking.compactionRunning { tracking.writtenDuringPass += bytes }
       guard let known = tracking.approximateBytes else {
         // The total is learned by a pass, not by walking the tree at open.
         if tracking.compactionRunning { return (false, nil) }
@@ -410,7 +419,15 @@ public final class MediaCache: Sendable {
     if let exceeded = trigger.exceeded { emit(.exceededMaxSize(bytes: exceeded)) }
     if trigger.start {
       Task.detached { [self] in
-        _ = try? await self.purge()
+        // A second pass when writes during the first left the total over the limit (no later write may
+        // come to start one).
+        for _ in 0..<2 {
+          _ = try? await self.purge()
+          let again = self.tracking.withLock { tracking in
+            tracking.lastPassMissedWrites && (tracking.approximateBytes ?? 0) > maxSize
+          }
+          if !again { break }
+        }
         self.tracking.withLock { $0.compactionRunning = false }
       }
     }

@@ -81,7 +81,8 @@ struct FetchRegressionTests {
     defer { dir.cleanup() }
     let origin = try await TestOrigin.start()
     let size = 4_000_000
-    let url = origin.url(.slow, "spin", size: size, query: "delay-ms=10")
+    // 16 KiB per 40 ms: the whole object takes 10 s, far longer than the second read even on a loaded machine.
+    let url = origin.url(.slow, "spin", size: size, query: "delay-ms=40")
     let cache = try mk(dir.file("cache"))
     let client = OriginClient()
     let reader = CachingReader(cache: cache, client: client)

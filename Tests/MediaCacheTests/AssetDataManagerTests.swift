@@ -246,4 +246,34 @@ import Testing
       #expect(try reader.read(0..<4096) == randomBytes(count: 4096, seed: 10))
     }
   }
+
+  /// A writer that opened a new object and closed without committing anything (an origin that failed, a
+  /// client that went away before the first chunk) leaves no data file: one without a manifest is an orphan
+  /// that `cache-fsck` reports as damage. One another writer still holds stays, and so does a committed object.
+  @Test(arguments: Durability.allCases)
+  func aWriterThatCommittedNothingLeavesNoDataFile(_ durability: Durability) async throws {
+    try await withStore(durability: durability) { store in
+      let paths = store.paths(for: Self.id)
+      let alone = try FileHandleAssetDataManager(store: store, id: Self.id)
+      try alone.write(randomBytes(count: 100, seed: 1), at: 0)  // less than a chunk: nothing to commit
+      try alone.close()
+      #expect(!FileManager.default.fileExists(atPath: paths.data))
+      #expect(try store.readManifest(Self.id) == nil)
+
+      let first = try FileHandleAssetDataManager(store: store, id: Self.id)
+      let second = try FileHandleAssetDataManager(store: store, id: Self.id)
+      try first.close()
+      #expect(FileManager.default.fileExists(atPath: paths.data), "the second writer still has it")
+      try second.write(randomBytes(count: 4096, seed: 2), at: 0)
+      try second.close()
+      #expect(try store.readManifest(Self.id)?.chunkCRCs.count == 1)
+
+      let later = try FileHandleAssetDataManager(store: store, id: Self.id)
+      try later.close()
+      #expect(FileManager.default.fileExists(atPath: paths.data), "a committed object stays")
+      let reader = try FileHandleAssetDataManager(store: store, id: Self.id, writable: false)
+      defer { try? reader.close() }
+      #expect(try reader.read(0..<4096) == randomBytes(count: 4096, seed: 2))
+    }
+  }
 }

@@ -358,13 +358,19 @@ public final class FileHandleAssetDataManager: Sendable {
   }
 
   private func closeLocked(_ state: inout State) throws {
+    var leftOrphan = false
     defer {
       state.closed = true
       file.close()
+      // Nobody committed a manifest (this writer completed no chunk: its origin failed, its reader went away):
+      // the data file it created would be an orphan, which `cache-fsck` reports as damage. It goes, through
+      // `remove`'s protocol, unless another writer has it open or has committed since.
+      if leftOrphan { _ = try? store.remove(objectID, keepIf: { $0 != nil }) }
     }
     if isWritable {
       try commitLocked(&state)
       try reportBackgroundError(&state)
+      leftOrphan = try mapIO { try FileSystemCalls.fileType(store.paths(for: objectID).manifest) } == nil
     }
   }
 
