@@ -1,5 +1,6 @@
 import Foundation
 import MediaCache
+import NIOCore
 import Synchronization
 
 /// The bytes of one read (`CachingReader.read`): an async sequence of pieces of at most one chunk, in order.
@@ -135,7 +136,39 @@ public final class CachedBytes: AsyncSequence, Sendable {
   /// Pulls one piece at a time, so memory stays at about one chunk however slow the consumer.
   public struct Iterator: AsyncIteratorProtocol, Sendable {
     let cursor: ReadCursor
-    public mutating func next() async throws -> Data? { try await cursor.next() }
+    /// The next piece as `Data` (bytes from the origin are copied into it once).
+    public mutating func next() async throws -> Data? { try await cursor.next()?.data }
+    /// The next piece as it is held: a consumer that writes to NIO (the proxy) sends the origin's buffers
+    /// without copying them.
+    public mutating func nextPiece() async throws -> CachedPiece? { try await cursor.next() }
+  }
+}
+
+/// One piece of a read, at most one chunk.
+public enum CachedPiece: Sendable {
+  /// Bytes read from the cache's files (CRC-verified).
+  case disk(Data)
+  /// Bytes straight from an origin response (already written to the cache), as slices of its buffers.
+  case origin([ByteBuffer])
+
+  /// Bytes in the piece.
+  public var count: Int {
+    switch self {
+    case .disk(let data): data.count
+    case .origin(let buffers): buffers.reduce(0) { $0 + $1.readableBytes }
+    }
+  }
+
+  /// The bytes as one `Data`.
+  public var data: Data {
+    switch self {
+    case .disk(let data): return data
+    case .origin(let buffers):
+      if buffers.count == 1 { return Data(buffers[0].readableBytesView) }
+      var data = Data(capacity: count)
+      for buffer in buffers { data.append(contentsOf: buffer.readableBytesView) }
+      return data
+    }
   }
 }
 
@@ -168,7 +201,7 @@ final class ReadCursor: @unchecked Sendable {
     if versionSeen == nil { versionSeen = owner.session.manager.manifest.versionTag }
   }
 
-  func next() async throws -> Data? {
+  func next() async throws -> CachedPiece? {
     let session = owner.session
     let manager = session.manager
     var freshFlight = false
@@ -194,7 +227,7 @@ final class ReadCursor: @unchecked Sendable {
           position = pieceEnd
           noteDelivery()
           owner.noteDelivered(data.count, fromOrigin: false)
-          return data
+          return .disk(data)
         } catch StoreError.corruptChunk, StoreError.notCached {
           continue  // dropped or gone: fetch it again
         }
@@ -217,12 +250,21 @@ final class ReadCursor: @unchecked Sendable {
         continue
       }
       switch piece {
-      case .memory(let data):
-        let usable = data.prefix(Int(min(Int64(data.count), end - position)))
-        position += Int64(usable.count)
+      case .memory(let buffers):
+        var remaining = min(Int64(Int.max), end - position)
+        var usable: [ByteBuffer] = []
+        usable.reserveCapacity(buffers.count)
+        for buffer in buffers where remaining > 0 {
+          let take = Int(min(Int64(buffer.readableBytes), remaining))
+          usable.append(
+            take == buffer.readableBytes ? buffer : buffer.getSlice(at: buffer.readerIndex, length: take)!)
+          remaining -= Int64(take)
+        }
+        let piece = CachedPiece.origin(usable)
+        position += Int64(piece.count)
         noteDelivery()
-        owner.noteDelivered(usable.count, fromOrigin: true)
-        return Data(usable)
+        owner.noteDelivered(piece.count, fromOrigin: true)
+        return piece
       case .disk:
         // The flight completed this chunk; if the cache does not have it (dropped since), fetch anew.
         if !manager.manifest.isPresent(chunk) { freshFlight = true }

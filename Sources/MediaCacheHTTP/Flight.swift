@@ -1,17 +1,18 @@
 import Foundation
+import NIOCore
 import Synchronization
 
 /// One origin request filling a run of chunks of one object, shared by every reader in this process that needs
 /// those bytes (single flight).
 ///
-/// Bytes are written to the cache as they arrive and handed to readers at once. Only the current, incomplete
-/// chunk is kept in memory: a reader that joins late or falls behind reads the earlier bytes from the cache
+/// Bytes are written to the cache as they arrive and handed to readers at once, as the origin response's own
+/// buffers (slices of them: no byte is copied on the way). Only the current, incomplete chunk is kept in memory: a reader that joins late or falls behind reads the earlier bytes from the cache
 /// (those chunks are complete and CRC-checked), then the in-memory tail, then live bytes.
 actor Flight {
   /// What a reader gets for a position.
   enum Piece: Sendable {
-    /// Bytes from memory, starting at the position asked.
-    case memory(Data)
+    /// Bytes from memory, starting at the position asked: slices of the response's buffers, in order.
+    case memory([ByteBuffer])
     /// The position lies in a chunk this flight completed: read it from the cache.
     case disk
     /// The flight ended before the position (it was cut short, or the object ended).
@@ -27,10 +28,11 @@ actor Flight {
   private(set) var received: Int64
   /// Start of the bytes kept in `buffer`: the beginning of the incomplete chunk holding `received`.
   private var bufferStart: Int64
-  /// Where `buffer` starts: `bufferStart`, or later when bytes of the incomplete chunk were skipped (written
+  /// Where `parts` start: `bufferStart`, or later when bytes of the incomplete chunk were skipped (written
   /// to the cache but not handed over, see `skip(to:)`).
   private var memoryStart: Int64
-  private var buffer = Data()
+  /// The incomplete chunk's bytes from `memoryStart` to `received`, as received (contiguous).
+  private var parts: [ByteBuffer] = []
   private(set) var outcome: Result<Void, any Error>?
   /// What the origin said in its response head, once it answered.
   private(set) var head: OriginMetadata?
@@ -119,29 +121,31 @@ actor Flight {
 
   /// Bytes that arrived at `offset` (already written to the cache). Bytes before `received` (a retry's overlap,
   /// or a 200 body's bytes before the run) are not delivered again.
-  func deliver(_ pieces: [Data], at offset: Int64) {
+  func deliver(_ pieces: [ByteBuffer], at offset: Int64) {
     var position = offset
     for piece in pieces {
       deliver(piece, at: position)
-      position += Int64(piece.count)
+      position += Int64(piece.readableBytes)
     }
+    wakeAll()
   }
 
-  func deliver(_ bytes: Data, at offset: Int64) {
-    let newEnd = offset + Int64(bytes.count)
+  private func deliver(_ bytes: ByteBuffer, at offset: Int64) {
+    let newEnd = offset + Int64(bytes.readableBytes)
     guard newEnd > received else { return }
-    let fresh = bytes.suffix(Int(newEnd - max(offset, received)))
+    var fresh = bytes
+    fresh.moveReaderIndex(forwardBy: Int(max(offset, received) - offset))
     received = newEnd
     let chunkStart = (received / chunkSize) * chunkSize
     if chunkStart > bufferStart {
       // The earlier chunks are complete in the cache; keep only the incomplete one.
       bufferStart = max(chunkStart, start)
       memoryStart = bufferStart
-      buffer = Data(fresh.suffix(Int(received - bufferStart)))
-    } else {
-      buffer.append(fresh)
+      fresh.moveReaderIndex(forwardBy: fresh.readableBytes - Int(received - bufferStart))
+      parts = fresh.readableBytes > 0 ? [fresh] : []
+    } else if fresh.readableBytes > 0 {
+      parts.append(fresh)
     }
-    wakeAll()
   }
 
   /// Bytes up to `offset` were written to the cache but not handed over (the fetching task fell behind):
@@ -153,13 +157,13 @@ actor Flight {
     let chunkStart = (received / chunkSize) * chunkSize
     if chunkStart > bufferStart { bufferStart = max(chunkStart, start) }
     memoryStart = received
-    buffer = Data()
+    parts = []
     wakeAll()
   }
 
   func finish(_ result: Result<Void, any Error>) {
     if outcome == nil { outcome = result }
-    buffer = Data()
+    parts = []
     bufferStart = received
     memoryStart = received
     wakeAll()
@@ -193,11 +197,7 @@ actor Flight {
         try await wait()
         continue
       }
-      if position < received {
-        let from = Int(position - memoryStart)
-        let to = min(buffer.count, from + limit)
-        return .memory(Data(buffer[buffer.startIndex + from..<buffer.startIndex + to]))
-      }
+      if position < received { return .memory(slices(from: position, limit: limit)) }
       if let end, position >= end { return .end }
       switch outcome {
       case .failure(let error): throw error
@@ -208,6 +208,26 @@ actor Flight {
         try await wait()
       }
     }
+  }
+
+  /// Up to `limit` bytes of `parts` from `position` (between `memoryStart` and `received`), sharing their
+  /// storage.
+  private func slices(from position: Int64, limit: Int) -> [ByteBuffer] {
+    var skip = Int(position - memoryStart)
+    var wanted = limit
+    var result: [ByteBuffer] = []
+    for part in parts where wanted > 0 {
+      let count = part.readableBytes
+      if skip >= count {
+        skip -= count
+        continue
+      }
+      let take = min(count - skip, wanted)
+      result.append(part.getSlice(at: part.readerIndex + skip, length: take)!)
+      wanted -= take
+      skip = 0
+    }
+    return result
   }
 
   private func wakeAll() {

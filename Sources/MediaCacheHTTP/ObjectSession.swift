@@ -153,7 +153,7 @@ final class ObjectSession: Sendable {
         switch event {
         case .head(let head): await flight.setHead(head.metadata)
         case .bytes(let buffers, let at):
-          await flight.deliver(buffers.map { Data($0.readableBytesView) }, at: at)
+          await flight.deliver(buffers, at: at)
           flight.queuedBytes.subtract(
             buffers.reduce(0) { $0 + $1.readableBytes }, ordering: .relaxed)
         case .skipped(let upTo): await flight.skip(to: upTo)

@@ -79,9 +79,9 @@ struct ProxyResponder: Sendable {
 
     // The first piece is read before the status goes out, so a failing origin becomes a status code.
     var iterator = bytes.makeAsyncIterator()
-    let first: Data?
+    let first: CachedPiece?
     do {
-      first = try await iterator.next()
+      first = try await iterator.nextPiece()
     } catch {
       bytes.close()
       throw refusal(for: error, url: origin)
@@ -99,16 +99,22 @@ struct ProxyResponder: Sendable {
       do {
         // One piece is read ahead, so the counters are final before the last byte leaves: a client that
         // reads /metrics right after the body sees this response counted.
-        // One buffer is reused for every piece: once the socket has taken a piece, NIO no longer holds the
-        // storage, so refilling it allocates nothing (copy-on-write copies only if NIO still has it).
-        var buffer = ByteBufferAllocator().buffer(capacity: first?.count ?? 0)
+        // Bytes from the origin go out in the response's own buffers (no copy). Bytes read from the cache are
+        // copied into one buffer reused for every piece: once the socket has taken a piece, NIO no longer
+        // holds the storage, so refilling it allocates nothing (copy-on-write copies only if NIO still has it).
+        var buffer = ByteBuffer()
         var current = first
         while let piece = current {
           let next = try await pieces.next()
           accounting.update(finished: next == nil)
-          buffer.clear()
-          buffer.writeBytes(piece)
-          try await writer.write(buffer)
+          switch piece {
+          case .disk(let data):
+            buffer.clear(minimumCapacity: data.count)
+            buffer.writeBytes(data)
+            try await writer.write(buffer)
+          case .origin(let buffers):
+            for part in buffers { try await writer.write(part) }
+          }
           current = next
         }
         accounting.update(finished: true)
@@ -355,7 +361,7 @@ final class BodyAccounting: @unchecked Sendable {
 final class PieceSource: @unchecked Sendable {
   private var iterator: CachedBytes.Iterator
   init(_ iterator: CachedBytes.Iterator) { self.iterator = iterator }
-  func next() async throws -> Data? { try await iterator.next() }
+  func next() async throws -> CachedPiece? { try await iterator.nextPiece() }
 }
 
 extension RequestedRange {
