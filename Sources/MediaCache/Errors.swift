@@ -112,6 +112,11 @@ func hex32(_ value: UInt32) -> String {
 
 extension StoreError {
   init(_ error: SystemCallError) {
+    if error.syscall == "open" || error.syscall == "openat", error.errno == .tooManySymbolicLinkLevels {
+      // `O_NOFOLLOW` met a symlink where the cache keeps a file.
+      self = .unexpectedFileType(path: error.path, expected: "regular file", found: FileType.symlink.rawValue)
+      return
+    }
     self = .io(operation: error.syscall, path: error.path, errno: error.errno)
   }
 }

@@ -55,6 +55,7 @@ final class BodyWriter: HTTPClientResponseDelegate, @unchecked Sendable {
 
   func didReceiveHead(task: HTTPClient.Task<Void>, _ head: HTTPResponseHead) -> EventLoopFuture<Void> {
     do {
+      try session.checkDeclaredLength(status: head.status, headers: head.headers, stored: stored)
       let parsed = try OriginClient.interpret(
         status: head.status, headers: head.headers, url: url, start: requestedStart, end: requestedEnd)
       versionTag = try session.reconcile(parsed, stored: stored)
@@ -68,6 +69,15 @@ final class BodyWriter: HTTPClientResponseDelegate, @unchecked Sendable {
   }
 
   func didReceiveBodyPart(task: HTTPClient.Task<Void>, _ buffer: ByteBuffer) -> EventLoopFuture<Void> {
+    var buffer = buffer
+    var overlong = false
+    if let expected = head?.expectedBodyLength, bodyBytes + Int64(buffer.readableBytes) > expected {
+      // More body than Content-Length or Content-Range says (a body framed by the connection's close): the
+      // bytes past the end are not the object's; what is within goes to the cache, then the request fails.
+      let within = Int(max(0, expected - bodyBytes))
+      buffer = buffer.getSlice(at: buffer.readerIndex, length: within) ?? ByteBuffer()
+      overlong = true
+    }
     let count = buffer.readableBytes
     do {
       let at = offset
@@ -90,6 +100,15 @@ final class BodyWriter: HTTPClientResponseDelegate, @unchecked Sendable {
     offset += Int64(count)
     bodyBytes += Int64(count)
     if pendingBytes >= 256 << 10 || flight.blockedReaders.load(ordering: .relaxed) > 0 { flush() }
+    if overlong {
+      flush()
+      return task.eventLoop.makeFailedFuture(
+        OriginError.inconsistentResponse(
+          url: url,
+          reason:
+            "body is longer than the \(head?.expectedBodyLength ?? 0) bytes its Content-Range or Content-Length says"
+        ))
+    }
     let flightEnd = flight.endHint.load(ordering: .relaxed)
     if flightEnd >= 0, offset >= flightEnd, head?.isPartial == true {
       stoppedAtEnd = true

@@ -102,7 +102,14 @@ public final class CachingReader: Sendable {
       state.open[id] = (entry.session, entry.users - 1)
       return false
     }
-    if last { try? session.manager.close() }
+    if last {
+      try? session.manager.close()
+      // A first fetch that failed before anything was committed (an origin that never answered, an error
+      // status) leaves a data file without a manifest: it goes, unless another process has it open or a
+      // manifest appeared meanwhile, so the cache does not keep an orphan for each failed URL.
+      let noManifest = (try? { () throws -> Bool in try cache.store.readManifest(id) == nil }()) ?? false
+      if noManifest { _ = try? cache.store.remove(id, keepIf: { $0 != nil }) }
+    }
   }
 
   // MARK: Reading

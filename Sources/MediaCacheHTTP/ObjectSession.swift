@@ -79,6 +79,7 @@ final class ObjectSession: Sendable {
   private func run(_ flight: Flight) async {
     let configuration = reader.configuration
     var attempt = 1
+    var lastCut: Int64?
     while true {
       do {
         try await reader.limiter.acquire()
@@ -90,6 +91,18 @@ final class ObjectSession: Sendable {
           result = .failure(error)
         }
         await reader.limiter.release()
+        if case .failure(OriginError.truncatedBody(_, let expected, let received, _)) = result {
+          if received == lastCut, let length = manager.contentLength, length >= expected, received < length {
+            // Two responses in a row ended at the same byte short of the length the origin declared: that
+            // length is a lie, not a network cut. It is not kept as the object's length (nor the chunks
+            // written under it, which were sized by it).
+            try? manager.reset(contentLength: nil, etag: nil, lastModified: nil)
+            throw OriginError.inconsistentResponse(
+              url: url,
+              reason: "origin declared \(length) bytes but ends every response after \(received) bytes")
+          }
+          lastCut = received
+        }
         try result.get()
         await flight.finish(.success(()))
         forget(flight)
@@ -148,6 +161,13 @@ final class ObjectSession: Sendable {
     // However the request ends (some failures, such as too many redirects, never reach the delegate), the
     // event stream ends with it.
     task.futureResult.whenComplete { _ in continuation.finish() }
+    // An origin that trickles its head (each byte within the idle timeout) is given up on after `headTimeout`.
+    // The delegate runs on the task's event loop, so `writer.head` is read there.
+    let headTimedOut = reader.client.headTimedOut(url)
+    let headTimer = task.eventLoop.scheduleTask(deadline: reader.client.headDeadline) {
+      if writer.head == nil { task.fail(reason: headTimedOut) }
+    }
+    task.futureResult.whenComplete { _ in headTimer.cancel() }
     await withTaskCancellationHandler {
       for await event in events {
         switch event {
@@ -191,6 +211,27 @@ final class ObjectSession: Sendable {
       // A body without a declared length (chunked): its end is the object's end.
       try manager.setContentLength(writer.offset)
     }
+  }
+
+  /// Throws `OriginError.inconsistentResponse` if a response under the stored strong entity tag declares
+  /// another total length (Content-Range total of a 206, Content-Length of a 200) than the one recorded: a
+  /// strong tag names the bytes exactly, so that is a contradiction, not a new version. Neither length can be
+  /// trusted, so the object is reset to know neither (nor the chunks sized by it). Checked before the range
+  /// itself, so even a response that is refused for its range is noticed.
+  func checkDeclaredLength(status: HTTPResponseStatus, headers: HTTPHeaders, stored: Manifest) throws {
+    guard let etag = headers.first(name: "ETag"), !etag.hasPrefix("W/"), stored.etag == etag,
+      let known = stored.contentLength
+    else { return }
+    let declared: Int64? =
+      switch status.code {
+      case 206: headers.first(name: "Content-Range").flatMap { OriginClient.parseContentRange($0)?.total }
+      case 200: headers.first(name: "Content-Length").flatMap { Int64($0) }
+      default: nil
+      }
+    guard let declared, declared != known else { return }
+    try manager.reset(contentLength: nil, etag: nil, lastModified: nil)
+    throw OriginError.inconsistentResponse(
+      url: url, reason: "origin gave length \(declared) under ETag \(etag), which had length \(known)")
   }
 
   /// Compares the response with what the cache holds: records validators for a new object, resets the object

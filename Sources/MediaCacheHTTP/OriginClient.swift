@@ -43,14 +43,20 @@ public final class OriginClient: Sendable {
     public var connectTimeout: Double = 10
     /// Longest silence while reading a response, seconds.
     public var idleTimeout: Double = 30
+    /// Longest wait for a complete response head after the request went out, seconds: an origin that trickles
+    /// headers (each byte within the idle timeout) is given up on after this.
+    public var headTimeout: Double = 30
     /// Redirects followed at most.
     public var maxRedirects = 5
     /// `User-Agent` sent.
     public var userAgent = "MediaCache/1"
 
-    public init(connectTimeout: Double = 10, idleTimeout: Double = 30, maxRedirects: Int = 5) {
+    public init(
+      connectTimeout: Double = 10, idleTimeout: Double = 30, headTimeout: Double = 30, maxRedirects: Int = 5
+    ) {
       self.connectTimeout = connectTimeout
       self.idleTimeout = idleTimeout
+      self.headTimeout = headTimeout
       self.maxRedirects = maxRedirects
     }
   }
@@ -187,6 +193,13 @@ public final class OriginClient: Sendable {
         return OriginError.timedOut(url: url, reason: "\(error)", attempts: 1)
       }
       return OriginError.connectionFailed(url: url, reason: "\(error)", attempts: 1)
+    case let error as HTTPParserError:
+      // Not valid HTTP, or a head past NIO's limits (80 KiB, or 65 534 fields): the same origin would answer
+      // the same way again.
+      let reason =
+        error == .headerOverflow
+        ? "response head larger than \(maxResponseHeadBytes / 1024) KiB" : "invalid HTTP (\(error))"
+      return OriginError.malformedResponse(url: url, reason: reason)
     case ChannelError.connectTimeout:
       return OriginError.timedOut(url: url, reason: "\(error)", attempts: 1)
     case is CancellationError, is OriginError, is StoreError: return error
@@ -194,12 +207,28 @@ public final class OriginClient: Sendable {
     }
   }
 
+  /// The response head size NIO's decoder accepts (its default, which AsyncHTTPClient uses): a longer head
+  /// fails with `HTTPParserError.headerOverflow`, so an origin sending headers forever costs at most this.
+  static let maxResponseHeadBytes = NIOHTTPDecoderLimitConfiguration().maxHeaderListSize
+
+  /// The deadline of a response head sent now.
+  var headDeadline: NIODeadline { .now() + .milliseconds(Int64(configuration.headTimeout * 1000)) }
+
   private func execute(_ request: HTTPClientRequest, url: String) async throws -> HTTPClientResponse {
     do {
-      return try await http.execute(request, deadline: .distantFuture)
+      // The deadline covers the head only: `execute` returns once the head is in, and the body is read later.
+      return try await http.execute(request, deadline: headDeadline)
+    } catch let error as HTTPClientError where error == .deadlineExceeded {
+      throw headTimedOut(url)
     } catch {
       throw Self.map(error, url: url)
     }
+  }
+
+  /// The error of a response head not complete within `headTimeout`.
+  func headTimedOut(_ url: String) -> OriginError {
+    .timedOut(
+      url: url, reason: "no complete response head within \(configuration.headTimeout) s", attempts: 1)
   }
 
   static func metadata(_ headers: HTTPHeaders) -> OriginMetadata {

@@ -23,6 +23,8 @@ public enum OriginError: Error, Sendable, Equatable, CustomStringConvertible {
   case timedOut(url: String, reason: String, attempts: Int)
   /// The origin's answer contradicts itself or what it said before (a length that changes within a version).
   case inconsistentResponse(url: String, reason: String)
+  /// The origin's answer is not valid HTTP, or its head is larger than the client accepts (not retried).
+  case malformedResponse(url: String, reason: String)
 
   public var description: String {
     switch self {
@@ -44,6 +46,7 @@ public enum OriginError: Error, Sendable, Equatable, CustomStringConvertible {
     case .timedOut(let url, let reason, let attempts):
       "\(url): timed out: \(reason) (after \(attempts) attempt\(attempts == 1 ? "" : "s"))"
     case .inconsistentResponse(let url, let reason): "\(url): \(reason)"
+    case .malformedResponse(let url, let reason): "\(url): malformed response: \(reason)"
     }
   }
 

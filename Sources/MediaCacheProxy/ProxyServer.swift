@@ -25,10 +25,17 @@ public final class ProxyServer: Sendable {
     public var port: Int
     /// Origin hosts the proxy fetches from (case-insensitive); nil allows any host.
     public var allowedHosts: Set<String>?
+    /// Seconds a client connection may go without sending a complete request head (an idle keep-alive
+    /// connection, or one sending its head byte by byte) before it is closed. A response being written is
+    /// never cut by it.
+    public var clientTimeout: Double
 
-    public init(host: String = "127.0.0.1", port: Int = 0, allowedHosts: Set<String>? = nil) {
+    public init(
+      host: String = "127.0.0.1", port: Int = 0, allowedHosts: Set<String>? = nil, clientTimeout: Double = 60
+    ) {
       self.host = host
       self.port = port
+      self.clientTimeout = clientTimeout
       self.allowedHosts = allowedHosts.map { Set($0.map { $0.lowercased() }) }
     }
   }
@@ -80,6 +87,11 @@ public final class ProxyServer: Sendable {
       responder: CallbackResponder { (request: Request, _: BasicRequestContext) in
         try await responder.respond(to: request)
       },
+      // Hummingbird keeps a connection without a timeout by default, so a client that never finishes its head
+      // (or idles) would hold it forever. Its idle timer restarts on each complete request part, not on each
+      // byte, and never runs while a response is being written.
+      server: .http1(
+        configuration: .init(idleTimeout: TimeAmount.milliseconds(Int64(configuration.clientTimeout * 1000)))),
       configuration: ApplicationConfiguration(
         address: .hostname(host, port: configuration.port), serverName: "MediaCache"),
       onServerRunning: { [self] channel in

@@ -43,13 +43,25 @@ struct ProxyCommand: AsyncParsableCommand {
   var connectTimeout: Double = 10
   @Option(help: ArgumentHelp("Give up on an origin that sends nothing for this long.", valueName: "SECONDS"))
   var idleTimeout: Double = 30
+  @Option(
+    help: ArgumentHelp(
+      "Give up on an origin whose response head is not complete this long after the request.",
+      valueName: "SECONDS"))
+  var headTimeout: Double = 30
+  @Option(
+    help: ArgumentHelp(
+      "Close a client connection that sends no complete request for this long (idle, or sending its head "
+        + "slowly); a response being sent is never cut.", valueName: "SECONDS"))
+  var clientTimeout: Double = 60
   @Option(help: "Retries of an origin request after a connection error, a 5xx or a cut-off body.")
   var retries = 3
 
   func validate() throws {
     guard (0...65535).contains(port) else { throw ValidationError("--port must be 0...65535") }
     if let maxSize, maxSize.bytes <= 0 { throw ValidationError("--max-size must be positive") }
-    guard connectTimeout > 0, idleTimeout > 0 else { throw ValidationError("timeouts must be positive") }
+    guard connectTimeout > 0, idleTimeout > 0, headTimeout > 0, clientTimeout > 0 else {
+      throw ValidationError("timeouts must be positive")
+    }
     guard (0...20).contains(retries) else { throw ValidationError("--retries must be 0...20") }
   }
 
@@ -61,13 +73,15 @@ struct ProxyCommand: AsyncParsableCommand {
       configuration.maxSize = maxSize?.bytes
       let mediaCache = try MediaCache(configuration: configuration)
       let client = OriginClient(
-        configuration: .init(connectTimeout: connectTimeout, idleTimeout: idleTimeout))
+        configuration: .init(
+          connectTimeout: connectTimeout, idleTimeout: idleTimeout, headTimeout: headTimeout))
       let reader = CachingReader(
         cache: mediaCache, client: client, configuration: .init(maxRetries: retries))
       let server = ProxyServer(
         reader: reader,
         configuration: .init(
-          host: host, port: port, allowedHosts: allowedHosts.isEmpty ? nil : Set(allowedHosts)))
+          host: host, port: port, allowedHosts: allowedHosts.isEmpty ? nil : Set(allowedHosts),
+          clientTimeout: clientTimeout))
       if !["127.0.0.1", "::1", "localhost"].contains(host) {
         FileHandle.standardError.write(
           Data(

@@ -9,6 +9,9 @@
 //                    chunks corrupted on purpose), then restart it
 //   fsck-kill        SIGKILL `cache-fsck --repair` on a tree with every kind of damage it repairs, then restart it
 //   proxy-kill       SIGKILL `mediacache proxy` under three clients reading overlapping ranges, then restart it
+//   hostile-peers    hostile origins (silent, endless headers, lying lengths, overlong bodies, wrong ranges,
+//                    redirect loops) and hostile clients (malformed, enormous or thousands of Range headers,
+//                    enormous heads, connection floods) against one proxy, beside a normal client
 //   many-processes   M minutes of four workers running mediacache commands and proxy GETs on overlapping
 //                    objects, beside cache-compactor (tiny --max-size, scrubbing) and cache-fsck -n in a loop
 //
@@ -47,7 +50,9 @@ struct Options {
   var json: String?
 }
 
-let allClasses = ["fetch-kill", "compactor-kill", "fsck-kill", "proxy-kill", "many-processes"]
+let allClasses = [
+  "fetch-kill", "compactor-kill", "fsck-kill", "proxy-kill", "hostile-peers", "many-processes",
+]
 
 func parseOptions() throws -> Options {
   var options = Options()
@@ -139,6 +144,7 @@ func runClass(_ name: String, options: Options, environment: Environment) -> Cla
     case "compactor-kill": compactorKillTrial(context, environment)
     case "fsck-kill": fsckKillTrial(context, environment)
     case "proxy-kill": proxyKillTrial(context, environment)
+    case "hostile-peers": hostilePeersTrial(context, environment)
     default: manyProcessesRun(context, environment, minutes: options.minutes)
     }
     if name != "many-processes" { tally.trialDone() }

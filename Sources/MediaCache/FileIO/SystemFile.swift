@@ -47,11 +47,16 @@ final class SystemFile: Sendable {
   let path: String
   private let isOpen = Atomic<Bool>(true)
 
-  /// Opens `path`. With `create`, a missing file is created with mode 0600.
+  /// Opens `path`, which must be a regular file. With `create`, a missing file is created with mode 0600.
   ///
-  /// The corresponding C function is `open` (with `O_CLOEXEC`).
+  /// A final symlink is not followed (`O_NOFOLLOW`: `ELOOP`, which `StoreError` reports as
+  /// `unexpectedFileType`) and a FIFO or device does not block the open (`O_NONBLOCK`, no effect on regular
+  /// files); whatever was opened is checked with `fstat`, so an entry swapped in after a caller's `lstat` is
+  /// still refused.
+  ///
+  /// The corresponding C functions are `open` (with `O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK`) and `fstat`.
   init(path: String, writable: Bool, create: Bool = false) throws {
-    var options: FileDescriptor.OpenOptions = [.closeOnExec]
+    var options: FileDescriptor.OpenOptions = [.closeOnExec, .noFollow, .nonBlocking]
     if create { options.insert(.create) }
     descriptor = try faultPoint(
       IOEvent(operation: .open, path: path, creates: create), syscall: "open",
@@ -66,18 +71,44 @@ final class SystemFile: Sendable {
       }
     }
     self.path = path
+    try Self.requireRegularFile(descriptor.rawValue, path: path)
+  }
+
+  /// Throws `StoreError.unexpectedFileType` (closing `fd`) unless it is a regular file.
+  private static func requireRegularFile(_ fd: Int32, path: String) throws {
+    var info = stat()
+    guard fstat(fd, &info) == 0 else { return }  // the first read or write reports the error
+    let type: FileType? =
+      switch info.st_mode & S_IFMT {
+      case S_IFREG: nil
+      case S_IFDIR: .directory
+      case S_IFIFO: .fifo
+      case S_IFSOCK: .socket
+      case S_IFCHR: .characterDevice
+      case S_IFBLK: .blockDevice
+      default: .unknown
+      }
+    if let type {
+      _ = systemClose(fd)
+      throw StoreError.unexpectedFileType(path: path, expected: "regular file", found: type.rawValue)
+    }
   }
 
   /// Opens `name` inside an open directory, read-only: one path component to resolve instead of the whole
   /// path (the checker reads many small files of one shard in a row).
   ///
-  /// The corresponding C function is `openat` (with `O_CLOEXEC`).
+  /// Like `init(path:writable:create:)`, a symlink, FIFO or other non-regular entry is refused.
+  ///
+  /// The corresponding C functions are `openat` (with `O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK`) and `fstat`.
   init(directory: Int32, name: String, displayPath: String) throws {
     let fd = try faultPoint(
       IOEvent(operation: .open, path: displayPath), syscall: "openat", resultDescriptor: { $0 }
     ) {
-      try retrying("openat", displayPath) { openat(directory, name, O_RDONLY | O_CLOEXEC) }
+      try retrying("openat", displayPath) {
+        openat(directory, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
+      }
     }
+    try Self.requireRegularFile(fd, path: displayPath)
     descriptor = FileDescriptor(rawValue: fd)
     path = displayPath
   }
