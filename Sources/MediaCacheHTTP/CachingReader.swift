@@ -61,7 +61,8 @@ public final class CachingReader: Sendable {
   let limiter: RequestLimiter
 
   private struct Sessions {
-    var open: [ObjectID: (session: ObjectSession, users: Int)] = [:]
+    /// Per object: its session, the reads that have it open, and the flights still running on it.
+    var open: [ObjectID: (session: ObjectSession, users: Int, flights: Int)] = [:]
   }
 
   private let sessions = Mutex(Sessions())
@@ -81,35 +82,56 @@ public final class CachingReader: Sendable {
     let id = cache.objectID(for: url)
     return try sessions.withLock { state in
       if let entry = state.open[id] {
-        state.open[id] = (entry.session, entry.users + 1)
+        state.open[id] = (entry.session, entry.users + 1, entry.flights)
         return entry.session
       }
       let manager = try cache.assetDataManager(for: url)
       let session = ObjectSession(url: url, manager: manager, reader: self)
-      state.open[id] = (session, 1)
+      state.open[id] = (session, 1, 0)
       return session
     }
   }
 
+  /// A read is done with the session. When no read has it open any more, what is complete is committed (as
+  /// the close would), and the data manager closes once no flight is running on it either.
   func closeSession(_ session: ObjectSession) {
+    release(session, flight: false)
+  }
+
+  /// A running flight keeps its session (and data manager) open: a reader that got its range and left lets
+  /// the flight finish the chunk it is in, which needs the manager until the chunk is committed. Returns false
+  /// (nothing to release later) if the session is no longer open.
+  func retainSession(forFlightOf session: ObjectSession) -> Bool {
+    sessions.withLock { state in
+      let id = session.manager.objectID
+      guard let entry = state.open[id], entry.session === session else { return false }
+      state.open[id] = (session, entry.users, entry.flights + 1)
+      return true
+    }
+  }
+
+  /// A flight retained with `retainSession(forFlightOf:)` ended.
+  func releaseSession(forFlightOf session: ObjectSession) {
+    release(session, flight: true)
+  }
+
+  private func release(_ session: ObjectSession, flight: Bool) {
     let id = session.manager.objectID
-    let last = sessions.withLock { state -> Bool in
-      guard let entry = state.open[id] else { return false }
-      if entry.users <= 1 {
+    let (close, flush) = sessions.withLock { state -> (Bool, Bool) in
+      guard var entry = state.open[id], entry.session === session else { return (false, false) }
+      if flight { entry.flights -= 1 } else { entry.users -= 1 }
+      if entry.users <= 0 && entry.flights <= 0 {
         state.open[id] = nil
-        return true
+        return (true, false)
       }
-      state.open[id] = (entry.session, entry.users - 1)
-      return false
+      state.open[id] = entry
+      return (false, !flight && entry.users <= 0)
     }
-    if last {
-      try? session.manager.close()
-      // A first fetch that failed before anything was committed (an origin that never answered, an error
-      // status) leaves a data file without a manifest: it goes, unless another process has it open or a
-      // manifest appeared meanwhile, so the cache does not keep an orphan for each failed URL.
-      let noManifest = (try? { () throws -> Bool in try cache.store.readManifest(id) == nil }()) ?? false
-      if noManifest { _ = try? cache.store.remove(id, keepIf: { $0 != nil }) }
-    }
+    // A first fetch that failed before anything was committed (an origin that never answered, an error status)
+    // leaves a data file without a manifest: the manager's close removes it, unless another process has it open
+    // or a manifest appeared meanwhile, so the cache does not keep an orphan for each failed URL.
+    if close { try? session.manager.close() }
+    if flush { try? session.manager.flush() }
   }
 
   // MARK: Reading

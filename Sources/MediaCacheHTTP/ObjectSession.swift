@@ -58,7 +58,11 @@ final class ObjectSession: Sendable {
       list.append(flight)
       if list.count > 64 { list.removeFirst(list.count - 64) }
     }
-    let task = Task { await self.run(flight) }
+    let retained = reader.retainSession(forFlightOf: self)
+    let task = Task {
+      await self.run(flight)
+      if retained { self.reader.releaseSession(forFlightOf: self) }
+    }
     await flight.setTask(task)
     return flight
   }
