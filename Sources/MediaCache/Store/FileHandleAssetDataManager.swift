@@ -46,6 +46,11 @@ public final class FileHandleAssetDataManager: Sendable {
   private let policy: CommitPolicy
   private let state: Mutex<State>
   private let observer: Observer
+  /// Durable mode: whether this manager has flushed the shard directory since it opened the data file. A file
+  /// this process or another created may not have its name on disk yet, and a manifest listing its chunks
+  /// must not outlive it (power lost after the manifest's rename but before the data file's name reached
+  /// the disk). So the first commit that adds chunks flushes the directory first; later ones need not.
+  private let nameSynced = Atomic<Bool>(false)
 
   /// Callbacks for the owner of a manager (the `MediaCache` facade uses them for size tracking and events).
   /// They run on the calling thread while the manager is busy: they must not call back into it.
@@ -118,7 +123,8 @@ public final class FileHandleAssetDataManager: Sendable {
       } catch StoreError.io(_, _, .noSuchFileOrDirectory) {
         // A new object: its data file appears already locked (see `createLockedDataFile`).
         try store.ensureShard(for: id)
-        guard let created = try store.createLockedDataFile(for: id) else { continue }
+        // Its name is flushed before the first commit (see `syncNameOnce`), not here.
+        guard let created = try store.createLockedDataFile(for: id, syncName: false) else { continue }
         candidate = created
       }
       let locked = try mapIO { try candidate.status() }
@@ -591,7 +597,10 @@ public final class FileHandleAssetDataManager: Sendable {
   /// Flushes the data (durable mode) and commits `change`: runs on `commitQueue`, without the state lock.
   private func commitInBackground(_ change: ManifestChange, base: Manifest) -> BackgroundOutcome {
     if store.durability == .durable && !change.added.isEmpty {
-      do { try mapIO { try file.syncData() } } catch { return .syncFailed(error) }
+      do {
+        try mapIO { try file.syncData() }
+        try syncNameOnce()
+      } catch { return .syncFailed(error) }
     }
     do {
       return .committed(try store.commit(change, base: base, dataFile: file))
@@ -643,6 +652,13 @@ public final class FileHandleAssetDataManager: Sendable {
     state.uncommittedBytes = 0
   }
 
+  /// Flushes the shard directory, once per manager, before a commit lists chunks (see `nameSynced`).
+  private func syncNameOnce() throws {
+    if nameSynced.load(ordering: .acquiring) { return }
+    try mapIO { try FileSystemCalls.syncDirectory(store.paths(for: objectID).directory) }
+    nameSynced.store(true, ordering: .releasing)
+  }
+
   private func reportBackgroundError(_ state: inout State) throws {
     if let error = state.backgroundError {
       state.backgroundError = nil
@@ -653,7 +669,10 @@ public final class FileHandleAssetDataManager: Sendable {
   private func commitLocked(_ state: inout State) throws {
     if state.pending.isEmpty { return }
     if store.durability == .durable && !state.pending.added.isEmpty {
-      do { try mapIO { try file.syncData() } } catch {
+      do {
+        try mapIO { try file.syncData() }
+        try syncNameOnce()
+      } catch {
         forgetUnsyncedChunks(&state)
         throw error
       }
