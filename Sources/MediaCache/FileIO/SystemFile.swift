@@ -71,12 +71,16 @@ final class SystemFile: Sendable {
   /// Opens `name` inside an open directory, read-only: one path component to resolve instead of the whole
   /// path (the checker reads many small files of one shard in a row).
   ///
+  /// With `noFollow`, a symlink is not followed (`ELOOP`), and opening a FIFO does not wait for a writer, nor a
+  /// terminal become the controlling one (`O_NOFOLLOW | O_NONBLOCK | O_NOCTTY`; no effect on a regular file).
+  ///
   /// The corresponding C function is `openat` (with `O_CLOEXEC`).
-  init(directory: Int32, name: String, displayPath: String) throws {
+  init(directory: Int32, name: String, displayPath: String, noFollow: Bool = false) throws {
+    let flags = O_RDONLY | O_CLOEXEC | (noFollow ? O_NOFOLLOW | O_NONBLOCK | O_NOCTTY : 0)
     let fd = try faultPoint(
       IOEvent(operation: .open, path: displayPath), syscall: "openat", resultDescriptor: { $0 }
     ) {
-      try retrying("openat", displayPath) { openat(directory, name, O_RDONLY | O_CLOEXEC) }
+      try retrying("openat", displayPath) { openat(directory, name, flags) }
     }
     descriptor = FileDescriptor(rawValue: fd)
     path = displayPath
@@ -425,7 +429,36 @@ extension FileSystemCalls {
   static func scanDirectory(_ path: String, statWhen: ((UnsafePointer<CChar>) -> Bool)? = nil) throws
     -> [(name: String, status: FileStatus)]?
   {
-    guard let dir = opendir(path) else {
+    try scanDirectory(path, statWhen: statWhen) { _, entries in entries }
+  }
+
+  /// `scanDirectory(_:statWhen:)`, then `body` with the entries and the directory's descriptor, still open (for
+  /// `openat`/`fstatat` of the entries without resolving the directory's path again; closed after `body`).
+  ///
+  /// With `parent`, the directory is entry `name` of that open directory and `path` only names it in errors
+  /// (`openat` and `fdopendir`: one component to resolve instead of the whole path).
+  static func scanDirectory<Result>(
+    _ path: String, parent: (descriptor: Int32, name: String)? = nil,
+    statWhen: ((UnsafePointer<CChar>) -> Bool)?,
+    _ body: (_ descriptor: Int32, _ entries: [(name: String, status: FileStatus)]) throws -> Result
+  ) throws -> Result? {
+    let opened: OpaquePointer?
+    if let parent {
+      var fd: Int32
+      repeat {
+        fd = openat(parent.descriptor, parent.name, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+      } while fd < 0
+        && errnoValue() == EINTR
+      opened = fd < 0 ? nil : fdopendir(fd)
+      if fd >= 0 && opened == nil {
+        let code = errnoValue()
+        _ = systemClose(fd)
+        errno = code
+      }
+    } else {
+      opened = opendir(path)
+    }
+    guard let dir = opened else {
       let code = errnoValue()
       if code == ENOENT || code == ENOTDIR { return nil }
       throw SystemCallError(syscall: "opendir", path: path, errno: Errno(rawValue: code))
@@ -449,7 +482,7 @@ extension FileSystemCalls {
       }
       if let name = ok { result.append((name, FileStatus(info))) }
     }
-    return result
+    return try body(descriptor, result)
   }
 
   /// Bytes available to an unprivileged user on the file system holding `path`.
