@@ -97,15 +97,17 @@ final class SystemFile: Sendable {
   /// Opens `name` inside an open directory, read-only: one path component to resolve instead of the whole
   /// path (the checker reads many small files of one shard in a row).
   ///
-  /// Like `init(path:writable:create:)`, a symlink, FIFO or other non-regular entry is refused.
+  /// Like `init(path:writable:create:)`, a symlink, FIFO or other non-regular entry is refused, and opening
+  /// one neither waits for a writer nor makes a terminal the controlling one.
   ///
-  /// The corresponding C functions are `openat` (with `O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK`) and `fstat`.
+  /// The corresponding C functions are `openat` (with `O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY`) and
+  /// `fstat`.
   init(directory: Int32, name: String, displayPath: String) throws {
     let fd = try faultPoint(
       IOEvent(operation: .open, path: displayPath), syscall: "openat", resultDescriptor: { $0 }
     ) {
       try retrying("openat", displayPath) {
-        openat(directory, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
+        openat(directory, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY)
       }
     }
     try Self.requireRegularFile(fd, path: displayPath)
@@ -456,7 +458,36 @@ extension FileSystemCalls {
   static func scanDirectory(_ path: String, statWhen: ((UnsafePointer<CChar>) -> Bool)? = nil) throws
     -> [(name: String, status: FileStatus)]?
   {
-    guard let dir = opendir(path) else {
+    try scanDirectory(path, statWhen: statWhen) { _, entries in entries }
+  }
+
+  /// `scanDirectory(_:statWhen:)`, then `body` with the entries and the directory's descriptor, still open (for
+  /// `openat`/`fstatat` of the entries without resolving the directory's path again; closed after `body`).
+  ///
+  /// With `parent`, the directory is entry `name` of that open directory and `path` only names it in errors
+  /// (`openat` and `fdopendir`: one component to resolve instead of the whole path).
+  static func scanDirectory<Result>(
+    _ path: String, parent: (descriptor: Int32, name: String)? = nil,
+    statWhen: ((UnsafePointer<CChar>) -> Bool)?,
+    _ body: (_ descriptor: Int32, _ entries: [(name: String, status: FileStatus)]) throws -> Result
+  ) throws -> Result? {
+    let opened: OpaquePointer?
+    if let parent {
+      var fd: Int32
+      repeat {
+        fd = openat(parent.descriptor, parent.name, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+      } while fd < 0
+        && errnoValue() == EINTR
+      opened = fd < 0 ? nil : fdopendir(fd)
+      if fd >= 0 && opened == nil {
+        let code = errnoValue()
+        _ = systemClose(fd)
+        errno = code
+      }
+    } else {
+      opened = opendir(path)
+    }
+    guard let dir = opened else {
       let code = errnoValue()
       if code == ENOENT || code == ENOTDIR { return nil }
       throw SystemCallError(syscall: "opendir", path: path, errno: Errno(rawValue: code))
@@ -480,7 +511,7 @@ extension FileSystemCalls {
       }
       if let name = ok { result.append((name, FileStatus(info))) }
     }
-    return result
+    return try body(descriptor, result)
   }
 
   /// Bytes available to an unprivileged user on the file system holding `path`.

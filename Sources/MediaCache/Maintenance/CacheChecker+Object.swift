@@ -6,7 +6,7 @@ extension CacheChecker {
   private func relative(_ path: String) -> String { String(path.dropFirst(root.count + 1)) }
 
   /// What one look at an object found.
-  private struct Evaluation {
+  struct Evaluation {
     var findings: [CheckFinding] = []
     var manifest: Manifest?
     /// Chunks to drop: short or failing their CRC, with the CRC the manifest records.
@@ -83,7 +83,7 @@ extension CacheChecker {
     report.findings += outcome.findings
   }
 
-  private func add(_ totals: CheckTotals, to sum: inout CheckTotals) {
+  func add(_ totals: CheckTotals, to sum: inout CheckTotals) {
     sum.objects += totals.objects
     sum.complete += totals.complete
     sum.partial += totals.partial
@@ -93,9 +93,11 @@ extension CacheChecker {
     sum.bytesVerified += totals.bytesVerified
   }
 
-  /// Looks at an object. With `busy`, only the manifest's own validity is judged.
-  private func evaluate(
-    _ id: ObjectID, _ files: ObjectFiles, dataFile: SystemFile?, dataSize: Int64?, busy: Bool
+  /// Looks at an object. With `busy`, only the manifest's own validity is judged. `manifestBytes` reads the
+  /// manifest instead of `readFile` (the walk reads it through its open shard directory).
+  func evaluate(
+    _ id: ObjectID, _ files: ObjectFiles, dataFile: SystemFile?, dataSize: Int64?, busy: Bool,
+    manifestBytes: (() throws -> Data)? = nil
   )
     -> Evaluation
   {
@@ -111,7 +113,7 @@ extension CacheChecker {
     }
     let manifest: Manifest
     do {
-      let bytes = try readFile(manifestPath, sizeHint: nil)
+      let bytes = try manifestBytes?() ?? readFile(manifestPath, sizeHint: nil)
       outcome.totals.bytes += Int64(bytes.count)
       manifest = try ManifestCodec.decode(bytes, expectedID: id)
     } catch let error as ManifestError {
@@ -208,6 +210,18 @@ extension CacheChecker {
       displayPath: absolute(relativePath))
     defer { file.close() }
     return try ShardedStore.readAll(file, sizeHint: sizeHint ?? 4096)
+  }
+
+  /// The bytes of small file `name` of the open directory `directory` (its descriptor and relative path), for
+  /// the walk's look at an object (`WalkEvaluation`), which keeps only a clean result: anything else is looked
+  /// at again by `checkObject`. The walk has just listed `name` as a regular file; should it have been
+  /// replaced since, a symlink is not followed and a FIFO does not block (`SystemFile` opens with
+  /// `O_NOFOLLOW | O_NONBLOCK` and refuses anything but a regular file).
+  func readFile(named name: String, in directory: (fd: Int32, relative: String)) throws -> Data {
+    let file = try SystemFile(
+      directory: directory.fd, name: name, displayPath: absolute("\(directory.relative)/\(name)"))
+    defer { file.close() }
+    return try ShardedStore.readAll(file, sizeHint: 4096)
   }
 
   /// Reads every listed chunk whole and compares its CRC; adds a finding and an entry in `bad` per mismatch.

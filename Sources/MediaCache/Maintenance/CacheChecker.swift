@@ -49,6 +49,8 @@ public struct CacheChecker: Sendable {
   public let root: String
   public let options: Options
   let store: ShardedStore
+  /// Whether a `--fast` check looks at objects during the walk (`WalkEvaluation`); tests compare with false.
+  var evaluatesDuringWalk = true
   /// The shard directory last read from, kept open (objects are checked in id order, shard by shard).
   let directories = DirectoryCache()
 
@@ -125,7 +127,8 @@ public struct CacheChecker: Sendable {
               "unknown \(entry.status.isDirectory ? "directory" : "file") in the cache root; left alone"))
       }
     }
-    var objects = collectObjects(&report)
+    let fastCheck = options.fast && !options.repair && evaluatesDuringWalk
+    var (objects, walkEvaluations) = collectObjects(&report, evaluate: fastCheck)
     checkTemporaryFiles(now: now, &report)
     defer { directories.closeAll() }
     let ids = objects.keys.sorted()
@@ -134,7 +137,12 @@ public struct CacheChecker: Sendable {
         report.cancelled = true
         break
       }
-      checkObject(id, files: &objects[id]!, &report)
+      if let evaluation = walkEvaluations[id], evaluation.placed, evaluation.matches(objects[id]!) {
+        // Looked at during the walk and found clean: what `checkObject` would find now.
+        add(evaluation.totals, to: &report.totals)
+      } else {
+        checkObject(id, files: &objects[id]!, &report)
+      }
       progress(
         Progress(
           objectsChecked: index + 1, objectsTotal: ids.count, bytesVerified: report.totals.bytesVerified))
@@ -188,94 +196,210 @@ public struct CacheChecker: Sendable {
 
   // MARK: Tree walk
 
-  /// Walks `objects/`, reporting names that are not objects and files stored under the wrong shard.
-  func collectObjects(_ report: inout CheckReport) -> [ObjectID: ObjectFiles] {
+  /// At most this many threads walk shard directories at once (each takes whole outer shards).
+  static let maxWalkers = 4
+
+  /// One object found with its data file and manifest side by side in one shard directory, looked at during
+  /// the walk without a lock (`--fast` check only): its totals when the look found nothing. It stands for the
+  /// object only while the walk's final files of the object are these (`matches`).
+  struct WalkEvaluation: Sendable {
+    var data: String?
+    var manifest: String?
+    /// Both files are where the object's id puts them.
+    var placed: Bool
+    var totals: CheckTotals
+
+    func matches(_ files: ObjectFiles) -> Bool { files.data == data && files.manifest == manifest }
+  }
+
+  /// What the walk found under one outer shard directory, in the order a single-threaded walk finds it.
+  private struct OuterWalk: Sendable {
+    var findings: [CheckFinding] = []
+    var files: [(id: ObjectID, isData: Bool, relative: String, status: FileStatus)] = []
+    var evaluations: [(id: ObjectID, evaluation: WalkEvaluation)] = []
+  }
+
+  /// Walks `objects/`, reporting names that are not objects and files stored under the wrong shard. Outer shard
+  /// directories are walked by up to `maxWalkers` threads; their results are merged in listing order, so the
+  /// findings come out as from one thread. With `evaluate` (a `--fast` check), each object whose files sit
+  /// together is also looked at (`WalkEvaluation`) through the shard directory's open descriptor.
+  func collectObjects(_ report: inout CheckReport, evaluate: Bool = false) -> (
+    objects: [ObjectID: ObjectFiles], evaluations: [ObjectID: WalkEvaluation]
+  ) {
+    let outers = (try? FileSystemCalls.scanDirectory("\(root)/objects", statWhen: { _ in false })) ?? []
+    var walks: [OuterWalk] = []
+    let workers = min(Self.maxWalkers, ProcessInfo.processInfo.activeProcessorCount, outers.count)
+    if workers <= 1 {
+      walks = outers.map { walkOuter($0.name, $0.status, evaluate: evaluate) }
+    } else {
+      let next = Atomic<Int>(0)
+      let results = Mutex<[Int: OuterWalk]>([:])
+      DispatchQueue.concurrentPerform(iterations: workers) { _ in
+        var mine: [(Int, OuterWalk)] = []
+        while true {
+          let index = next.add(1, ordering: .relaxed).oldValue
+          guard index < outers.count else { break }
+          mine.append((index, walkOuter(outers[index].name, outers[index].status, evaluate: evaluate)))
+        }
+        results.withLock { results in
+          for (index, walk) in mine { results[index] = walk }
+        }
+      }
+      walks = results.withLock { results in (0..<outers.count).map { results[$0]! } }
+    }
     var objects: [ObjectID: ObjectFiles] = [:]
-    let objectsDirectory = "\(root)/objects"
+    objects.reserveCapacity(walks.reduce(0) { $0 + $1.files.count } / 2)
+    var evaluations: [ObjectID: WalkEvaluation] = [:]
+    for walk in walks {
+      report.findings += walk.findings
+      for file in walk.files {
+        if file.isData {
+          objects[file.id, default: ObjectFiles()].data = file.relative
+          objects[file.id]!.dataStatus = file.status
+        } else {
+          objects[file.id, default: ObjectFiles()].manifest = file.relative
+        }
+      }
+      for (id, evaluation) in walk.evaluations { evaluations[id] = evaluation }
+    }
+    return (objects, evaluations)
+  }
+
+  /// The walk of one outer shard directory (see `collectObjects`).
+  private func walkOuter(_ outerName: String, _ outerStatus: FileStatus, evaluate: Bool) -> OuterWalk {
+    var walk = OuterWalk()
     // Directories and manifests need only their type here (a manifest's size comes from reading it); data
     // files are stat'ed for their length and allocated blocks.
     let onlyData: (UnsafePointer<CChar>) -> Bool = { name in
       let length = strlen(name)
       return length >= 5 && strcmp(name + length - 5, ".data") == 0
     }
-    for outer in (try? FileSystemCalls.scanDirectory(objectsDirectory, statWhen: { _ in false })) ?? [] {
-      let outerRelative = "objects/\(outer.name)"
-      let outerValid = ShardedStore.isShardName(outer.name)
-      guard outer.status.isDirectory else {
-        report.findings.append(
-          outerValid
-            ? wrongType(
-              outerRelative, expected: "directory", consequence: "objects of this shard cannot be used")
-            : CheckFinding(
-              path: outerRelative, kind: .unknownEntry, severity: .warning,
-              message: "unknown file in objects/; left alone"))
+    let outerRelative = "objects/\(outerName)"
+    let outerValid = ShardedStore.isShardName(outerName)
+    guard outerStatus.isDirectory else {
+      walk.findings.append(
+        outerValid
+          ? wrongType(
+            outerRelative, expected: "directory", consequence: "objects of this shard cannot be used")
+          : CheckFinding(
+            path: outerRelative, kind: .unknownEntry, severity: .warning,
+            message: "unknown file in objects/; left alone"))
+      return walk
+    }
+    if !outerValid {
+      walk.findings.append(
+        CheckFinding(
+          path: outerRelative, kind: .badShardName, severity: .warning,
+          message: "shard directory name is not two lowercase hex digits", expected: "two hex digits",
+          found: outerName))
+    }
+    _ = try? FileSystemCalls.scanDirectory("\(root)/\(outerRelative)", statWhen: onlyData) {
+      outerFD, inners in
+      walkInner(
+        inners, outerRelative: outerRelative, outerFD: outerFD, outerValid: outerValid, evaluate: evaluate,
+        &walk)
+    }
+    return walk
+  }
+
+  /// The part of `walkOuter` below one outer shard directory, open as `outerFD`.
+  private func walkInner(
+    _ inners: [(name: String, status: FileStatus)], outerRelative: String, outerFD: Int32, outerValid: Bool,
+    evaluate: Bool, _ walk: inout OuterWalk
+  ) {
+    let onlyData: (UnsafePointer<CChar>) -> Bool = { name in
+      let length = strlen(name)
+      return length >= 5 && strcmp(name + length - 5, ".data") == 0
+    }
+    for inner in inners {
+      let innerRelative = "\(outerRelative)/\(inner.name)"
+      guard inner.status.isDirectory else {
+        if outerValid && ShardedStore.isShardName(inner.name) {
+          walk.findings.append(
+            wrongType(
+              innerRelative, expected: "directory", consequence: "objects of this shard cannot be used"))
+        } else {
+          collectFile(inner.name, directory: outerRelative, status: inner.status, into: &walk)
+        }
         continue
       }
-      if !outerValid {
-        report.findings.append(
+      let innerValid = ShardedStore.isShardName(inner.name)
+      if outerValid && !innerValid {
+        walk.findings.append(
           CheckFinding(
-            path: outerRelative, kind: .badShardName, severity: .warning,
+            path: innerRelative, kind: .badShardName, severity: .warning,
             message: "shard directory name is not two lowercase hex digits", expected: "two hex digits",
-            found: outer.name))
+            found: inner.name))
       }
-      for inner in (try? FileSystemCalls.scanDirectory("\(root)/\(outerRelative)", statWhen: onlyData)) ?? []
-      {
-        let innerRelative = "\(outerRelative)/\(inner.name)"
-        guard inner.status.isDirectory else {
-          if outerValid && ShardedStore.isShardName(inner.name) {
-            report.findings.append(
-              wrongType(
-                innerRelative, expected: "directory", consequence: "objects of this shard cannot be used"))
-          } else {
-            collectFile(inner.name, directory: outerRelative, status: inner.status, into: &objects, &report)
-          }
-          continue
+      _ = try? FileSystemCalls.scanDirectory(
+        "\(root)/\(innerRelative)", parent: (outerFD, inner.name), statWhen: onlyData
+      ) { fd, entries in
+        let first = walk.files.count
+        for entry in entries {
+          collectFile(entry.name, directory: innerRelative, status: entry.status, into: &walk)
         }
-        if outerValid && !ShardedStore.isShardName(inner.name) {
-          report.findings.append(
-            CheckFinding(
-              path: innerRelative, kind: .badShardName, severity: .warning,
-              message: "shard directory name is not two lowercase hex digits", expected: "two hex digits",
-              found: inner.name))
-        }
-        for entry in (try? FileSystemCalls.scanDirectory("\(root)/\(innerRelative)", statWhen: onlyData))
-          ?? []
-        {
-          collectFile(entry.name, directory: innerRelative, status: entry.status, into: &objects, &report)
+        if evaluate {
+          evaluateInWalk(
+            walk.files[first...], directory: (fd, innerRelative), shard: outerValid && innerValid,
+            into: &walk)
         }
       }
     }
-    return objects
   }
 
-  private func collectFile(
-    _ name: String, directory: String, status: FileStatus, into objects: inout [ObjectID: ObjectFiles],
-    _ report: inout CheckReport
+  /// Looks at the objects of one shard directory whose manifest is in it (see `WalkEvaluation`).
+  private func evaluateInWalk(
+    _ files: ArraySlice<(id: ObjectID, isData: Bool, relative: String, status: FileStatus)>,
+    directory: (fd: Int32, relative: String), shard: Bool, into walk: inout OuterWalk
   ) {
+    var here: [ObjectID: ObjectFiles] = [:]
+    for file in files {
+      if file.isData {
+        here[file.id, default: ObjectFiles()].data = file.relative
+        here[file.id]!.dataStatus = file.status
+      } else {
+        here[file.id, default: ObjectFiles()].manifest = file.relative
+      }
+    }
+    for (id, objectFiles) in here {
+      guard let manifest = objectFiles.manifest else { continue }
+      let name = String(manifest.utf8.dropFirst(directory.relative.utf8.count + 1))!
+      let look = evaluate(
+        id, objectFiles, dataFile: nil, dataSize: objectFiles.dataStatus?.size, busy: false,
+        manifestBytes: { try readFile(named: name, in: directory) })
+      guard look.findings.isEmpty else { continue }
+      var placed = false
+      if shard, objectFiles.data != nil {
+        let hex = id.hex
+        let expected = "objects/\(hex.prefix(2))/\(hex.dropFirst(2).prefix(2))/\(hex)"
+        placed = objectFiles.data == expected + ".data" && manifest == expected + ".manifest"
+      }
+      walk.evaluations.append(
+        (id, WalkEvaluation(data: objectFiles.data, manifest: manifest, placed: placed, totals: look.totals)))
+    }
+  }
+
+  private func collectFile(_ name: String, directory: String, status: FileStatus, into walk: inout OuterWalk)
+  {
     let relative = "\(directory)/\(name)"
     let isData = name.hasSuffix(".data")
     let isManifest = name.hasSuffix(".manifest")
     if !status.isRegular, isData || isManifest, name.utf8.count == 64 + (isData ? 5 : 9),
       ObjectID(hex: name.prefix(64)) != nil
     {
-      report.findings.append(
+      walk.findings.append(
         wrongType(relative, expected: "regular file", consequence: "the object cannot be used"))
       return
     }
     guard status.isRegular, isData || isManifest, name.utf8.count == 64 + (isData ? 5 : 9),
       let id = ObjectID(hex: name.prefix(64))
     else {
-      report.findings.append(
+      walk.findings.append(
         CheckFinding(
           path: relative, kind: .unknownEntry, severity: .warning, message: "not a cache object; left alone"))
       return
     }
-    if isData {
-      objects[id, default: ObjectFiles()].data = relative
-      objects[id]!.dataStatus = status
-    } else {
-      objects[id, default: ObjectFiles()].manifest = relative
-    }
+    walk.files.append((id, isData, relative, status))
   }
 
   /// A finding for an entry of the wrong type where the layout has a directory or a regular file.
