@@ -134,6 +134,9 @@ let package = Package(
       name: "MediaCacheTests",
       dependencies: [
         "MediaCache",
+        // For the fault suites' origin fetch under a full disk (they are serialised with the other fault
+        // suites, which share the process-wide I/O fault hook).
+        "MediaCacheHTTP", "MediaCacheTestOrigin",
         .product(name: "PropertyBased", package: "swift-property-based"),
       ]
     ),

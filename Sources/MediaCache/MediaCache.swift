@@ -170,9 +170,7 @@ public final class MediaCache: Sendable {
         try writeWholeObject(data, id: id, contentType: contentType, userMetadata: userMetadata)
       } catch let error as StoreError {
         // A full disk, and the app set limits: make room as the limits would, then try once more.
-        guard case .io(_, _, .noSpace) = error, configuration.maxSize != nil || configuration.minFree != nil,
-          try makeRoom(for: Int64(data.count)) > 0
-        else { throw error }
+        guard case .io(_, _, .noSpace) = error, try makeRoom(for: Int64(data.count)) > 0 else { throw error }
         try writeWholeObject(data, id: id, contentType: contentType, userMetadata: userMetadata)
       }
     }
@@ -195,9 +193,12 @@ public final class MediaCache: Sendable {
     }
   }
 
-  /// After ENOSPC: evicts least recently used objects (never pinned, busy or vetoed ones) until `bytes` more
-  /// fit under what is on disk now. Returns the bytes freed.
-  func makeRoom(for bytes: Int64) throws -> Int64 {
+  /// After ENOSPC, when the app set limits (`maxSize` or `minFree`): evicts least recently used objects (never
+  /// pinned, busy or vetoed ones) until `bytes` more fit under what is on disk now, and returns the bytes freed.
+  /// Without limits the app did not ask for evictions: nothing is removed and 0 is returned. A writer that got
+  /// ENOSPC calls this, then tries once more (`store`, and the origin fetches of `MediaCacheHTTP`).
+  public func makeRoom(for bytes: Int64) throws -> Int64 {
+    guard configuration.maxSize != nil || configuration.minFree != nil else { return 0 }
     let onDisk = try store.scanObjects().reduce(0) { $0 + $1.diskBytes }
     let pass = Compactor(
       store: store,

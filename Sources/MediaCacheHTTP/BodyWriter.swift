@@ -53,6 +53,9 @@ final class BodyWriter: HTTPClientResponseDelegate, @unchecked Sendable {
   /// Ends a body early once the flight's run is complete (the error is not reported as a failure).
   struct StopReading: Error {}
 
+  /// Bytes freed at least when a write finds the disk full (so a stream does not run a pass per chunk).
+  static let roomAfterNoSpace: Int64 = 64 << 20
+
   func didReceiveHead(task: HTTPClient.Task<Void>, _ head: HTTPResponseHead) -> EventLoopFuture<Void> {
     do {
       try session.checkDeclaredLength(status: head.status, headers: head.headers, stored: stored)
@@ -84,7 +87,16 @@ final class BodyWriter: HTTPClientResponseDelegate, @unchecked Sendable {
       let tag = versionTag
       try buffer.withUnsafeReadableBytes { raw in
         do {
-          try session.manager.write(raw, at: at, ifVersion: tag)
+          do {
+            try session.manager.write(raw, at: at, ifVersion: tag)
+          } catch let error as StoreError {
+            // A full disk, and the app set limits: evict as the limits would (least recently used, never an
+            // object in use), then try once more; without limits, or if nothing could go, ENOSPC stands.
+            guard case .io(_, _, .noSpace) = error else { throw error }
+            let room = max(Self.roomAfterNoSpace, 16 * Int64(session.manager.manifest.chunkSize))
+            guard ((try? session.reader.cache.makeRoom(for: room)) ?? 0) > 0 else { throw error }
+            try session.manager.write(raw, at: at, ifVersion: tag)
+          }
         } catch StoreError.outOfBounds {
           throw OriginError.inconsistentResponse(
             url: url, reason: "body runs past the length the origin declared")
