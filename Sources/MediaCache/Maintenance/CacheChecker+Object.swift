@@ -55,6 +55,15 @@ extension CacheChecker {
       }
     }
     defer { lock?.close() }
+    // The lock must be on the file the path names now: an evictor that removed the object between our open and
+    // our lock (manifest, then data file) leaves us holding an unlinked inode that nobody else holds, whose
+    // manifest is gone. That is a completed removal, not an orphan; whatever is at the path now was created
+    // since and is left to the next check.
+    if let lock, let data = files.data {
+      let opened = try? lock.status()
+      let current = try? FileSystemCalls.status(absolute(data))
+      guard let opened, let current = current ?? nil, current.inode == opened.inode else { return }
+    }
     if busy {
       report.totals.busy += 1
       var outcome = evaluate(id, files, dataFile: nil, dataSize: nil, busy: true)
