@@ -388,7 +388,7 @@ public enum HLSPlaylist {
 
   // MARK: Shared pieces
 
-  private static let header = "#EXTM3U"
+  static let header = "#EXTM3U"
   private static let byteOrderMark: [UInt8] = [0xEF, 0xBB, 0xBF]
 
   private static func checkSize(_ text: String, url: String) throws(HLSError) {

@@ -196,9 +196,9 @@ struct ProxyResponder: Sendable {
   /// Whether the response must be read whole to find out: a playlist content type, or a `.m3u8`/`.m3u` path
   /// (whose body decides, see `respondWithPlaylist`).
   static func mayBePlaylist(contentType: String?, url: String) -> Bool {
-    if HLSPlaylist.isPlaylist(contentType: contentType, url: url, prefix: [UInt8]()) { return true }
-    let path = (URL(string: url)?.path ?? "").lowercased()
-    return path.hasSuffix(".m3u8") || path.hasSuffix(".m3u")
+    // Given the playlist header as the body's prefix, `isPlaylist` answers "a playlist type, or a .m3u8/.m3u
+    // path" with one parse of the URL (this runs for every response).
+    HLSPlaylist.isPlaylist(contentType: contentType, url: url, prefix: HLSPlaylist.header.utf8)
   }
 
   /// Reads the whole playlist (bounded), rewrites its URIs to proxied ones and answers from memory. A body

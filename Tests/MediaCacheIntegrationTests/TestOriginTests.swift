@@ -48,32 +48,10 @@ final class RawHTTPConnection {
   private(set) var sawEOF = false
 
   init(port: Int, timeoutSeconds: Int = 30) throws {
-    #if canImport(Glibc)
-      fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    #else
-      fd = socket(AF_INET, SOCK_STREAM, 0)
-    #endif
-    guard fd >= 0 else { throw RawHTTPError(description: "socket: errno \(errno)") }
-    var timeout = timeval(tv_sec: timeoutSeconds, tv_usec: 0)
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-    #if canImport(Darwin)
-      var one: Int32 = 1
-      setsockopt(fd, SOL_SOCKET, SO_NOSIGPIPE, &one, socklen_t(MemoryLayout<Int32>.size))
-    #endif
-    var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    address.sin_port = in_port_t(UInt16(port).bigEndian)
-    address.sin_addr.s_addr = inet_addr("127.0.0.1")
-    let result = withUnsafePointer(to: &address) {
-      $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-        connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-      }
-    }
-    guard result == 0 else {
-      let error = errno
-      close()
-      throw RawHTTPError(description: "connect to port \(port): errno \(error)")
+    do {
+      fd = try connectLoopback(port, timeout: timeoutSeconds)
+    } catch {
+      throw RawHTTPError(description: error.description)
     }
   }
 
@@ -91,20 +69,7 @@ final class RawHTTPConnection {
   }
 
   func send(_ text: String) throws {
-    let bytes = Array(text.utf8)
-    var offset = 0
-    while offset < bytes.count {
-      let sent = bytes.withUnsafeBytes { raw in
-        #if canImport(Glibc)
-          Glibc.send(fd, raw.baseAddress! + offset, raw.count - offset, Int32(MSG_NOSIGNAL))
-        #else
-          Darwin.send(fd, raw.baseAddress! + offset, raw.count - offset, 0)
-        #endif
-      }
-      if sent < 0 && errno == EINTR { continue }
-      guard sent > 0 else { throw RawHTTPError(description: "send: errno \(errno)") }
-      offset += sent
-    }
+    guard sendAll(fd, Array(text.utf8)) else { throw RawHTTPError(description: "send: errno \(errno)") }
   }
 
   /// Sends `METHOD path HTTP/1.1` with a Host header and `headers`.

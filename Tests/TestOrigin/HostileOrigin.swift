@@ -212,7 +212,7 @@ public final class HostileOrigin: Sendable {
       }
       let tail = max(range.lowerBound, range.upperBound - 4096)
       guard sendObject(fd, request, range.lowerBound..<tail) else { return }
-      _ = sendBytes(
+      _ = sendAll(
         fd, TestOrigin.bytes(name: request.name, size: size, range: tail..<range.upperBound) + junk)
     case .changingLength:
       let total = size + 1000 * number
@@ -296,7 +296,7 @@ public final class HostileOrigin: Sendable {
     var offset = range.lowerBound
     while offset < range.upperBound {
       let end = min(offset + (64 << 10), range.upperBound)
-      guard sendBytes(fd, TestOrigin.bytes(name: request.name, size: request.size, range: offset..<end))
+      guard sendAll(fd, TestOrigin.bytes(name: request.name, size: request.size, range: offset..<end))
       else {
         return false
       }
@@ -314,24 +314,7 @@ public final class HostileOrigin: Sendable {
     }
   }
 
-  private func send(_ fd: Int32, _ text: String) -> Bool { sendBytes(fd, Array(text.utf8)) }
-
-  private func sendBytes(_ fd: Int32, _ bytes: [UInt8]) -> Bool {
-    var offset = 0
-    while offset < bytes.count {
-      let sent = bytes.withUnsafeBytes { raw in
-        #if canImport(Glibc)
-          Glibc.send(fd, raw.baseAddress! + offset, raw.count - offset, Int32(MSG_NOSIGNAL))
-        #else
-          Darwin.send(fd, raw.baseAddress! + offset, raw.count - offset, 0)
-        #endif
-      }
-      if sent < 0 && errno == EINTR { continue }
-      guard sent > 0 else { return false }
-      offset += sent
-    }
-    return true
-  }
+  private func send(_ fd: Int32, _ text: String) -> Bool { sendAll(fd, Array(text.utf8)) }
 
   private static func closeSocket(_ fd: Int32) -> Int32 {
     #if canImport(Glibc)
@@ -345,4 +328,68 @@ public final class HostileOrigin: Sendable {
 public struct HostileOriginError: Error, CustomStringConvertible {
   public let description: String
   init(_ description: String) { self.description = description }
+}
+
+/// Sends every byte of `bytes` on the blocking socket `fd` (retrying short sends and EINTR; no SIGPIPE). Returns
+/// false when the peer is gone or the send failed, with `errno` as the failing `send` left it. Shared by the
+/// hostile origin, the raw-socket tests and the torture tool's clients.
+public func sendAll(_ fd: Int32, _ bytes: [UInt8]) -> Bool {
+  var offset = 0
+  while offset < bytes.count {
+    let sent = bytes.withUnsafeBytes { raw in
+      #if canImport(Glibc)
+        Glibc.send(fd, raw.baseAddress! + offset, raw.count - offset, Int32(MSG_NOSIGNAL))
+      #else
+        Darwin.send(fd, raw.baseAddress! + offset, raw.count - offset, 0)
+      #endif
+    }
+    if sent < 0 && errno == EINTR { continue }
+    guard sent > 0 else { return false }
+    offset += sent
+  }
+  return true
+}
+
+/// A socket call that failed: which one, and its errno.
+public struct SocketError: Error, CustomStringConvertible {
+  public let call: String
+  public let errno: Int32
+  public var description: String { "\(call): \(String(cString: strerror(errno)))" }
+}
+
+/// A connected blocking socket to 127.0.0.1:`port`, with `timeout` seconds for each send and receive (so a hung
+/// peer fails a test instead of stalling it). Shared by the raw-socket tests and the torture tool's clients.
+public func connectLoopback(_ port: Int, timeout: Int = 30) throws(SocketError) -> Int32 {
+  #if canImport(Glibc)
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+  #else
+    let fd = socket(AF_INET, SOCK_STREAM, 0)
+  #endif
+  guard fd >= 0 else { throw SocketError(call: "socket", errno: errno) }
+  var time = timeval(tv_sec: timeout, tv_usec: 0)
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &time, socklen_t(MemoryLayout<timeval>.size))
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &time, socklen_t(MemoryLayout<timeval>.size))
+  #if canImport(Darwin)
+    var one: Int32 = 1
+    setsockopt(fd, SOL_SOCKET, SO_NOSIGPIPE, &one, socklen_t(MemoryLayout<Int32>.size))
+  #endif
+  var address = sockaddr_in()
+  address.sin_family = sa_family_t(AF_INET)
+  address.sin_port = in_port_t(UInt16(port).bigEndian)
+  address.sin_addr.s_addr = inet_addr("127.0.0.1")
+  let connected = withUnsafePointer(to: &address) {
+    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+      connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+    }
+  }
+  guard connected == 0 else {
+    let error = SocketError(call: "connect to port \(port)", errno: errno)
+    #if canImport(Glibc)
+      _ = Glibc.close(fd)
+    #else
+      _ = Darwin.close(fd)
+    #endif
+    throw error
+  }
+  return fd
 }

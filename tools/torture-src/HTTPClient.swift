@@ -29,47 +29,20 @@ func proxyPath(for url: String) -> String { "/media?url=\(percentEncode(url))" }
 /// `receiveTimeout` makes a hang an error instead of a stuck driver.
 func proxyGet(port: Int, _ object: OriginObject, range: Range<Int64>?, receiveTimeout: Int = 60) -> ProxyGet {
   var result = ProxyGet()
-  #if canImport(Glibc)
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-  #else
-    let fd = socket(AF_INET, SOCK_STREAM, 0)
-  #endif
-  guard fd >= 0 else {
-    result.error = "socket: \(errnoText())"
+  let fd: Int32
+  do {
+    fd = try connectLoopback(port, timeout: receiveTimeout)
+  } catch {
+    result.error = error.description
     return result
   }
   defer { close(fd) }
-  var timeout = timeval(tv_sec: receiveTimeout, tv_usec: 0)
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-  var address = sockaddr_in()
-  address.sin_family = sa_family_t(AF_INET)
-  address.sin_port = in_port_t(UInt16(port).bigEndian)
-  address.sin_addr.s_addr = inet_addr("127.0.0.1")
-  let connected = withUnsafePointer(to: &address) {
-    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-      connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-    }
-  }
-  guard connected == 0 else {
-    result.error = "connect: \(errnoText())"
-    return result
-  }
   var request = "GET \(proxyPath(for: object.url)) HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
   if let range { request += "Range: bytes=\(range.lowerBound)-\(range.upperBound - 1)\r\n" }
   request += "\r\n"
-  let bytes = Array(request.utf8)
-  var sent = 0
-  while sent < bytes.count {
-    let count = bytes.withUnsafeBytes {
-      send(fd, $0.baseAddress! + sent, $0.count - sent, Int32(MSG_NOSIGNAL))
-    }
-    if count < 0 && errno == EINTR { continue }
-    guard count > 0 else {
-      result.error = "send: \(errnoText())"
-      return result
-    }
-    sent += count
+  guard sendAll(fd, Array(request.utf8)) else {
+    result.error = "send: \(errnoText())"
+    return result
   }
 
   var buffer = [UInt8](repeating: 0, count: 256 * 1024)

@@ -212,8 +212,8 @@ enum ClientAbuse: String, CaseIterable {
     case .connectionFlood:
       // 100 connections that send nothing and 5 that send a head byte by byte, for about 1.5 s.
       var idle: [Int32] = []
-      for _ in 0..<100 { if let fd = connectLoopback(port) { idle.append(fd) } }
-      let slow = (0..<5).compactMap { _ in connectLoopback(port) }
+      for _ in 0..<100 { if let fd = try? connectLoopback(port) { idle.append(fd) } }
+      let slow = (0..<5).compactMap { _ in try? connectLoopback(port) }
       let text = Array("GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ".utf8)
       for index in 0..<15 {
         for fd in slow { _ = send(fd, [text[index % text.count]], 1, Int32(MSG_NOSIGNAL)) }
@@ -225,49 +225,15 @@ enum ClientAbuse: String, CaseIterable {
   }
 }
 
-/// A connected blocking socket to 127.0.0.1:`port`, or nil.
-func connectLoopback(_ port: Int, timeout: Int = 30) -> Int32? {
-  #if canImport(Glibc)
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-  #else
-    let fd = socket(AF_INET, SOCK_STREAM, 0)
-  #endif
-  guard fd >= 0 else { return nil }
-  var time = timeval(tv_sec: timeout, tv_usec: 0)
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &time, socklen_t(MemoryLayout<timeval>.size))
-  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &time, socklen_t(MemoryLayout<timeval>.size))
-  var address = sockaddr_in()
-  address.sin_family = sa_family_t(AF_INET)
-  address.sin_port = in_port_t(UInt16(port).bigEndian)
-  address.sin_addr.s_addr = inet_addr("127.0.0.1")
-  let connected = withUnsafePointer(to: &address) {
-    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-      connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-    }
-  }
-  guard connected == 0 else {
-    close(fd)
-    return nil
-  }
-  return fd
-}
-
 /// One request on a fresh connection, read until the peer closes (or `timeout` seconds of silence): the status
 /// (nil if no head came) and the body (the bytes after the head, framing not interpreted: ask with
 /// `Connection: close`).
 func rawExchange(port: Int, _ request: [UInt8], timeout: Int) -> (status: Int?, body: [UInt8], timedOut: Bool)
 {
-  guard let fd = connectLoopback(port, timeout: timeout) else { return (nil, [], false) }
+  guard let fd = try? connectLoopback(port, timeout: timeout) else { return (nil, [], false) }
   defer { close(fd) }
-  var sent = 0
-  while sent < request.count {
-    let count = request.withUnsafeBytes {
-      send(fd, $0.baseAddress! + sent, $0.count - sent, Int32(MSG_NOSIGNAL))
-    }
-    if count < 0 && errno == EINTR { continue }
-    if count <= 0 { break }  // the proxy closed on a head it refuses; read what it said
-    sent += count
-  }
+  // A failed send is no error here: the proxy closes on a head it refuses; read what it said.
+  _ = sendAll(fd, request)
   var received: [UInt8] = []
   var buffer = [UInt8](repeating: 0, count: 64 << 10)
   var timedOut = false

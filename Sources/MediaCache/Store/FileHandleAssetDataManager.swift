@@ -124,7 +124,7 @@ public final class FileHandleAssetDataManager: Sendable {
         // A new object: its data file appears already locked (see `createLockedDataFile`).
         try store.ensureShard(for: id)
         // Its name is flushed before the first commit (see `syncNameOnce`), not here.
-        guard let created = try store.createLockedDataFile(for: id, syncName: false) else { continue }
+        guard let created = try store.createLockedDataFile(for: id) else { continue }
         candidate = created
       }
       let locked = try mapIO { try candidate.status() }

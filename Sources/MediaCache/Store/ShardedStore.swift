@@ -227,10 +227,10 @@ public final class ShardedStore: Sendable {
   /// then linked into place, so no other process ever sees a new data file that nobody has locked (a
   /// checker or compactor would take it for an orphan). Returns nil if a data file appeared there first.
   ///
-  /// `syncName: false` leaves flushing the new name (durable mode) to the caller, which must do it before any
-  /// manifest lists the file's chunks: `FileHandleAssetDataManager` does it before its first commit, on its
-  /// background queue, so a new object's first byte does not wait for a directory fsync.
-  func createLockedDataFile(for id: ObjectID, syncName: Bool = true) throws -> SystemFile? {
+  /// In durable mode the new name is not flushed here: whoever lists the file's chunks must flush the shard
+  /// directory first (`FileHandleAssetDataManager` does, before its first commit, on its background queue), so
+  /// a new object's first byte does not wait for a directory fsync.
+  func createLockedDataFile(for id: ObjectID) throws -> SystemFile? {
     let target = paths(for: id).data
     let staging = "\(tmpDirectory)/\(id.hex).\(getpid()).\(UInt64.random(in: 0...UInt64.max)).data"
     return try mapIO {
@@ -246,16 +246,6 @@ public final class ShardedStore: Sendable {
         // starts over (opening the existing file, or recreating the shard).
         file.close()
         return nil
-      }
-      // Durable: the data file's name is flushed before any manifest can list its chunks (without it, power
-      // lost at the first commit's directory fsync could keep the manifest's name and lose this one).
-      if durability == .durable && syncName {
-        do { try FileSystemCalls.syncDirectory(paths(for: id).directory) } catch {
-          // Nothing half-made stays visible: the next opener creates it again (and flushes its name).
-          _ = try? FileSystemCalls.unlinkFile(target)
-          file.close()
-          throw error
-        }
       }
       // Errors must name the data file, not the staging name that is about to go.
       return file.renamed(to: target)
