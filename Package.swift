@@ -19,7 +19,6 @@ let package = Package(
     .package(url: "https://github.com/x-sheep/swift-property-based.git", from: "2.0.1"),
     .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
     .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
-    .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
     .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
     .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
     .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
@@ -55,13 +54,15 @@ let package = Package(
         .product(name: "NIOHTTP1", package: "swift-nio"),
       ]
     ),
-    // The local HTTP proxy players read through: Range requests, HLS playlist rewriting, metrics.
+    // The local HTTP proxy players read through (an HTTP/1.1 server on SwiftNIO): Range requests, HLS playlist rewriting, metrics.
     .target(
       name: "MediaCacheProxy",
       dependencies: [
         "MediaCache",
         "MediaCacheHTTP",
-        .product(name: "Hummingbird", package: "hummingbird"),
+        .product(name: "NIOCore", package: "swift-nio"),
+        .product(name: "NIOPosix", package: "swift-nio"),
+        .product(name: "NIOHTTP1", package: "swift-nio"),
         .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         .product(name: "UnixSignals", package: "swift-service-lifecycle"),
         .product(name: "Logging", package: "swift-log"),
@@ -116,7 +117,12 @@ let package = Package(
     ),
     .executableTarget(
       name: "mediacache-bench",
-      dependencies: ["MediaCache"],
+      dependencies: [
+        "MediaCache",
+        .product(name: "NIOCore", package: "swift-nio"),
+        .product(name: "NIOPosix", package: "swift-nio"),
+        .product(name: "NIOHTTP1", package: "swift-nio"),
+      ],
       path: "tools/bench-src"
     ),
     // Crash, fault and abuse trials against the real binaries (tools/torture).
@@ -142,7 +148,7 @@ let package = Package(
     ),
     .testTarget(
       name: "MediaCacheProxyTests",
-      dependencies: ["MediaCacheProxy"]
+      dependencies: ["MediaCacheProxy", .product(name: "NIOHTTP1", package: "swift-nio")]
     ),
     .testTarget(
       name: "MediaCacheIntegrationTests",

@@ -34,10 +34,18 @@ public enum HLSPlaylist {
   ///   - prefix: The first bytes of the body (10 are enough).
   public static func isPlaylist(contentType: String?, url: String, prefix: some Collection<UInt8>) -> Bool {
     if let contentType {
-      let mediaType = contentType.split(separator: ";", maxSplits: 1, omittingEmptySubsequences: false)
-        .first.map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
-      if let mediaType, contentTypes.contains(mediaType) { return true }
+      // The media type before any parameters, without spaces or tabs around it, in lower case (ASCII only:
+      // Foundation's trimming costs more than the rest of this check).
+      let mediaType = contentType.utf8.prefix { $0 != UInt8(ascii: ";") }
+      let isBlank = { (byte: UInt8) in byte == UInt8(ascii: " ") || byte == UInt8(ascii: "\t") }
+      let trimmed = mediaType.drop(while: isBlank).reversed().drop(while: isBlank).reversed()
+      let lowered = String(
+        decoding: trimmed.map { (0x41...0x5A).contains($0) ? $0 | 0x20 : $0 }, as: UTF8.self)
+      if contentTypes.contains(lowered) { return true }
     }
+    // Without "m3u" anywhere (any case, escapes aside) the path cannot end in .m3u8 or .m3u: no need to parse
+    // the URL, which is most of this function's cost for every other response.
+    guard Self.mayNamePlaylist(url.utf8) else { return false }
     let path =
       URLComponents(string: url)?.path
       ?? String(url.prefix { $0 != "?" && $0 != "#" })
@@ -46,6 +54,24 @@ public enum HLSPlaylist {
     var bytes = prefix[...]
     if bytes.starts(with: byteOrderMark) { bytes = bytes.dropFirst(byteOrderMark.count) }
     return bytes.starts(with: Array(header.utf8))
+  }
+
+  /// Whether the URL may name a `.m3u8`/`.m3u` path: it contains "m3u" in any case, or a `%` (an escape may
+  /// spell it).
+  private static func mayNamePlaylist(_ bytes: String.UTF8View) -> Bool {
+    var matched = 0
+    for byte in bytes {
+      if byte == UInt8(ascii: "%") { return true }
+      let lower = byte | 0x20
+      switch matched {
+      case 0: matched = lower == UInt8(ascii: "m") ? 1 : 0
+      case 1: matched = byte == UInt8(ascii: "3") ? 2 : (lower == UInt8(ascii: "m") ? 1 : 0)
+      default:
+        if lower == UInt8(ascii: "u") { return true }
+        matched = lower == UInt8(ascii: "m") ? 1 : 0
+      }
+    }
+    return false
   }
 
   // MARK: Rewriting

@@ -1,6 +1,5 @@
 import Foundation
 import HTTPTypes
-import Hummingbird
 import MediaCache
 import MediaCacheHTTP
 import NIOCore
@@ -12,8 +11,8 @@ struct ProxyResponder: Sendable {
   private var reader: CachingReader { server.reader }
   private var metrics: ProxyMetrics { server.metrics }
 
-  func respond(to request: Request) async throws -> Response {
-    let response: Response
+  func respond(to request: ProxyRequest) async throws -> ProxyResponse {
+    let response: ProxyResponse
     do {
       response = try await handle(request)
     } catch let refusal as Refusal {
@@ -23,20 +22,20 @@ struct ProxyResponder: Sendable {
     return response
   }
 
-  private func handle(_ request: Request) async throws -> Response {
-    let query = request.uri.queryParameters
-    if request.uri.path == "/metrics", query["url"] == nil {
-      guard request.method == .get || request.method == .head else { throw Refusal.methodNotAllowed }
+  private func handle(_ request: ProxyRequest) async throws -> ProxyResponse {
+    let urlParameter = request.queryValue("url")
+    if request.path == "/metrics", urlParameter == nil {
+      guard request.method == .GET || request.method == .HEAD else { throw Refusal.methodNotAllowed }
       let text = metrics.render()
       var headers = HTTPFields()
       headers[.contentType] = "text/plain; version=0.0.4; charset=utf-8"
       headers[.contentLength] = "\(text.utf8.count)"
-      let body = request.method == .head ? ResponseBody() : ResponseBody(byteBuffer: ByteBuffer(string: text))
-      return Response(status: .ok, headers: headers, body: body)
+      let body: ProxyResponse.Body = request.method == .HEAD ? .empty : .bytes(ByteBuffer(string: text))
+      return ProxyResponse(status: .ok, headers: headers, body: body)
     }
-    guard request.method == .get || request.method == .head else { throw Refusal.methodNotAllowed }
-    let origin = try checkedOriginURL(query["url"].map(String.init))
-    let isHead = request.method == .head
+    guard request.method == .GET || request.method == .HEAD else { throw Refusal.methodNotAllowed }
+    let origin = try checkedOriginURL(urlParameter)
+    let isHead = request.method == .HEAD
     let rangeHeader = RangeHeader(request.headers[.range])
     var requested = RequestedRange.all
     if case .single(let range) = rangeHeader { requested = range }
@@ -74,7 +73,7 @@ struct ProxyResponder: Sendable {
     let status: HTTPResponse.Status = partial ? .partialContent : .ok
     if isHead {
       bytes.close()
-      return Response(status: status, headers: headers, body: ResponseBody())
+      return ProxyResponse(status: status, headers: headers, body: .empty)
     }
 
     // The first piece is read before the status goes out, so a failing origin becomes a status code.
@@ -90,42 +89,54 @@ struct ProxyResponder: Sendable {
     let metrics = self.metrics
     let streamed = bytes
     metrics.responseStarted()
-    let body = ResponseBody(contentLength: count.map { Int($0) }) { writer in
+    let body = ProxyResponse.Body.stream { writer in
       let accounting = BodyAccounting(bytes: streamed, metrics: metrics)
       defer {
         streamed.close()
         metrics.responseEnded()
       }
       do {
-        // One piece is read ahead, so the counters are final before the last byte leaves: a client that
-        // reads /metrics right after the body sees this response counted.
+        // The counters are updated before each piece goes out, and marked final before the last one, so a
+        // client that reads /metrics right after the body sees this response counted. The last piece is
+        // known by the byte count (a body of unknown length is marked final after its last piece).
         // Bytes from the origin go out in the response's own buffers (no copy). Bytes read from the cache are
         // copied into one buffer reused for every piece: once the socket has taken a piece, NIO no longer
         // holds the storage, so refilling it allocates nothing (copy-on-write copies only if NIO still has it).
+        // A one-piece response (a small range from the cache) leaves as one write: head, body and end.
         var buffer = ByteBuffer()
+        var remaining = count
         var current = first
         while let piece = current {
-          let next = try await pieces.next()
-          accounting.update(finished: next == nil)
+          let size: Int64
+          switch piece {
+          case .disk(let data): size = Int64(data.count)
+          case .origin(let buffers): size = Int64(buffers.reduce(0) { $0 + $1.readableBytes })
+          }
+          remaining = remaining.map { $0 - size }
+          let isLast = remaining.map { $0 <= 0 } ?? false
+          accounting.update(finished: isLast)
           switch piece {
           case .disk(let data):
             buffer.clear(minimumCapacity: data.count)
             buffer.writeBytes(data)
-            try await writer.write(buffer)
+            try await writer.write(contentsOf: CollectionOfOne(buffer), endingResponse: isLast)
           case .origin(let buffers):
-            for part in buffers { try await writer.write(part) }
+            try await writer.write(contentsOf: buffers, endingResponse: isLast)
           }
-          current = next
+          current = isLast ? nil : try await pieces.next()
         }
         accounting.update(finished: true)
+        if let remaining, remaining > 0 {
+          // Fewer bytes than the Content-Length sent: the connection must be cut, not kept for a next request.
+          throw ShortBody(missing: remaining)
+        }
       } catch let error as OriginError {
         // Too late for a status code: the connection is cut, so the player sees a short body.
         metrics.noteOriginError()
         throw error
       }
-      try await writer.finish(nil)
     }
-    return Response(status: status, headers: headers, body: body)
+    return ProxyResponse(status: status, headers: headers, body: body)
   }
 
   // MARK: Origin URL
@@ -204,7 +215,7 @@ struct ProxyResponder: Sendable {
   /// Reads the whole playlist (bounded), rewrites its URIs to proxied ones and answers from memory. A body
   /// that turns out not to be a playlist is served as it is.
   private func respondWithPlaylist(_ origin: String, rangeHeader: RangeHeader, isHead: Bool) async throws
-    -> Response
+    -> ProxyResponse
   {
     let bytes = try await read(origin, .all)
     defer { bytes.close() }
@@ -251,7 +262,7 @@ struct ProxyResponder: Sendable {
   }
 
   static func respondFromMemory(_ body: Data, rangeHeader: RangeHeader, isHead: Bool, headers: HTTPFields)
-    -> Response
+    -> ProxyResponse
   {
     var headers = headers
     var slice = body[...]
@@ -267,8 +278,8 @@ struct ProxyResponder: Sendable {
       headers[.contentRange] = "bytes \(range.lowerBound)-\(range.upperBound - 1)/\(body.count)"
     }
     headers[.contentLength] = "\(slice.count)"
-    let responseBody = isHead ? ResponseBody() : ResponseBody(byteBuffer: ByteBuffer(bytes: slice))
-    return Response(status: status, headers: headers, body: responseBody)
+    let responseBody: ProxyResponse.Body = isHead ? .empty : .bytes(ByteBuffer(bytes: slice))
+    return ProxyResponse(status: status, headers: headers, body: responseBody)
   }
 
   // MARK: Headers
@@ -321,15 +332,19 @@ struct Refusal: Error {
     return refusal
   }
 
-  var response: Response {
+  var response: ProxyResponse {
     let text = "\(status.code) \(reason)\n"
     var headers = self.headers
     headers[.contentType] = "text/plain; charset=utf-8"
     headers[.xContentTypeOptions] = "nosniff"
     headers[.contentLength] = "\(text.utf8.count)"
-    return Response(
-      status: status, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(string: text)))
+    return ProxyResponse(status: status, headers: headers, body: .bytes(ByteBuffer(string: text)))
   }
+}
+
+/// A body that ended before the length its head announced.
+struct ShortBody: Error {
+  var missing: Int64
 }
 
 /// Adds what a response has served to the proxy's counters as it goes.

@@ -31,6 +31,12 @@ import Testing
     #expect(!HLSPlaylist.isPlaylist(contentType: "video/mp2t", url: "https://h/a.ts?f=.m3u8", prefix: body))
     #expect(!HLSPlaylist.isPlaylist(contentType: "text/plain", url: "https://h/a.m3u8", prefix: [UInt8]()))
     #expect(!HLSPlaylist.isPlaylist(contentType: "application/mpegurlx", url: "https://h/a", prefix: body))
+    // The path is found however it is spelled: case, a doubled letter before it, an escape.
+    #expect(HLSPlaylist.isPlaylist(contentType: nil, url: "https://h/a.mM3U8", prefix: body) == false)
+    #expect(HLSPlaylist.isPlaylist(contentType: nil, url: "https://h/amm3u.M3u8", prefix: body))
+    #expect(HLSPlaylist.isPlaylist(contentType: nil, url: "https://h/a.%6D3u8", prefix: body))
+    #expect(HLSPlaylist.isPlaylist(contentType: nil, url: "https://h/a%2Em3u", prefix: body))
+    #expect(!HLSPlaylist.isPlaylist(contentType: nil, url: "https://h/m3/u.mp4", prefix: body))
   }
 
   // MARK: Rewriting

@@ -66,6 +66,9 @@ let usage = """
     mediacache-bench table --rows FILE [--json FILE] [--header TEXT]
         The suite of tools/bench (see tools/bench-src/Suite.swift and docs/PERFORMANCE.md): cases measured
         against baselines in the same run, one row each, printed as a table.
+    mediacache-bench floor-server
+        A minimal SwiftNIO server set up like the proxy, answering every request with 64 KiB from memory:
+        the floor under the proxy's time to first byte (tools/bench-src/FloorServer.swift).
     mediacache-bench dump-example-manifest
         Prints a hex dump and field walk of a fixed example manifest made by ManifestCodec.encode.
   """
@@ -89,6 +92,7 @@ struct Arguments {
       "--rows", "--name", "--unit", "--project", "--baseline", "--baseline-name", "--target", "--note",
     ],
     "table": ["--rows", "--json", "--header"],
+    "floor-server": [],
   ]
   static let flagOptions: [String: Set<String>] = [
     "fileio": ["--json", "--no-dd"],
@@ -102,6 +106,7 @@ struct Arguments {
     "tree": [],
     "row": [],
     "table": [],
+    "floor-server": [],
   ]
 
   init(_ argv: [String]) throws {
@@ -871,6 +876,7 @@ do {
   case "compactor-pass": try compactorPass(arguments)
   case "make-big-tree": try makeBigTree(arguments)
   case "fsck-pass": try fsckPass(arguments)
+  case "floor-server": try await floorServer(arguments)
   case "disk": try await disk(arguments)
   case "tree": try tree(arguments)
   case "row": try suiteRow(arguments)

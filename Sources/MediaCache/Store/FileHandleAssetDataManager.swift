@@ -46,10 +46,11 @@ public final class FileHandleAssetDataManager: Sendable {
   private let policy: CommitPolicy
   private let state: Mutex<State>
   private let observer: Observer
-  /// Durable mode: whether this manager has flushed the shard directory since it opened the data file. A file
-  /// this process or another created may not have its name on disk yet, and a manifest listing its chunks
-  /// must not outlive it (power lost after the manifest's rename but before the data file's name reached
-  /// the disk). So the first commit that adds chunks flushes the directory first; later ones need not.
+  /// Durable mode: whether this manager has flushed the shard directories since it opened the data file. A
+  /// file this process or another created may not have its name on disk yet, nor the shard directories made
+  /// for it, and a manifest listing its chunks must not outlive them (power lost after the manifest's rename
+  /// but before those names reached the disk). So the first commit that adds chunks flushes objects/ab/cd,
+  /// objects/ab and objects first; later ones need not.
   private let nameSynced = Atomic<Bool>(false)
 
   /// Callbacks for the owner of a manager (the `MediaCache` facade uses them for size tracking and events).
@@ -107,7 +108,8 @@ public final class FileHandleAssetDataManager: Sendable {
     self.policy = commitPolicy
     let paths = store.paths(for: id)
     if !writable, try store.readManifest(id) == nil { throw StoreError.notFound(id) }
-    if writable { try store.ensureShard(for: id) }
+    // The shard directories are made only if the data file is missing (below); what exists is checked first.
+    if writable { try store.checkFileTypes(of: id) }
     // Take the in-use lock, then make sure the path still names the inode we locked: an evictor may have
     // unlinked it between our open and our lock.
     var opened: SystemFile?
@@ -122,8 +124,9 @@ public final class FileHandleAssetDataManager: Sendable {
         throw StoreError.notFound(id)
       } catch StoreError.io(_, _, .noSuchFileOrDirectory) {
         // A new object: its data file appears already locked (see `createLockedDataFile`).
-        try store.ensureShard(for: id)
-        // Its name is flushed before the first commit (see `syncNameOnce`), not here.
+        // Its name, and those of shard directories made for it, are flushed before the first commit (see
+        // `syncNameOnce`), not here: a miss's first bytes do not wait for three directory flushes.
+        try store.ensureShard(for: id, syncingNewDirectories: false)
         guard let created = try store.createLockedDataFile(for: id) else { continue }
         candidate = created
       }
@@ -141,7 +144,10 @@ public final class FileHandleAssetDataManager: Sendable {
     self.fileIdentity = fileIdentity
     var manifest: Manifest
     do {
-      manifest = try store.readManifest(id) ?? Manifest(objectID: id, chunkSize: store.chunkSize)
+      // The object's file types were checked above (a reader's by its first `readManifest`).
+      manifest =
+        try store.readManifest(id, checkingFileTypes: false)
+        ?? Manifest(objectID: id, chunkSize: store.chunkSize)
     } catch let error as StoreError {
       guard writable, case .corruptManifest = error else {
         opened.close()
@@ -652,10 +658,11 @@ public final class FileHandleAssetDataManager: Sendable {
     state.uncommittedBytes = 0
   }
 
-  /// Flushes the shard directory, once per manager, before a commit lists chunks (see `nameSynced`).
+  /// Flushes the shard directory and its parents, once per manager, before a commit lists chunks (see
+  /// `nameSynced`).
   private func syncNameOnce() throws {
     if nameSynced.load(ordering: .acquiring) { return }
-    try mapIO { try FileSystemCalls.syncDirectory(store.paths(for: objectID).directory) }
+    try store.syncShardChain(for: objectID)
     nameSynced.store(true, ordering: .releasing)
   }
 

@@ -104,18 +104,33 @@ public final class ShardedStore: Sendable {
 
   /// Creates the object's shard directories (0700) if needed. Throws `StoreError.unexpectedFileType` if a path of
   /// the object holds something the layout does not put there (see `checkFileTypes`).
-  func ensureShard(for id: ObjectID) throws {
+  ///
+  /// Durable mode: a new directory's name is flushed into its parent before anything in it is relied on (a
+  /// directory fsync of objects/ab/cd alone does not make objects/ab/cd reachable after a power loss). With
+  /// `syncingNewDirectories` false the caller takes that on: `FileHandleAssetDataManager` flushes the whole
+  /// chain (`syncShardChain`) before its first commit, off the path of a new object's first bytes.
+  func ensureShard(for id: ObjectID, syncingNewDirectories: Bool = true) throws {
     let paths = paths(for: id)
     try checkFileTypes(of: id)
+    let syncing = syncingNewDirectories && durability == .durable
     try mapIO {
-      // Durable: a new directory's name is flushed into its parent before anything in it is relied on (a
-      // directory fsync of objects/ab/cd alone does not make objects/ab/cd reachable after a power loss).
-      if try FileSystemCalls.makeDirectory(paths.outerShard), durability == .durable {
+      if try FileSystemCalls.makeDirectory(paths.outerShard), syncing {
         try FileSystemCalls.syncDirectory(objectsDirectory)
       }
-      if try FileSystemCalls.makeDirectory(paths.directory), durability == .durable {
+      if try FileSystemCalls.makeDirectory(paths.directory), syncing {
         try FileSystemCalls.syncDirectory(paths.outerShard)
       }
+    }
+  }
+
+  /// Flushes the object's directory, its outer shard and `objects`, innermost first: after it, the names of the
+  /// data file and of both shard directories are on disk, whoever created them.
+  func syncShardChain(for id: ObjectID) throws {
+    let paths = paths(for: id)
+    try mapIO {
+      try FileSystemCalls.syncDirectory(paths.directory)
+      try FileSystemCalls.syncDirectory(paths.outerShard)
+      try FileSystemCalls.syncDirectory(objectsDirectory)
     }
   }
 
@@ -147,8 +162,14 @@ public final class ShardedStore: Sendable {
   /// not what the layout puts there, and `StoreError.io` (with the real errno, such as EACCES) if it cannot be
   /// read.
   public func readManifest(_ id: ObjectID) throws -> Manifest? {
+    try readManifest(id, checkingFileTypes: true)
+  }
+
+  /// `readManifest`, without the `lstat`s of `checkFileTypes` when the caller has just made them. The manifest
+  /// is opened with `O_NOFOLLOW | O_NONBLOCK` and checked with `fstat` whatever the choice.
+  func readManifest(_ id: ObjectID, checkingFileTypes: Bool) throws -> Manifest? {
     let path = paths(for: id).manifest
-    try checkFileTypes(of: id)
+    if checkingFileTypes { try checkFileTypes(of: id) }
     let bytes: Data
     do {
       let file = try SystemFile(path: path, writable: false)

@@ -1,0 +1,56 @@
+// `floor-server`: the least an HTTP server on SwiftNIO does to answer the time-to-first-byte request, for
+// `tools/bench` to measure beside the proxy and nginx. It is set up like `mediacache proxy` (one event loop,
+// NIO's HTTP/1.1 pipeline, TCP_NODELAY, one task per request that writes back through the channel) but
+// answers every request with a 206 and 64 KiB held in memory: no cache, no file, no origin. The proxy's time
+// to first byte on a hit cannot be below this server's, so its ratio to nginx bounds the proxy's.
+//
+//   mediacache-bench floor-server   prints "listening on http://127.0.0.1:PORT", serves until killed
+
+import Foundation
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+
+private final class FloorHandler: ChannelInboundHandler {
+  typealias InboundIn = HTTPServerRequestPart
+  typealias OutboundOut = HTTPServerResponsePart
+  static let body = ByteBuffer(repeating: 0x5A, count: 65536)
+
+  func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+    guard case .end = unwrapInboundIn(data) else { return }
+    let channel = context.channel
+    let body = Self.body
+    Task {
+      var head = HTTPResponseHead(version: .http1_1, status: .partialContent)
+      head.headers.add(name: "Content-Length", value: "65536")
+      head.headers.add(name: "Content-Range", value: "bytes 0-65535/4194304")
+      let parts: [HTTPServerResponsePart] = [.head(head), .body(.byteBuffer(body)), .end(nil)]
+      channel.eventLoop.execute {
+        for part in parts { channel.write(part, promise: nil) }
+        channel.flush()
+      }
+    }
+  }
+
+  func errorCaught(context: ChannelHandlerContext, error: any Error) {
+    context.close(promise: nil)
+  }
+}
+
+func floorServer(_ arguments: Arguments) async throws {
+  let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+  let channel = try await ServerBootstrap(group: group)
+    .serverChannelOption(.backlog, value: 256)
+    .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+    .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
+    .childChannelInitializer { child in
+      child.eventLoop.makeCompletedFuture {
+        try child.pipeline.syncOperations.configureHTTPServerPipeline()
+        try child.pipeline.syncOperations.addHandler(FloorHandler())
+      }
+    }
+    .bind(host: "127.0.0.1", port: 0).get()
+  let line = "listening on http://127.0.0.1:\(channel.localAddress?.port ?? 0)\n"
+  FileHandle.standardOutput.write(Data(line.utf8))
+  try await channel.closeFuture.get()
+}
