@@ -105,8 +105,10 @@ public final class CachedBytes: AsyncSequence, Sendable {
       let flight: Flight
       if let initial = takeInitialFlight() {
         flight = initial
+      } else if let joined = await session.flight(for: position, upTo: end == .max ? nil : end) {
+        flight = joined
       } else {
-        flight = await session.flight(for: position, upTo: end == .max ? nil : end)
+        continue  // completed meanwhile: the manifest says so on the next look
       }
       do {
         try await flight.waitForEnd()
@@ -237,6 +239,7 @@ final class ReadCursor: @unchecked Sendable {
         flight = await session.flight(
           for: position, upTo: owner.range.upperBound == .max ? nil : owner.range.upperBound)
         freshFlight = false
+        if flight == nil { continue }  // completed meanwhile: read it from the cache
       } else if let current = flight, !(await current.canServe(position)) {
         await leaveFlight()
         continue

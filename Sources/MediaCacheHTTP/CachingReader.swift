@@ -63,6 +63,10 @@ public final class CachingReader: Sendable {
   private struct Sessions {
     /// Per object: its session, the reads that have it open, and the flights still running on it.
     var open: [ObjectID: (session: ObjectSession, users: Int, flights: Int)] = [:]
+    /// Objects whose last session is closing (its data manager committing what it completed), with the reads
+    /// waiting to open a new one: a manager opened before that commit would read the older manifest and fetch
+    /// again chunks this process has just fetched.
+    var closing: [ObjectID: [CheckedContinuation<Void, Never>]] = [:]
   }
 
   private let sessions = Mutex(Sessions())
@@ -78,17 +82,30 @@ public final class CachingReader: Sendable {
 
   // MARK: Sessions
 
-  func openSession(_ url: String) throws -> ObjectSession {
+  func openSession(_ url: String) async throws -> ObjectSession {
     let id = cache.objectID(for: url)
-    return try sessions.withLock { state in
-      if let entry = state.open[id] {
-        state.open[id] = (entry.session, entry.users + 1, entry.flights)
-        return entry.session
+    while true {
+      let session = try sessions.withLock { state -> ObjectSession? in
+        if let entry = state.open[id] {
+          state.open[id] = (entry.session, entry.users + 1, entry.flights)
+          return entry.session
+        }
+        if state.closing[id] != nil { return nil }
+        let manager = try cache.assetDataManager(for: url)
+        let session = ObjectSession(url: url, manager: manager, reader: self)
+        state.open[id] = (session, 1, 0)
+        return session
       }
-      let manager = try cache.assetDataManager(for: url)
-      let session = ObjectSession(url: url, manager: manager, reader: self)
-      state.open[id] = (session, 1, 0)
-      return session
+      if let session { return session }
+      // The previous session of this object is committing: open anew once it has (a close is short).
+      await withCheckedContinuation { continuation in
+        let waiting = sessions.withLock { state in
+          guard state.closing[id] != nil else { return false }
+          state.closing[id]!.append(continuation)
+          return true
+        }
+        if !waiting { continuation.resume() }
+      }
     }
   }
 
@@ -122,6 +139,7 @@ public final class CachingReader: Sendable {
       if flight { entry.flights -= 1 } else { entry.users -= 1 }
       if entry.users <= 0 && entry.flights <= 0 {
         state.open[id] = nil
+        state.closing[id] = []
         return (true, false)
       }
       state.open[id] = entry
@@ -130,7 +148,11 @@ public final class CachingReader: Sendable {
     // A first fetch that failed before anything was committed (an origin that never answered, an error status)
     // leaves a data file without a manifest: the manager's close removes it, unless another process has it open
     // or a manifest appeared meanwhile, so the cache does not keep an orphan for each failed URL.
-    if close { try? session.manager.close() }
+    if close {
+      try? session.manager.close()
+      let waiting = sessions.withLock { $0.closing.removeValue(forKey: id) ?? [] }
+      for reader in waiting { reader.resume() }
+    }
     if flush { try? session.manager.flush() }
   }
 
@@ -143,7 +165,7 @@ public final class CachingReader: Sendable {
   /// end throws `OriginError.rangeNotSatisfiable`.
   public func read(_ url: String, range: RequestedRange = .all) async throws -> CachedBytes {
     try OriginClient.validate(url)
-    let session = try openSession(url)
+    let session = try await openSession(url)
     do {
       let (resolved, flight, length) = try await resolve(range, session: session)
       return CachedBytes(session: session, range: resolved, initialFlight: flight, lengthHint: length)
@@ -178,12 +200,18 @@ public final class CachingReader: Sendable {
             s
           } else { 0 }
         let end: Int64? = if case .bounded(let bounds) = range { bounds.upperBound } else { nil }
-        let flight = await session.flight(for: start, upTo: end)
-        do {
-          _ = try await flight.waitForHead()
-        } catch {
-          await flight.detach()
-          throw error
+        // A chunk completed meanwhile gives no flight; unless the length is known with it, one is needed.
+        var flight = await session.flight(for: start, upTo: end)
+        if flight == nil, session.manager.contentLength == nil {
+          flight = await session.flight(for: start, upTo: end, evenIfCached: true)
+        }
+        if let flight {
+          do {
+            _ = try await flight.waitForHead()
+          } catch {
+            await flight.detach()
+            throw error
+          }
         }
         started = flight
         length = session.manager.contentLength

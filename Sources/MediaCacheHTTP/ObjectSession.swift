@@ -24,7 +24,7 @@ final class ObjectSession: Sendable {
 
   /// A flight that will deliver the byte at `position` soon, joined (attached); a new one if none can.
   /// The new run goes from the chunk of `position` to the next present chunk or to `want` (chunk-aligned).
-  func flight(for position: Int64, upTo want: Int64?) async -> Flight {
+  func flight(for position: Int64, upTo want: Int64?, evenIfCached: Bool = false) async -> Flight? {
     // One selection at a time, so two readers arriving together share one new flight (the look-up and the
     // registration are separated by awaits on the flights).
     let serialised = (try? await selection.acquire()) != nil
@@ -34,6 +34,9 @@ final class ObjectSession: Sendable {
       return flight
     }
     let manifest = manager.manifest
+    // The chunk may have been completed (by a flight that has ended since) while this reader waited for the
+    // selection: it is read from the cache, not fetched twice.
+    if !evenIfCached && manifest.isPresent(Int(position / Int64(manifest.chunkSize))) { return nil }
     let chunkSize = Int64(manifest.chunkSize)
     let start = (position / chunkSize) * chunkSize
     var end: Int64? = want.map {

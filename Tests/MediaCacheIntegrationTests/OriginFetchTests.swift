@@ -275,6 +275,27 @@ struct OriginFetchTests {
     }
   }
 
+  /// Ten first readers of a new object from a fast origin, 40 objects in a row: each chunk is fetched once.
+  /// Before, a reader that waited for the flight selection while the first flight finished the whole object
+  /// started a new flight for chunk 0 (the origin saw a second request, `Range: bytes=0-65535`, in about one
+  /// run of two under load); the selection now looks at the manifest again before starting a flight.
+  @Test func firstReadersOfFastObjectsFetchEachChunkOnce() async throws {
+    try await withReader { reader, origin, _ async throws in
+      var fetchedTwice: [String] = []
+      for round in 0..<40 {
+        let name = "fast\(round)"
+        let size = 700_000
+        let url = origin.url(.normal, name, size: size)
+        try await withThrowingTaskGroup(of: Data.self) { group in
+          for _ in 0..<10 { group.addTask { try await readAll(reader, url) } }
+          for try await result in group { #expect(result == expected(name, size)) }
+        }
+        if origin.totalBodyBytes(for: name) != size { fetchedTwice.append("\(origin.requests(for: name))") }
+      }
+      #expect(fetchedTwice.isEmpty, "\(fetchedTwice)")
+    }
+  }
+
   @Test func cancelledReaderCancelsTheRequestAndALaterReadResumes() async throws {
     try await withReader { reader, origin, cache async throws in
       let size = 4_000_000
