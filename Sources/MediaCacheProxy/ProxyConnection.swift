@@ -202,6 +202,9 @@ final class ProxyConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
   private var head: HTTPRequestHead?
   private var idleTimer: Scheduled<Void>?
   private var responding: Task<Void, Never>?
+  /// Requests answered on this connection so far: a response that ends re-arms the timer only if it is the
+  /// latest (NIO's pipelining handler may hand over the next request before the previous end completes).
+  private var requestCount = 0
 
   init(responder: ProxyResponder, clientTimeout: TimeAmount, connections: ProxyConnections) {
     self.responder = responder
@@ -253,6 +256,8 @@ final class ProxyConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
 
   private func respond(to head: HTTPRequestHead, _ context: ChannelHandlerContext) {
     let keepAlive = head.isKeepAlive
+    requestCount += 1
+    let number = requestCount
     let bound = NIOLoopBound(ResponseEnd(handler: self, context: context), eventLoop: context.eventLoop)
     let channel = context.channel
     let responder = self.responder
@@ -269,7 +274,8 @@ final class ProxyConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
         return
       }
       written.hop(to: channel.eventLoop).whenComplete { result in
-        bound.value.handler.responseEnded(bound.value.context, keepAlive: keepAlive, written: result)
+        bound.value.handler.responseEnded(
+          bound.value.context, request: number, keepAlive: keepAlive, written: result)
         connections.responseEnded()
       }
     }
@@ -306,13 +312,15 @@ final class ProxyConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
   }
 
   private func responseEnded(
-    _ context: ChannelHandlerContext, keepAlive: Bool, written: Result<Void, any Error>
+    _ context: ChannelHandlerContext, request number: Int, keepAlive: Bool, written: Result<Void, any Error>
   ) {
-    responding = nil
     guard case .success = written, keepAlive, context.channel.isActive else {
       context.close(promise: nil)
       return
     }
+    // A later request already arrived (being read or answered): the connection is not idle.
+    guard number == requestCount, head == nil else { return }
+    responding = nil
     armIdleTimer(context)
   }
 

@@ -204,6 +204,30 @@ import Testing
     }
   }
 
+  /// Two requests sent at once on one connection (pipelined), the second answered over about 3 s, longer than
+  /// the 1 s client timeout: both arrive whole and in order. The timeout counts only time without a request;
+  /// before, the first response's end re-armed it while the second was already being answered.
+  @Test func pipelinedRequestsOutliveTheClientTimeout() async throws {
+    try await withProxy(arguments: ["--retries", "1", "--client-timeout", "1"]) { fixture in
+      let size = 300_000
+      let fast = fixture.path(fixture.origin.url(.normal, "pipe-fast", size: 1000))
+      let slow = fixture.path(fixture.origin.url(.slow, "pipe-slow", size: size, query: "delay-ms=150"))
+      let port = fixture.endpoint.port
+      let (first, second) = try await blocking {
+        let connection = try RawHTTPConnection(port: port, timeoutSeconds: 30)
+        defer { connection.close() }
+        try connection.send(
+          "GET \(fast) HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\nGET \(slow) HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        return (try connection.readResponse(), try connection.readResponse())
+      }
+      #expect(first.status == 200)
+      #expect(first.body == TestOrigin.bytes(name: "pipe-fast", size: 1000))
+      #expect(second.status == 200)
+      let body = sameBytes(second.body, TestOrigin.bytes(name: "pipe-slow", size: size))
+      #expect(body.equal, "\(body)")
+    }
+  }
+
   @Test func metricsCountAMissThenAHit() async throws {
     try await withProxy { fixture in
       let path = fixture.path(fixture.origin.url(.normal, "metered", size: 2_000_000))
