@@ -21,7 +21,15 @@ struct ProxyRequest: Sendable {
 
   init(head: HTTPRequestHead) {
     method = head.method
-    let target = Substring(head.uri)
+    var target = Substring(head.uri)
+    // An absolute-form target (`GET http://127.0.0.1:8089/metrics`, as sent to a proxy) names the path after
+    // its authority.
+    if let scheme = target.range(of: "://"), scheme.lowerBound > target.startIndex,
+      target[..<scheme.lowerBound].allSatisfy(\.isLetter)
+    {
+      let authorityAndPath = target[scheme.upperBound...]
+      target = authorityAndPath.firstIndex(of: "/").map { authorityAndPath[$0...] } ?? "/"
+    }
     if let mark = target.firstIndex(of: "?") {
       path = target[..<mark]
       query = target[target.index(after: mark)...]
@@ -205,6 +213,8 @@ final class ProxyConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
   /// Requests answered on this connection so far: a response that ends re-arms the timer only if it is the
   /// latest (NIO's pipelining handler may hand over the next request before the previous end completes).
   private var requestCount = 0
+  /// The proxy is stopping: close after the response in progress.
+  private var quiescing = false
 
   init(responder: ProxyResponder, clientTimeout: TimeAmount, connections: ProxyConnections) {
     self.responder = responder
@@ -236,16 +246,31 @@ final class ProxyConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
   func channelRead(context: ChannelHandlerContext, data: NIOAny) {
     switch unwrapInboundIn(data) {
     case .head(let head):
+      // The timer restarts on each part of a request and stops once the request is complete: a client that
+      // sends a head (or a body) and then nothing is closed like an idle one.
       self.head = head
+      armIdleTimer(context)
+    case .body:
+      armIdleTimer(context)  // GET and HEAD bodies mean nothing here
+    case .end:
       idleTimer?.cancel()
       idleTimer = nil
-    case .body:
-      break  // GET and HEAD bodies mean nothing here
-    case .end:
       guard let head else { return }
       self.head = nil
       respond(to: head, context)
     }
+  }
+
+  func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+    guard event is ProxyQuiesceEvent else {
+      context.fireUserInboundEventTriggered(event)
+      return
+    }
+    // The proxy is stopping: an idle connection closes now, one with a response in progress once all of that
+    // response has reached the socket (NIO's own quiescing would close once the end is handed over, dropping
+    // what still waits in NIO's queue).
+    quiescing = true
+    if responding == nil && head == nil { context.close(promise: nil) }
   }
 
   private func armIdleTimer(_ context: ChannelHandlerContext) {
@@ -255,7 +280,6 @@ final class ProxyConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
   }
 
   private func respond(to head: HTTPRequestHead, _ context: ChannelHandlerContext) {
-    let keepAlive = head.isKeepAlive
     requestCount += 1
     let number = requestCount
     let bound = NIOLoopBound(ResponseEnd(handler: self, context: context), eventLoop: context.eventLoop)
@@ -264,10 +288,10 @@ final class ProxyConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
     let connections = self.connections
     connections.responseStarted()
     responding = Task {
-      let written = await ProxyConnectionHandler.answer(
-        ProxyRequest(head: head), version: head.version, keepAlive: keepAlive, responder: responder,
+      let answered = await ProxyConnectionHandler.answer(
+        ProxyRequest(head: head), version: head.version, keepAlive: head.isKeepAlive, responder: responder,
         channel: channel)
-      guard let written else {
+      guard let (written, keepAlive) = answered else {
         // Cancelled (the client left or the proxy is stopping), or cut mid-body: the status is already sent.
         channel.close(promise: nil)
         connections.responseEnded()
@@ -286,16 +310,24 @@ final class ProxyConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
     let context: ChannelHandlerContext
   }
 
-  /// Answers one request; returns the future of its last write, or nil if the connection must be cut.
+  /// Answers one request; returns the future of its last write and whether the connection stays open after
+  /// it, or nil if the connection must be cut.
   private static func answer(
     _ request: ProxyRequest, version: HTTPVersion, keepAlive: Bool, responder: ProxyResponder,
     channel: any Channel
-  ) async -> EventLoopFuture<Void>? {
+  ) async -> (EventLoopFuture<Void>, keepAlive: Bool)? {
     let response: ProxyResponse
     do {
       response = try await responder.respond(to: request)
     } catch {
       return nil
+    }
+    var keepAlive = keepAlive
+    if case .stream = response.body, version.major == 1, version.minor == 0,
+      response.headers[.contentLength] == nil
+    {
+      // HTTP/1.0 has no chunked encoding: a body of unknown length ends with the connection.
+      keepAlive = false
     }
     let writer = ProxyBodyWriter(
       channel: channel, head: responseHead(response, version: version, keepAlive: keepAlive))
@@ -308,13 +340,13 @@ final class ProxyConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
     } catch {
       return nil
     }
-    return writer.finish()
+    return (writer.finish(), keepAlive)
   }
 
   private func responseEnded(
     _ context: ChannelHandlerContext, request number: Int, keepAlive: Bool, written: Result<Void, any Error>
   ) {
-    guard case .success = written, keepAlive, context.channel.isActive else {
+    guard case .success = written, keepAlive, !quiescing, context.channel.isActive else {
       context.close(promise: nil)
       return
     }
@@ -328,7 +360,8 @@ final class ProxyConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
     -> HTTPResponseHead
   {
     var headers = HTTPHeaders()
-    headers.reserveCapacity(response.headers.count + 1)
+    headers.reserveCapacity(response.headers.count + 2)
+    headers.add(name: "server", value: "MediaCache")
     for field in response.headers { headers.add(name: field.name.rawName, value: field.value) }
     if !keepAlive {
       headers.replaceOrAdd(name: "connection", value: "close")
@@ -342,6 +375,9 @@ final class ProxyConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
       headers: headers)
   }
 }
+
+/// Sent through a connection's pipeline when the proxy stops (see `ProxyConnectionHandler`).
+struct ProxyQuiesceEvent: Sendable {}
 
 /// The open connections of a running server and its responses in progress, so it can stop taking new
 /// requests, let the current responses finish, and cut what is left.
@@ -390,7 +426,7 @@ final class ProxyConnections: Sendable {
         state.drained.append(continuation)
         return Array(state.channels.values)
       }
-      for channel in channels { channel.pipeline.fireUserInboundEventTriggered(ChannelShouldQuiesceEvent()) }
+      for channel in channels { channel.pipeline.fireUserInboundEventTriggered(ProxyQuiesceEvent()) }
       resume(state.withLock { $0.takeDrainedIfIdle() })
     }
   }

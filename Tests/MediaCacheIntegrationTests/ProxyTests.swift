@@ -228,6 +228,64 @@ import Testing
     }
   }
 
+  /// A player's first request for a small range (`Range: bytes=0-65535`, less than a chunk) leaves the chunk
+  /// cached: the same request again is a hit the origin never sees. Before, the proxy dropped the read after
+  /// its last byte, which cancelled the flight finishing the chunk, so every such request went to the origin.
+  @Test func aSmallRangeThroughTheProxyCachesItsChunk() async throws {
+    try await withProxy { fixture in
+      let size = 3_000_000
+      // 16 KiB every 5 ms: the client has its 64 KiB long before the flight has the 1 MiB chunk.
+      let path = fixture.path(fixture.origin.url(.slow, "small-range", size: size, query: "delay-ms=5"))
+      let whole = TestOrigin.bytes(name: "small-range", size: size)
+      for round in 0..<3 {
+        let response = try await fixture.request(path, headers: [("Range", "bytes=0-65535")])
+        #expect(response.status == 206)
+        #expect(response.body == Array(whole[0..<65536]), "round \(round)")
+        // The flight finishes the chunk (~0.3 s) after the response; the next round comes after that.
+        try await Task.sleep(for: .seconds(1))
+      }
+      let requests = fixture.origin.requests(for: "small-range")
+      #expect(requests.count == 1, "\(requests)")
+    }
+  }
+
+  /// A client that sends a request head announcing a body and then nothing is closed after the client
+  /// timeout, like an idle one (the timer restarts on each request part and stops once the request is
+  /// complete). An HTTP/1.0 keep-alive client reading a body of unknown length gets it ended by the close. An
+  /// absolute-form target (`GET http://host:port/metrics`) names the proxy's own path.
+  @Test func unfinishedRequestsHTTP10AndAbsoluteTargets() async throws {
+    try await withProxy(arguments: ["--retries", "1", "--client-timeout", "1"]) { fixture in
+      let port = fixture.endpoint.port
+      let unfinished = try await blocking { () -> String? in
+        let connection = try RawHTTPConnection(port: port, timeoutSeconds: 10)
+        defer { connection.close() }
+        try connection.send("POST /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100\r\n\r\nabc")
+        return try connection.readLine()  // nil: closed by the proxy; a timeout throws
+      }
+      #expect(unfinished == nil)
+
+      let chunked = fixture.path(fixture.origin.url(.chunked, "http10", size: 200_000))
+      let http10 = try await blocking { () -> RawHTTPResponse in
+        let connection = try RawHTTPConnection(port: port, timeoutSeconds: 10)
+        defer { connection.close() }
+        try connection.send("GET \(chunked) HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
+        return try connection.readResponse()  // no length: the body runs to the close (a timeout throws)
+      }
+      #expect(http10.status == 200)
+      #expect(http10.header("Connection")?.lowercased() == "close")
+      #expect(http10.body == TestOrigin.bytes(name: "http10", size: 200_000))
+
+      let absolute = try await blocking { () -> RawHTTPResponse in
+        let connection = try RawHTTPConnection(port: port, timeoutSeconds: 10)
+        defer { connection.close() }
+        try connection.sendRequest("GET", "http://127.0.0.1:\(port)/metrics")
+        return try connection.readResponse()
+      }
+      #expect(absolute.status == 200)
+      #expect(String(decoding: absolute.body, as: UTF8.self).contains("mediacache_proxy_requests_total"))
+    }
+  }
+
   @Test func metricsCountAMissThenAHit() async throws {
     try await withProxy { fixture in
       let path = fixture.path(fixture.origin.url(.normal, "metered", size: 2_000_000))
