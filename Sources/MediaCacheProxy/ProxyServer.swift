@@ -168,6 +168,12 @@ public final class ProxyServer: Sendable {
     "\(endpoint)\(proxyPath(for: originURL))"
   }
 
+  /// The origin URL a request for `target` (a request target as a player sends it: path and query) asks the
+  /// proxy for: its `url` query parameter, decoded exactly as the proxy decodes it; nil without one.
+  public static func originURL(inRequestTarget target: String) -> String? {
+    ProxyRequest(head: HTTPRequestHead(version: .http1_1, method: .GET, uri: target)).queryValue("url")
+  }
+
   /// The URL's last path component if it is a plain file name, else `media`.
   static func displayName(for originURL: String) -> String {
     let path = URL(string: originURL)?.path ?? ""

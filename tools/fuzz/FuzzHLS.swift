@@ -9,9 +9,9 @@
 //      unchanged (its target, resolved against the origin playlist, is not http or https) or has exactly that
 //      URI replaced, everything around it kept;
 //   2. every replacement, resolved against the proxied playlist's URL as a player would, is a request to the
-//      proxy whose `url` parameter (decoded by Hummingbird's `URI`, as the proxy decodes it) is the target's
-//      absolute URL, which the proxy's origin check accepts; no URI in the output that resolves to http or
-//      https points anywhere but the proxy;
+//      proxy whose `url` parameter (decoded by `ProxyServer.originURL(inRequestTarget:)`, as the proxy
+//      decodes it) is the target's absolute URL, which the proxy's origin check accepts; no URI in the output
+//      that resolves to http or https points anywhere but the proxy;
 //   3. the output holds as many URIs as the input, and its size is bounded: each replacement is at most
 //      `proxyPrefix + 3 * (origin + 3 * uri)` bytes, plus a little;
 //   4. `parse` agrees before and after: the input parses iff the output parses (failing with the same case on
@@ -25,7 +25,6 @@
 // A violated property ends in `fatalError`, which libFuzzer reports as a crash and saves the input.
 
 import Foundation
-import HummingbirdCore
 import MediaCacheProxy
 
 /// Where the fuzzed playlist comes from: https, a port, a directory, a query (relative URIs lose it).
@@ -191,8 +190,7 @@ func proxiedOrigin(of reference: Substring) -> String? {
   }
   // The request target the player sends, decoded the way the proxy decodes it.
   let target = components.percentEncodedPath + (components.percentEncodedQuery.map { "?" + $0 } ?? "")
-  let request = URI(target)
-  guard let value = request.queryParameters["url"].map(String.init), !value.isEmpty else {
+  guard let value = ProxyServer.originURL(inRequestTarget: target), !value.isEmpty else {
     fatalError("the proxied URI \(reference.debugDescription) has no url parameter (request \(target))")
   }
   // The proxy's origin check (ProxyResponder.checkedOriginURL): an absolute http(s) URL with a host, and at
