@@ -16,12 +16,19 @@ public final class CachedBytes: AsyncSequence, Sendable {
 
   /// The length learned when the read was resolved, for when the cache has not recorded it yet.
   private let lengthHint: Int64?
+  /// The chunks the cache held when the read was opened: bytes of any other chunk count as fetched from the
+  /// origin for this read, even when a flight wrote them to the cache before this reader got to them.
+  let cachedAtOpen: ChunkSet
 
-  init(session: ObjectSession, range: Range<Int64>, initialFlight: Flight?, lengthHint: Int64? = nil) {
+  init(
+    session: ObjectSession, range: Range<Int64>, initialFlight: Flight?, lengthHint: Int64? = nil,
+    cachedAtOpen: ChunkSet
+  ) {
     self.session = session
     self.range = range
     self.initialFlight = Mutex(initialFlight)
     self.lengthHint = lengthHint
+    self.cachedAtOpen = cachedAtOpen
   }
 
   func takeInitialFlight() -> Flight? {
@@ -228,7 +235,7 @@ final class ReadCursor: @unchecked Sendable {
           let data = try manager.read(position..<pieceEnd)
           position = pieceEnd
           noteDelivery()
-          owner.noteDelivered(data.count, fromOrigin: false)
+          owner.noteDelivered(data.count, fromOrigin: !owner.cachedAtOpen.contains(chunk))
           return .disk(data)
         } catch StoreError.corruptChunk, StoreError.notCached {
           continue  // dropped or gone: fetch it again

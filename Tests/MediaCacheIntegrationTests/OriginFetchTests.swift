@@ -296,6 +296,28 @@ struct OriginFetchTests {
     }
   }
 
+  /// A cold read whose reader falls behind the origin request (the flight writes every chunk to the cache
+  /// before the reader takes any) still counts every byte as fetched from the origin: the proxy's hit and
+  /// miss counters come from these figures. Before, the chunks the reader found already written counted as
+  /// cache bytes, and a cold request under load could be counted as a hit.
+  @Test func aReaderBehindItsFetchStillCountsTheBytesAsFromTheOrigin() async throws {
+    try await withReader { reader, origin, _ async throws in
+      let size = 500_000
+      let url = origin.url(.normal, "behind", size: size)
+      let bytes = try await reader.read(url)
+      defer { bytes.close() }
+      for _ in 0..<200 where origin.requests(for: "behind").first?.isComplete != true {
+        try await Task.sleep(for: .milliseconds(10))
+      }
+      try await Task.sleep(for: .milliseconds(100))  // the last chunk reaches the cache
+      var data = Data()
+      for try await piece in bytes { data.append(piece) }
+      #expect(data == expected("behind", size))
+      #expect(bytes.bytesFromOrigin == Int64(size))
+      #expect(bytes.bytesFromCache == 0)
+    }
+  }
+
   @Test func cancelledReaderCancelsTheRequestAndALaterReadResumes() async throws {
     try await withReader { reader, origin, cache async throws in
       let size = 4_000_000

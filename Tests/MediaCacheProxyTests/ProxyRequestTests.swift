@@ -44,5 +44,8 @@ import Testing
     #expect(request.queryValue("missing") == nil)
     #expect(
       ProxyRequest(head: HTTPRequestHead(version: .http1_1, method: .GET, uri: "/metrics")).query == nil)
+    // The public form the HLS fuzzer uses.
+    #expect(ProxyServer.originURL(inRequestTarget: "/v.mp4?url=http%3A%2F%2Fo%2Fv.mp4") == "http://o/v.mp4")
+    #expect(ProxyServer.originURL(inRequestTarget: "/v.mp4?x=1") == nil)
   }
 }
