@@ -16,19 +16,20 @@ public final class CachedBytes: AsyncSequence, Sendable {
 
   /// The length learned when the read was resolved, for when the cache has not recorded it yet.
   private let lengthHint: Int64?
-  /// The chunks the cache held when the read was opened: bytes of any other chunk count as fetched from the
-  /// origin for this read, even when a flight wrote them to the cache before this reader got to them.
-  let cachedAtOpen: ChunkSet
+  /// The manifest when the read was opened: bytes of a chunk it did not list count as fetched from the origin
+  /// for this read, even when a flight wrote them to the cache before this reader got to them. (A copy of the
+  /// value, which shares the manifest's storage: nothing is built per read.)
+  let manifestAtOpen: Manifest
 
   init(
     session: ObjectSession, range: Range<Int64>, initialFlight: Flight?, lengthHint: Int64? = nil,
-    cachedAtOpen: ChunkSet
+    manifestAtOpen: Manifest
   ) {
     self.session = session
     self.range = range
     self.initialFlight = Mutex(initialFlight)
     self.lengthHint = lengthHint
-    self.cachedAtOpen = cachedAtOpen
+    self.manifestAtOpen = manifestAtOpen
   }
 
   func takeInitialFlight() -> Flight? {
@@ -235,7 +236,7 @@ final class ReadCursor: @unchecked Sendable {
           let data = try manager.read(position..<pieceEnd)
           position = pieceEnd
           noteDelivery()
-          owner.noteDelivered(data.count, fromOrigin: !owner.cachedAtOpen.contains(chunk))
+          owner.noteDelivered(data.count, fromOrigin: !owner.manifestAtOpen.isPresent(chunk))
           return .disk(data)
         } catch StoreError.corruptChunk, StoreError.notCached {
           continue  // dropped or gone: fetch it again

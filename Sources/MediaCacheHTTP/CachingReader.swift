@@ -166,12 +166,12 @@ public final class CachingReader: Sendable {
   public func read(_ url: String, range: RequestedRange = .all) async throws -> CachedBytes {
     try OriginClient.validate(url)
     let session = try await openSession(url)
-    let cachedAtOpen = session.manager.manifest.presentChunks
+    let manifestAtOpen = session.manager.manifest
     do {
       let (resolved, flight, length) = try await resolve(range, session: session)
       return CachedBytes(
         session: session, range: resolved, initialFlight: flight, lengthHint: length,
-        cachedAtOpen: cachedAtOpen)
+        manifestAtOpen: manifestAtOpen)
     } catch {
       closeSession(session)
       throw error

@@ -125,9 +125,9 @@ struct ProxyResponder: Sendable {
           }
           current = isLast ? nil : try await pieces.next()
         }
-        // The read is taken to its end even after the last piece: a range that ends inside a chunk leaves the
-        // flight to finish that chunk, so it is cached (dropping the read instead would cancel the flight).
-        if remaining.map({ $0 <= 0 }) == true { _ = try? await pieces.next() }
+        // The read is taken to its end (a nil) even after the last piece: a range that ends inside a chunk
+        // leaves the flight to finish that chunk, so it is cached (dropping the read would cancel the flight).
+        _ = try? await pieces.next()
         accounting.update(finished: true)
         if let remaining, remaining > 0 {
           // Fewer bytes than the Content-Length sent: the connection must be cut, not kept for a next request.
