@@ -360,7 +360,8 @@ final class ProxyConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
     -> HTTPResponseHead
   {
     var headers = HTTPHeaders()
-    headers.reserveCapacity(response.headers.count + 2)
+    headers.reserveCapacity(response.headers.count + 3)
+    headers.add(name: "date", value: HTTPDate.now())
     headers.add(name: "server", value: "MediaCache")
     for field in response.headers { headers.add(name: field.name.rawName, value: field.value) }
     if !keepAlive {

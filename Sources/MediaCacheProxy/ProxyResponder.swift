@@ -36,7 +36,8 @@ struct ProxyResponder: Sendable {
     guard request.method == .GET || request.method == .HEAD else { throw Refusal.methodNotAllowed }
     let origin = try checkedOriginURL(urlParameter)
     let isHead = request.method == .HEAD
-    let rangeHeader = RangeHeader(request.headers[.range])
+    // Range is defined for GET only (RFC 9110 §14.2): a HEAD with a Range gets the whole representation's head.
+    let rangeHeader = request.method == .HEAD ? RangeHeader(nil) : RangeHeader(request.headers[.range])
     var requested = RequestedRange.all
     if case .single(let range) = rangeHeader { requested = range }
 
@@ -65,6 +66,12 @@ struct ProxyResponder: Sendable {
       contentType: bytes.contentType, etag: bytes.etag, lastModified: bytes.lastModified)
     let count = bytes.count
     if let count { headers[.contentLength] = "\(count)" }
+    if partial, request.headers[.ifRange] != nil {
+      // A 206 to If-Range completes a copy the client holds: only the fields of RFC 9110 §15.3.7 are sent, not
+      // the other representation fields it already has.
+      headers[.contentType] = nil
+      headers[.lastModified] = nil
+    }
     if partial {
       let first = bytes.range.lowerBound
       let last = first + (count ?? 1) - 1
