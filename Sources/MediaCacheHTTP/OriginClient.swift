@@ -248,6 +248,11 @@ public final class OriginClient: Sendable {
         error == .headerOverflow
         ? "response head larger than \(maxResponseHeadBytes / 1024) KiB" : "invalid HTTP (\(error))"
       return OriginError.malformedResponse(url: url, reason: reason)
+    case let error as BoringSSLError:
+      // After the handshake (a bad record): retried like any lost connection, described without BoringSSL's
+      // codes and source paths.
+      let reason = "TLS error (\(TLSFailure.reasons(error).joined(separator: "; ")))"
+      return OriginError.connectionFailed(url: url, reason: reason, attempts: 1)
     case ChannelError.connectTimeout:
       return OriginError.timedOut(url: url, reason: "\(error)", attempts: 1)
     case is CancellationError, is OriginError, is StoreError: return error

@@ -14,7 +14,8 @@ enum TLSFailure: Equatable {
   /// Any other handshake failure, with BoringSSL's reason made readable (`wrong version number`).
   case handshake(String)
 
-  /// The failure `error` stands for, or nil if it is not a TLS error.
+  /// The handshake failure `error` stands for, or nil if it is not one. A TLS error after the handshake (an
+  /// origin closing without close_notify mid-body, a bad record) is a connection failure, retried like one.
   init?(_ error: any Error) {
     switch error {
     case let error as NIOSSLExtraError:
@@ -26,29 +27,30 @@ enum TLSFailure: Equatable {
     case let error as NIOSSLError:
       switch error {
       case .handshakeFailed(let boring): self = Self(boring)
-      case .uncleanShutdown: self = .handshake("the origin closed the connection during the handshake")
       case .noCertificateToValidate: self = .handshake("the origin sent no certificate")
       case .unableToValidateCertificate: self = .untrusted
-      default: self = .handshake("\(error)")
+      // uncleanShutdown and the like happen after the handshake too: connection failures.
+      default: return nil
       }
-    case let error as BoringSSLError: self = Self(error)
     default: return nil
     }
   }
 
   private init(_ error: BoringSSLError) {
+    let reasons = Self.reasons(error)
+    self = reasons == ["certificate verify failed"] ? .untrusted : .handshake(reasons.joined(separator: "; "))
+  }
+
+  /// BoringSSL's reasons for `error`, readable (`wrong version number`), without codes or source paths.
+  static func reasons(_ error: BoringSSLError) -> [String] {
     switch error {
     case .sslError(let stack), .unknownError(let stack), .invalidSNIName(let stack),
       .failedToSetALPN(let stack):
-      let reasons = stack.map { Self.reason(of: "\($0)") }
-      if reasons.contains("certificate verify failed") {
-        self = .untrusted
-      } else {
-        self = .handshake(reasons.isEmpty ? "no reason given" : reasons.joined(separator: "; "))
-      }
-    case .zeroReturn, .syscallError:
-      self = .handshake("the origin closed the connection during the handshake")
-    default: self = .handshake("\(error)")
+      let reasons = stack.map { reason(of: "\($0)") }
+      if reasons.contains("certificate verify failed") { return ["certificate verify failed"] }
+      return reasons.isEmpty ? ["no reason given"] : reasons
+    case .zeroReturn, .syscallError: return ["the origin closed the connection"]
+    default: return ["\(error)"]
     }
   }
 
