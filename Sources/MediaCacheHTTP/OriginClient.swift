@@ -274,9 +274,15 @@ public final class OriginClient: Sendable {
     } catch let error as HTTPClientError where error == .deadlineExceeded {
       throw headTimedOut(url)
     } catch {
-      if let failure = TLSFailure(error) { throw await tlsFailed(failure, url: url) }
-      throw Self.map(error, url: url)
+      throw await describe(error, url: url)
     }
+  }
+
+  /// `map(_:url:)`, and for a failed handshake about the certificate, why it failed, from the certificate the
+  /// origin presents (one more connection, bounded by the connect timeout).
+  func describe(_ error: any Error, url: String) async -> any Error {
+    if let failure = TLSFailure(error) { return await tlsFailed(failure, url: url) }
+    return Self.map(error, url: url)
   }
 
   /// The error of a failed handshake, saying why from the certificates the origin presents (read on a second

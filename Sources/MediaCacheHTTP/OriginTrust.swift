@@ -54,7 +54,7 @@ enum OriginTrust {
 
   /// Every certificate in the files of `path` (OpenSSL's hashed directories hold links named `HASH.0`, but
   /// any file name is read). Files that hold no certificate (CRLs, notes) are skipped, as OpenSSL skips
-  /// them; a directory that is missing, unreadable or holds no certificate at all is an error.
+  /// them, and a directory without any adds nothing; a directory that is missing or unreadable is an error.
   static func directory(_ path: String, source: String) throws(OriginError) -> [NIOSSLCertificate] {
     let invalid = { (reason: String) in
       OriginError.invalidTrustRoots(source: source, path: path, reason: reason)
@@ -80,7 +80,6 @@ enum OriginTrust {
       else { continue }
       certificates += found
     }
-    if certificates.isEmpty { throw invalid("holds no PEM certificate") }
     return certificates
   }
 

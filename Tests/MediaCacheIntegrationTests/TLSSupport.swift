@@ -154,14 +154,25 @@ struct TLSOrigin {
   }
 }
 
-/// Runs `body` with a fresh `TLSOrigin`, stopped afterwards. The body's blocking work (child processes) runs on
-/// a Dispatch thread.
-func withTLSOrigin<T: Sendable>(_ body: @escaping @Sendable (TLSOrigin) throws -> T) async throws -> T {
-  try await blocking {
-    let origin = try TLSOrigin.start()
-    defer { origin.stop() }
-    return try body(origin)
+/// Runs `body` with a fresh `TLSOrigin`, stopped afterwards. Starting and stopping run on a Dispatch thread;
+/// `body` runs in the test's own context, so that its expectations are recorded against the test.
+func withTLSOrigin<T>(_ body: (TLSOrigin) async throws -> T) async throws -> T {
+  let origin = try await blocking { try TLSOrigin.start() }
+  do {
+    let result = try await body(origin)
+    try await blocking { origin.stop() }
+    return result
+  } catch {
+    try? await blocking { origin.stop() }
+    throw error
   }
+}
+
+/// `run` on a Dispatch thread.
+func runBlocking(_ program: String, _ arguments: [String], environment: [String: String]? = nil) async throws
+  -> CommandResult
+{
+  try await blocking { try run(program, arguments, environment: environment) }
 }
 
 /// Runs `mediacache proxy` on port 0 with `arguments` and `environment` (added to this process's), returning

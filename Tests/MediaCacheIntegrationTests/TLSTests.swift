@@ -62,11 +62,11 @@ import Testing
     try await withTLSOrigin { origin in
       let cache = origin.directory.file("cache")
       let url = origin.url(Self.file, port: origin.trustedPort)
-      let result = try run(
+      let result = try await runBlocking(
         Self.mediacache, ["fetch", "--cache", cache, url] + trust.arguments(origin),
         environment: try trust.environment(origin))
       #expect(result.status == 0, "\(trust): \(result.stderr)")
-      let cat = try run(Self.mediacache, ["cat", "--cache", cache, url])
+      let cat = try await runBlocking(Self.mediacache, ["cat", "--cache", cache, url])
       #expect([UInt8](cat.stdout) == (try mediaFixture(Self.file)), "\(trust): cached bytes differ")
     }
   }
@@ -77,7 +77,7 @@ import Testing
     try await withTLSOrigin { origin in
       let cache = origin.directory.file("cache")
       let url = origin.url(arguments[1], port: origin.trustedPort)
-      let result = try run(
+      let result = try await runBlocking(
         Self.mediacache, ["fetch", arguments[0], "--cache", cache, "--ca-file", origin.caFile, url],
         environment: Self.cleanEnvironment)
       #expect(result.status == 0, "\(result.stderr)")
@@ -96,7 +96,10 @@ import Testing
           "TLS: certificate for 127.0.0.1 is not trusted (issued by 'MediaCache Test CA', which is not a trusted CA)"
         ),
         (origin.selfSignedPort, [], "TLS: certificate for 127.0.0.1 is not trusted (self-signed)"),
-        (origin.selfSignedPort, ["--ca-file", origin.caFile], "is not trusted (self-signed)"),
+        (
+          origin.selfSignedPort, ["--ca-file", origin.caFile],
+          "TLS: certificate for 127.0.0.1 is not trusted (self-signed)"
+        ),
         (
           origin.wrongNamePort, ["--ca-file", origin.caFile],
           "TLS: certificate is for localhost, not 127.0.0.1"
@@ -105,7 +108,7 @@ import Testing
       for (port, arguments, expected) in cases {
         let url = origin.url(Self.file, port: port)
         let started = Date()
-        let result = try run(
+        let result = try await runBlocking(
           Self.mediacache, ["fetch", "--cache", cache, url] + arguments, environment: Self.cleanEnvironment)
         let elapsed = Date().timeIntervalSince(started)
         #expect(result.status == 1, "\(url): \(result.stderr)")
@@ -123,11 +126,9 @@ import Testing
       // The test origin speaks plain HTTP on its port: ask it for https.
       let url = origin.url(file: Self.file).replacingOccurrences(of: "http://", with: "https://")
       let started = Date()
-      let result = try await blocking {
-        try run(
-          Self.mediacache, ["fetch", "--cache", directory.file("cache"), url],
-          environment: Self.cleanEnvironment)
-      }
+      let result = try await runBlocking(
+        Self.mediacache, ["fetch", "--cache", directory.file("cache"), url],
+        environment: Self.cleanEnvironment)
       #expect(result.status == 1, "\(result.stderr)")
       #expect(Date().timeIntervalSince(started) < 5)
       Self.expectReadable(result.stderr, contains: "\(url): TLS: handshake failed (")
@@ -139,15 +140,14 @@ import Testing
     async throws
   {
     try await withTLSOrigin { origin in
-      let (proxy, port) = try startProxy(
-        cache: origin.directory.file("cache"), trust.arguments(origin) + ["--retries", "3"],
-        environment: try trust.environment(origin))
-      defer {
-        proxy.kill(SIGTERM)
-        _ = proxy.wait(timeout: 15)
+      let environment = try trust.environment(origin)
+      let (proxy, port) = try await blocking {
+        try startProxy(
+          cache: origin.directory.file("cache"), trust.arguments(origin) + ["--retries", "3"],
+          environment: environment)
       }
-      let good = try rawRequest(
-        port: port, ProxyServer.proxyPath(for: origin.url(Self.file, port: origin.trustedPort)))
+      let goodPath = ProxyServer.proxyPath(for: origin.url(Self.file, port: origin.trustedPort))
+      let good = try await blocking { try rawRequest(port: port, goodPath) }
       #expect(good.status == 200)
       #expect(good.body == (try mediaFixture(Self.file)), "\(trust): body differs")
 
@@ -157,7 +157,7 @@ import Testing
       ] {
         let url = origin.url(Self.file, port: originPort)
         let started = Date()
-        let bad = try rawRequest(port: port, ProxyServer.proxyPath(for: url))
+        let bad = try await blocking { try rawRequest(port: port, ProxyServer.proxyPath(for: url)) }
         let elapsed = Date().timeIntervalSince(started)
         let body = String(decoding: bad.body, as: UTF8.self)
         #expect(bad.status == 502, "\(body)")
@@ -165,6 +165,11 @@ import Testing
         #expect(!body.contains("BoringSSL") && !body.contains(".cc"), "\(body)")
         #expect(elapsed < 5, "took \(elapsed) s")
       }
+      let exit = try await blocking {
+        proxy.kill(SIGTERM)
+        return proxy.wait(timeout: 15)
+      }
+      #expect(exit.status == 0, "proxy exit: \(exit.stderr)")
     }
   }
 
@@ -196,11 +201,9 @@ import Testing
     for (arguments, extra, expected) in cases {
       let environment = Self.cleanEnvironment.merging(extra) { $1 }
       for command in [["fetch", url], ["proxy", "--port", "0"]] {
-        let result = try await blocking {
-          try run(
-            Self.mediacache, command + ["--cache", directory.file("cache")] + arguments,
-            environment: environment)
-        }
+        let result = try await runBlocking(
+          Self.mediacache, command + ["--cache", directory.file("cache")] + arguments,
+          environment: environment)
         #expect(result.status == 1, "\(command) \(arguments) \(extra): \(result.stderr)")
         Self.expectReadable(result.stderr, contains: expected)
       }
