@@ -19,6 +19,7 @@ let package = Package(
     .package(url: "https://github.com/x-sheep/swift-property-based.git", from: "2.0.1"),
     .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
     .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
+    .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
     .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
     .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
     .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
@@ -52,6 +53,10 @@ let package = Package(
         .product(name: "AsyncHTTPClient", package: "async-http-client"),
         .product(name: "NIOCore", package: "swift-nio"),
         .product(name: "NIOHTTP1", package: "swift-nio"),
+        // Trust roots added to the system's (--ca-file, SSL_CERT_FILE/SSL_CERT_DIR), and TLS errors mapped;
+        // NIOPosix for the one connection that reads the certificate an origin presents when it fails.
+        .product(name: "NIOSSL", package: "swift-nio-ssl"),
+        .product(name: "NIOPosix", package: "swift-nio"),
       ]
     ),
     // The local HTTP proxy players read through (an HTTP/1.1 server on SwiftNIO): Range requests, HLS playlist rewriting, metrics.

@@ -193,7 +193,7 @@ final class ObjectSession: Sendable {
       try await task.futureResult.get()
     } catch is BodyWriter.StopReading {
     } catch {
-      let mapped = OriginClient.map(error, url: url)
+      let mapped = await reader.client.describe(error, url: url)
       try Task.checkCancellation()
       if let head = writer.head, let expected = head.expectedBodyLength, mapped is OriginError,
         writer.bodyBytes < expected

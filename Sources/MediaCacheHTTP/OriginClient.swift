@@ -3,6 +3,7 @@ import Foundation
 import MediaCache
 import NIOCore
 import NIOHTTP1
+import NIOSSL
 import Synchronization
 
 /// What the origin said about an object in one response.
@@ -35,7 +36,9 @@ struct OriginResponse: Sendable {
 }
 
 /// Range GETs against the origin through AsyncHTTPClient: `identity` encoding, bounded redirects, connect and
-/// idle timeouts, and strict checking of what comes back.
+/// idle timeouts, and strict checking of what comes back. HTTPS origins are verified against the system's trust
+/// roots plus `caFiles`, `SSL_CERT_FILE` and `SSL_CERT_DIR`; a failed handshake is one `OriginError.tlsFailed`
+/// line, not retried.
 public final class OriginClient: Sendable {
   /// Settings of the HTTP client.
   public struct Configuration: Sendable {
@@ -50,22 +53,53 @@ public final class OriginClient: Sendable {
     public var maxRedirects = 5
     /// `User-Agent` sent.
     public var userAgent = "MediaCache/1"
+    /// PEM files (bundles) of certificates trusted for HTTPS origins in addition to the system's roots: a
+    /// private CA, or a self-signed origin's own certificate.
+    public var caFiles: [String] = []
+    /// Whether `SSL_CERT_FILE` (a PEM bundle) and `SSL_CERT_DIR` (colon-separated directories of PEM files) of
+    /// the process environment add trust roots too, as they do for curl and OpenSSL.
+    public var readsSSLEnvironment = true
 
     public init(
-      connectTimeout: Double = 10, idleTimeout: Double = 30, headTimeout: Double = 30, maxRedirects: Int = 5
+      connectTimeout: Double = 10, idleTimeout: Double = 30, headTimeout: Double = 30, maxRedirects: Int = 5,
+      caFiles: [String] = [], readsSSLEnvironment: Bool = true
     ) {
       self.connectTimeout = connectTimeout
       self.idleTimeout = idleTimeout
       self.headTimeout = headTimeout
       self.maxRedirects = maxRedirects
+      self.caFiles = caFiles
+      self.readsSSLEnvironment = readsSSLEnvironment
     }
   }
 
   let http: HTTPClient
   public let configuration: Configuration
+  /// Why the trust roots could not be loaded, for a client made with `init(configuration:)`: every request
+  /// then fails with it.
+  let trustFailure: OriginError?
 
-  public init(configuration: Configuration = Configuration()) {
+  /// A client; a trust root that cannot be loaded fails every request with `OriginError.invalidTrustRoots`
+  /// (use `init(checking:)` to be told at once).
+  public convenience init(configuration: Configuration = Configuration()) {
+    do {
+      try self.init(checking: configuration)
+    } catch {
+      self.init(configuration: configuration, extraRoots: [], trustFailure: error)
+    }
+  }
+
+  /// A client, or `OriginError.invalidTrustRoots` naming the CA file or directory that cannot be used.
+  public convenience init(checking configuration: Configuration) throws(OriginError) {
+    let roots = try OriginTrust.load(
+      caFiles: configuration.caFiles,
+      environment: configuration.readsSSLEnvironment ? ProcessInfo.processInfo.environment : [:])
+    self.init(configuration: configuration, extraRoots: roots, trustFailure: nil)
+  }
+
+  private init(configuration: Configuration, extraRoots: [NIOSSLCertificate], trustFailure: OriginError?) {
     self.configuration = configuration
+    self.trustFailure = trustFailure
     var settings = HTTPClient.Configuration(
       redirectConfiguration: .follow(max: configuration.maxRedirects, allowCycles: false),
       timeout: .init(
@@ -73,6 +107,16 @@ public final class OriginClient: Sendable {
         read: .milliseconds(Int64(configuration.idleTimeout * 1000))),
       decompression: .disabled)
     settings.httpVersion = .http1Only
+    if !extraRoots.isEmpty {
+      var tls = TLSConfiguration.makeClientConfiguration()
+      tls.additionalTrustRoots = [.certificates(extraRoots)]
+      settings.tlsConfiguration = tls
+    }
+    // A failed connection attempt fails the request at once, with its cause. AsyncHTTPClient would otherwise
+    // retry it silently until the connect timeout and then report the last error: an untrusted certificate
+    // took the whole timeout per attempt, and retrying cannot fix it. The reader retries connection errors
+    // itself, with backoff (CachingReader.Configuration.maxRetries), and TLS failures not at all.
+    settings.connectionPool.retryConnectionEstablishment = false
     http = HTTPClient(eventLoopGroupProvider: .singleton, configuration: settings)
   }
 
@@ -110,6 +154,7 @@ public final class OriginClient: Sendable {
   /// GET of bytes `start..<end` (`end` nil: to the end of the object), with `If-Range` when a validator is
   /// given. Checks status, `Content-Range` and `Content-Encoding`; the body is returned unread.
   func get(_ url: String, start: Int64, end: Int64?, ifRange: String?) async throws -> OriginResponse {
+    if let trustFailure { throw trustFailure }
     var request = HTTPClientRequest(url: url)
     for (name, value) in requestHeaders(start: start, end: end, ifRange: ifRange) {
       request.headers.add(name: name, value: value)
@@ -181,6 +226,9 @@ public final class OriginClient: Sendable {
 
   /// Maps AsyncHTTPClient's and SwiftNIO's errors to `OriginError` (cancellation passes through).
   static func map(_ error: any Error, url: String) -> any Error {
+    if let failure = TLSFailure(error) {
+      return OriginError.tlsFailed(url: url, reason: failure.reason(host: host(of: url), chain: nil))
+    }
     switch error {
     case let error as HTTPClientError:
       if error == .redirectLimitReached || error == .redirectCycleDetected {
@@ -200,6 +248,11 @@ public final class OriginClient: Sendable {
         error == .headerOverflow
         ? "response head larger than \(maxResponseHeadBytes / 1024) KiB" : "invalid HTTP (\(error))"
       return OriginError.malformedResponse(url: url, reason: reason)
+    case let error as BoringSSLError:
+      // After the handshake (a bad record): retried like any lost connection, described without BoringSSL's
+      // codes and source paths.
+      let reason = "TLS error (\(TLSFailure.reasons(error).joined(separator: "; ")))"
+      return OriginError.connectionFailed(url: url, reason: reason, attempts: 1)
     case ChannelError.connectTimeout:
       return OriginError.timedOut(url: url, reason: "\(error)", attempts: 1)
     case is CancellationError, is OriginError, is StoreError: return error
@@ -221,8 +274,35 @@ public final class OriginClient: Sendable {
     } catch let error as HTTPClientError where error == .deadlineExceeded {
       throw headTimedOut(url)
     } catch {
-      throw Self.map(error, url: url)
+      throw await describe(error, url: url)
     }
+  }
+
+  /// `map(_:url:)`, and for a failed handshake about the certificate, why it failed, from the certificate the
+  /// origin presents (one more connection, bounded by the connect timeout).
+  func describe(_ error: any Error, url: String) async -> any Error {
+    if let failure = TLSFailure(error) { return await tlsFailed(failure, url: url) }
+    return Self.map(error, url: url)
+  }
+
+  /// The error of a failed handshake, saying why from the certificates the origin presents (read on a second
+  /// connection, bounded by the connect timeout) when the failure is about the certificate.
+  func tlsFailed(_ failure: TLSFailure, url: String) async -> OriginError {
+    let host = Self.host(of: url)
+    var chain: [NIOSSLCertificate]?
+    if failure == .untrusted || failure == .hostnameMismatch, let components = URLComponents(string: url) {
+      let port = components.port ?? (components.scheme?.lowercased() == "http" ? 80 : 443)
+      chain = await PeerCertificates.fetch(
+        host: host, port: port, timeout: .milliseconds(Int64(configuration.connectTimeout * 1000)))
+    }
+    return .tlsFailed(url: url, reason: failure.reason(host: host, chain: chain))
+  }
+
+  /// The host of `url` (an IPv6 literal without its brackets), or the URL itself if it has none.
+  static func host(of url: String) -> String {
+    guard var host = URLComponents(string: url)?.host, !host.isEmpty else { return url }
+    if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+    return host
   }
 
   /// The error of a response head not complete within `headTimeout`.

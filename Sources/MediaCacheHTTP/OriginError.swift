@@ -25,6 +25,13 @@ public enum OriginError: Error, Sendable, Equatable, CustomStringConvertible {
   case inconsistentResponse(url: String, reason: String)
   /// The origin's answer is not valid HTTP, or its head is larger than the client accepts (not retried).
   case malformedResponse(url: String, reason: String)
+  /// The TLS handshake failed: an untrusted or expired certificate, one for another host, or no protocol or
+  /// cipher in common. `reason` is one readable line starting `TLS:`. Not retried: the same origin presents the
+  /// same certificate again.
+  case tlsFailed(url: String, reason: String)
+  /// A file or directory of trust roots (`source`: `CA file`, `SSL_CERT_FILE` or `SSL_CERT_DIR`) is missing,
+  /// unreadable or holds no certificate.
+  case invalidTrustRoots(source: String, path: String, reason: String)
 
   public var description: String {
     switch self {
@@ -47,6 +54,8 @@ public enum OriginError: Error, Sendable, Equatable, CustomStringConvertible {
       "\(url): timed out: \(reason) (after \(attempts) attempt\(attempts == 1 ? "" : "s"))"
     case .inconsistentResponse(let url, let reason): "\(url): \(reason)"
     case .malformedResponse(let url, let reason): "\(url): malformed response: \(reason)"
+    case .tlsFailed(let url, let reason): "\(url): \(reason)"
+    case .invalidTrustRoots(let source, let path, let reason): "\(source) \(path): \(reason)"
     }
   }
 

@@ -32,6 +32,7 @@ struct FetchCommand: AsyncParsableCommand {
       """)
 
   @OptionGroup var cache: CacheOptions
+  @OptionGroup var tls: TLSOptions
   @Argument(
     help: ArgumentHelp("The http or https URL (cached under its key after --ignore-query).", valueName: "URL")
   )
@@ -60,11 +61,11 @@ struct FetchCommand: AsyncParsableCommand {
       return
     }
     try await reportingErrors {
+      let client = try tls.client()
       // Commit often enough that an interrupted fetch loses at most a second (or 32 MiB) of work, and seldom
       // enough that durable mode does not fsync more than it must.
       let mediaCache = try cache.open(
         chunkSize: chunkSize, durability: durability, commitPolicy: .init(bytes: 32 << 20, interval: 1))
-      let client = OriginClient()
       let reader = CachingReader(cache: mediaCache, client: client)
       let requested: RequestedRange
       if let range {
@@ -134,9 +135,9 @@ extension FetchCommand {
   /// `fetch --hls`: the playlist (and, for a master, the chosen variant's playlist), then every URI of the
   /// media playlist in fetch order (see `prefetchAll`), with one progress display.
   func fetchHLS() async throws {
+    let client = try tls.client()
     let mediaCache = try cache.open(
       chunkSize: chunkSize, durability: durability, commitPolicy: .init(bytes: 32 << 20, interval: 1))
-    let client = OriginClient()
     let reader = CachingReader(cache: mediaCache, client: client)
     do {
       try await fetchHLS(reader: reader)

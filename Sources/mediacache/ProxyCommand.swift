@@ -25,6 +25,7 @@ struct ProxyCommand: AsyncParsableCommand {
       """)
 
   @OptionGroup var cache: CacheOptions
+  @OptionGroup var tls: TLSOptions
   @Option(help: "Address to listen on. Anything but loopback lets other machines use the proxy.")
   var host = "127.0.0.1"
   @Option(help: "Port to listen on (0: any free port, shown in the first line).") var port = 0
@@ -68,13 +69,12 @@ struct ProxyCommand: AsyncParsableCommand {
   func run() async throws {
     Self.tuneAllocator()
     try await reportingErrors {
+      let client = try tls.client(
+        .init(connectTimeout: connectTimeout, idleTimeout: idleTimeout, headTimeout: headTimeout))
       var configuration = cache.configuration(
         durability: durability, commitPolicy: .init(bytes: 32 << 20, interval: 1))
       configuration.maxSize = maxSize?.bytes
       let mediaCache = try MediaCache(configuration: configuration)
-      let client = OriginClient(
-        configuration: .init(
-          connectTimeout: connectTimeout, idleTimeout: idleTimeout, headTimeout: headTimeout))
       let reader = CachingReader(
         cache: mediaCache, client: client, configuration: .init(maxRetries: retries))
       let server = ProxyServer(

@@ -1,0 +1,97 @@
+import Foundation
+import NIOSSL
+
+/// Certificates trusted for HTTPS origins on top of the system's roots: `--ca-file` bundles, and the
+/// `SSL_CERT_FILE` / `SSL_CERT_DIR` variables that OpenSSL and curl read. BoringSSL (inside SwiftNIO SSL) reads
+/// neither variable, so they are read here. Everything is loaded and checked when the client is made, so a bad
+/// path is reported at startup naming it, not as a handshake failure on the first request.
+enum OriginTrust {
+  /// The extra roots: every certificate of `caFiles`, then of `SSL_CERT_FILE`, then of each `SSL_CERT_DIR`
+  /// directory (colon-separated, as OpenSSL reads it), without duplicates.
+  static func load(caFiles: [String], environment: [String: String]) throws(OriginError)
+    -> [NIOSSLCertificate]
+  {
+    var certificates: [NIOSSLCertificate] = []
+    var seen = Set<NIOSSLCertificate>()
+    func add(_ found: [NIOSSLCertificate]) {
+      for certificate in found where seen.insert(certificate).inserted { certificates.append(certificate) }
+    }
+    for path in caFiles { add(try file(path, source: "CA file")) }
+    if let path = environment["SSL_CERT_FILE"], !path.isEmpty {
+      add(try file(path, source: "SSL_CERT_FILE"))
+    }
+    if let list = environment["SSL_CERT_DIR"] {
+      for directory in list.split(separator: ":").map(String.init) where !directory.isEmpty {
+        add(try self.directory(directory, source: "SSL_CERT_DIR"))
+      }
+    }
+    return certificates
+  }
+
+  /// The certificates of one PEM bundle (or a single DER certificate); throws naming `path` if it is missing,
+  /// unreadable, or holds no certificate.
+  static func file(_ path: String, source: String) throws(OriginError) -> [NIOSSLCertificate] {
+    let invalid = { (reason: String) in
+      OriginError.invalidTrustRoots(source: source, path: path, reason: reason)
+    }
+    var isDirectory: ObjCBool = false
+    guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
+      throw invalid("no such file")
+    }
+    if isDirectory.boolValue { throw invalid("is a directory, not a PEM file") }
+    let bytes: [UInt8]
+    do {
+      bytes = try [UInt8](Data(contentsOf: URL(fileURLWithPath: path)))
+    } catch {
+      throw invalid("cannot be read (\((error as NSError).localizedDescription))")
+    }
+    if let certificates = parse(bytes), !certificates.isEmpty { return certificates }
+    if String(decoding: bytes, as: UTF8.self).contains("-----BEGIN CERTIFICATE-----") {
+      throw invalid("holds a PEM certificate that cannot be parsed")
+    }
+    throw invalid("holds no certificate (expected PEM: -----BEGIN CERTIFICATE-----)")
+  }
+
+  /// Every certificate in the files of `path` (OpenSSL's hashed directories hold links named `HASH.0`, but
+  /// any file name is read). Files that hold no certificate (CRLs, notes) are skipped, as OpenSSL skips
+  /// them, and a directory without any adds nothing; a directory that is missing or unreadable is an error.
+  static func directory(_ path: String, source: String) throws(OriginError) -> [NIOSSLCertificate] {
+    let invalid = { (reason: String) in
+      OriginError.invalidTrustRoots(source: source, path: path, reason: reason)
+    }
+    var isDirectory: ObjCBool = false
+    guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
+      throw invalid("no such directory")
+    }
+    guard isDirectory.boolValue else { throw invalid("is not a directory") }
+    let names: [String]
+    do {
+      names = try FileManager.default.contentsOfDirectory(atPath: path).sorted()
+    } catch {
+      throw invalid("cannot be listed (\((error as NSError).localizedDescription))")
+    }
+    var certificates: [NIOSSLCertificate] = []
+    for name in names where !name.hasPrefix(".") {
+      let file = (path as NSString).appendingPathComponent(name)
+      var entryIsDirectory: ObjCBool = false
+      guard FileManager.default.fileExists(atPath: file, isDirectory: &entryIsDirectory),
+        !entryIsDirectory.boolValue, let data = FileManager.default.contents(atPath: file),
+        let found = parse([UInt8](data))
+      else { continue }
+      certificates += found
+    }
+    return certificates
+  }
+
+  /// The certificates of a PEM file, or of one DER certificate; nil if the bytes are neither.
+  static func parse(_ bytes: [UInt8]) -> [NIOSSLCertificate]? {
+    if let text = String(bytes: bytes, encoding: .utf8), text.contains("-----BEGIN CERTIFICATE-----") {
+      return try? NIOSSLCertificate.fromPEMBytes(bytes)
+    }
+    // A DER certificate starts with an ASN.1 SEQUENCE; anything else is not worth handing to the parser.
+    guard bytes.first == 0x30, let certificate = try? NIOSSLCertificate(bytes: bytes, format: .der) else {
+      return nil
+    }
+    return [certificate]
+  }
+}
