@@ -25,11 +25,11 @@ struct FetchCommand: AsyncParsableCommand {
       fetched ends the command with an error naming it; run it again to resume. Playlists are cached like any \
       object and not fetched again, so this suits video on demand: a live playlist's later segments are not seen.
 
-      With --dash, URL is a DASH MPD (static only; a live type="dynamic" MPD is refused). In each adaptation \
-      set of every period one representation is chosen: the one --representation names, else the highest \
-      bandwidth; its initialization segment and every media segment (SegmentTemplate with $Number$ or a \
-      SegmentTimeline, SegmentList, SegmentBase) are cached, and the MPD too. Byte-range segments are fetched \
-      as whole files. More than --max-segments segments in all is refused before anything is fetched.
+      With --dash, URL is a DASH MPD (static only; a live type="dynamic" MPD is refused). In each \
+      adaptation set of every period one representation is chosen: the one --representation names, else the \
+      highest bandwidth; its initialization segment and every media segment (SegmentTemplate with $Number$ \
+      or a SegmentTimeline, SegmentList, SegmentBase) are cached, and the MPD too. Byte-range segments are \
+      fetched as whole files. More than --max-segments segments in all is refused before anything is fetched.
 
       Examples:
         mediacache fetch https://cdn.example.com/v.mp4

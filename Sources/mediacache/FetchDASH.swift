@@ -26,7 +26,7 @@ extension FetchCommand {
     } catch {
       try? await client.shutdown()
       if let originError = error as? OriginError { throw fail(originError.description, .failure) }
-      if let mpdError = error as? MPDError { throw fail(mpdError.description, .failure) }
+      if let mpdError = error as? MPDSegmentError { throw fail(mpdError.description, .failure) }
       throw error
     }
     try? await client.shutdown()
@@ -38,7 +38,7 @@ extension FetchCommand {
     let presentation = try MPDSegments.parse(body, url: mpdURL)
     // Live MPDs change under the fetch and their segments expire; what a timeline lists now is a moving
     // window, so the command refuses rather than cache a window that is stale by the time it is played.
-    if presentation.isDynamic { throw MPDError.dynamic(url: url) }
+    if presentation.isDynamic { throw MPDSegmentError.dynamic(url: url) }
     let chosen = try chooseRepresentations(presentation)
     guard !chosen.isEmpty else { throw fail("\(url): the MPD lists no representations", .failure) }
     for (period, set, representation) in chosen {
@@ -123,7 +123,7 @@ extension FetchCommand {
       return try representation.segments(limit: budget)
     } catch {
       if case .tooManySegments(let mpd, let at, _) = error {
-        throw MPDError.tooManySegments(url: mpd, at: at, limit: total)
+        throw MPDSegmentError.tooManySegments(url: mpd, at: at, limit: total)
       }
       throw error
     }
@@ -194,12 +194,12 @@ extension FetchCommand {
     let bytes = try await reader.read(url)
     defer { bytes.close() }
     if let length = bytes.length, length > limit {
-      throw MPDError.tooLarge(url: url, bytes: Int(clamping: length), limit: limit)
+      throw MPDSegmentError.tooLarge(url: url, bytes: Int(clamping: length), limit: limit)
     }
     var body = Data()
     for try await piece in bytes {
       body.append(piece)
-      if body.count > limit { throw MPDError.tooLarge(url: url, bytes: body.count, limit: limit) }
+      if body.count > limit { throw MPDSegmentError.tooLarge(url: url, bytes: body.count, limit: limit) }
     }
     return body
   }

@@ -29,14 +29,14 @@ import Testing
     }
   }
 
-  func error(_ body: () throws -> Any) -> MPDError? {
+  func error(_ body: () throws -> Any) -> MPDSegmentError? {
     do {
       _ = try body()
       return nil
-    } catch let error as MPDError {
+    } catch let error as MPDSegmentError {
       return error
     } catch {
-      Issue.record("not an MPDError: \(error)")
+      Issue.record("not an MPDSegmentError: \(error)")
       return nil
     }
   }
@@ -286,6 +286,11 @@ import Testing
         if case .malformedXML = $0 { true } else { false }
       } == true)
     #expect(error { try parse(Data("<html><body/></html>".utf8)) } == .notAnMPD(url: source, root: "html"))
+    let laughs = """
+      <?xml version="1.0"?><!DOCTYPE MPD [<!ENTITY a "aaaaaaaaaa"><!ENTITY b "&a;&a;&a;&a;&a;&a;&a;&a;">]>
+      <MPD><BaseURL>&b;</BaseURL></MPD>
+      """
+    #expect(error { try parse(Data(laughs.utf8)) } == .documentType(url: source))
     #expect(error { try parse(Data()) }.map { if case .malformedXML = $0 { true } else { false } } == true)
 
     let rep = { (template: String) in

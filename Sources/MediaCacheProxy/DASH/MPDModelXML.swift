@@ -6,13 +6,16 @@ import Foundation
 
 /// Why a DASH MPD cannot be read or enumerated: always with the MPD's URL, where in it (`at`, a path such as
 /// `Period 1 > AdaptationSet 0 > Representation 'v1'`) and what is wrong.
-public enum MPDError: Error, Sendable, Equatable, CustomStringConvertible {
+public enum MPDSegmentError: Error, Sendable, Equatable, CustomStringConvertible {
   /// The MPD is longer than `MPDSegments.maxManifestBytes`.
   case tooLarge(url: String, bytes: Int, limit: Int)
   /// The XML parser stopped at `line`.
   case malformedXML(url: String, line: Int, reason: String)
   /// The document's root element is `root`, not `MPD`.
   case notAnMPD(url: String, root: String)
+  /// The document has a document type declaration (`<!DOCTYPE`): an MPD never needs one, and its entities are
+  /// how an XML document makes a parser expand a few bytes into gigabytes.
+  case documentType(url: String)
   /// A value is missing or cannot be used (an attribute, a template, a byte range, a URL).
   case invalid(url: String, at: String, reason: String)
   /// A feature `fetch --dash` does not handle (remote `xlink:href` elements, `$SubNumber$`, ...).
@@ -30,6 +33,8 @@ public enum MPDError: Error, Sendable, Equatable, CustomStringConvertible {
       "\(url) is not a DASH MPD: malformed XML at line \(line): \(reason)"
     case .notAnMPD(let url, let root):
       "\(url) is not a DASH MPD: its root element is <\(root.prefix(80))>, not <MPD>"
+    case .documentType(let url):
+      "\(url): the MPD has a document type declaration (<!DOCTYPE), which is not accepted"
     case .invalid(let url, let at, let reason): "\(url): \(at): \(reason)"
     case .unsupported(let url, let at, let feature): "\(url): \(at): \(feature) is not supported"
     case .dynamic(let url):
@@ -61,14 +66,15 @@ extension MPDSegments {
     subscript(_ attribute: String) -> String? { attributes[attribute] }
   }
 
-  /// Elements deeper than this are parsed but not kept: the model reads at most MPD > Period > AdaptationSet >
-  /// Representation > SegmentTemplate > SegmentTimeline > S (7), and a deep chain of kept objects would be
+  /// Elements deeper than this are parsed but not kept: the model reads at most MPD > Period > AdaptationSet
+  /// > Representation > SegmentTemplate > SegmentTimeline > S (7), and a deep chain of kept objects would be
   /// released recursively.
   static let maxKeptDepth = 8
 
   /// Parses `data` into a tree of elements with FoundationXML's `XMLParser` (external entities are not
   /// resolved).
-  static func parseXML(_ data: Data, url: String) throws(MPDError) -> Element {
+  static func parseXML(_ data: Data, url: String) throws(MPDSegmentError) -> Element {
+    if data.range(of: Data("<!DOCTYPE".utf8)) != nil { throw .documentType(url: url) }
     let builder = TreeBuilder()
     let parser = XMLParser(data: data)
     parser.shouldResolveExternalEntities = false
@@ -168,8 +174,8 @@ extension MPDSegments {
 
   // MARK: Values
 
-  /// An `xs:duration` (`PT4.0S`, `P1DT2H30M`, `-PT1S` is refused) in seconds. Years and months count as 365 and
-  /// 30 days, as players do.
+  /// An `xs:duration` (`PT4.0S`, `P1DT2H30M`, `-PT1S` is refused) in seconds. Years and months count as 365
+  /// and 30 days, as players do.
   static func duration(_ text: String) -> Double? {
     var rest = Substring(text.trimmingCharacters(in: .whitespaces))
     guard rest.first == "P" else { return nil }

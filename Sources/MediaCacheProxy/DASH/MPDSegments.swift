@@ -3,22 +3,23 @@ import Foundation
 /// The segments of a DASH MPD (ISO/IEC 23009-1): its periods, adaptation sets and representations, and for a
 /// representation every initialization, index and media segment URL, as `fetch --dash` needs them.
 ///
-/// Addressing: `SegmentTemplate` with `$Number$` (from `duration`, `timescale`, `startNumber` and the period's
-/// duration, capped by `endNumber`) or with a `SegmentTimeline` (`S@t`, `@d`, `@r`, `r="-1"` repeating up to the
-/// next `S@t` or the end of the period) and `$Time$`; the identifiers `$RepresentationID$`, `$Bandwidth$`, `$$`,
-/// and widths like `$Number%05d$`; `SegmentList` (`SegmentURL@media`, `@mediaRange`, `Initialization`);
-/// `SegmentBase` (the representation's one file, with `Initialization@range` and `indexRange`), and a
-/// representation with none of them (its BaseURL is the one media segment). `SegmentTemplate`, `SegmentList`
-/// and `SegmentBase` are inherited from the Period and AdaptationSet, the lower level's attributes and child
-/// elements overriding the higher's; the most specific level that has one of the three decides which.
+/// Addressing: `SegmentTemplate` with `$Number$` (from `duration`, `timescale`, `startNumber` and the
+/// period's duration, capped by `endNumber`) or with a `SegmentTimeline` (`S@t`, `@d`, `@r`, `r="-1"`
+/// repeating up to the next `S@t` or the end of the period) and `$Time$`; the identifiers
+/// `$RepresentationID$`, `$Bandwidth$`, `$$`, and widths like `$Number%05d$`; `SegmentList`
+/// (`SegmentURL@media`, `@mediaRange`, `Initialization`); `SegmentBase` (the representation's one file, with
+/// `Initialization@range` and `indexRange`), and a representation with none of them (its BaseURL is the one
+/// media segment). `SegmentTemplate`, `SegmentList` and `SegmentBase` are inherited from the Period and
+/// AdaptationSet, the lower level's attributes and child elements overriding the higher's; the most specific
+/// level that has one of the three decides which.
 ///
 /// URLs: each level's first `BaseURL` is resolved against its parent's (MPD → Period → AdaptationSet →
 /// Representation, the MPD's own URL at the top), then every segment URL against the representation's, by
 /// RFC 3986.
 ///
 /// Bounded: `parse` refuses more than `maxManifestBytes`, and `Representation.segments(limit:)` throws
-/// `MPDError.tooManySegments` before it would list more than `limit` segments, however large the MPD's repeat
-/// counts or durations.
+/// `MPDSegmentError.tooManySegments` before it would list more than `limit` segments, however large the MPD's
+/// repeat counts or durations.
 public enum MPDSegments {
   /// The largest MPD accepted (8 MiB, as for HLS playlists); callers stop reading a body past this.
   public static let maxManifestBytes = 8 << 20
@@ -77,9 +78,9 @@ public enum MPDSegments {
     /// Every segment of the representation in playback order: the initialization segment first (if any),
     /// then the index segment (template `index`), then the media segments.
     ///
-    /// - Throws: `MPDError.tooManySegments` past `limit` segments, `.invalid` for a template, duration or
-    ///   range that cannot be used, `.unsupported` for `$SubNumber$`.
-    public func segments(limit: Int = MPDSegments.defaultSegmentLimit) throws(MPDError) -> [Segment] {
+    /// - Throws: `MPDSegmentError.tooManySegments` past `limit` segments, `.invalid` for a template,
+    ///   duration or range that cannot be used, `.unsupported` for `$SubNumber$`.
+    public func segments(limit: Int = MPDSegments.defaultSegmentLimit) throws(MPDSegmentError) -> [Segment] {
       try MPDSegments.enumerate(self, limit: limit)
     }
   }
@@ -89,8 +90,8 @@ public enum MPDSegments {
     public enum Kind: Sendable, Hashable { case initialization, index, media }
     public var kind: Kind
     public var url: URL
-    /// The bytes of `url` the segment is, when it is not the whole file (`mediaRange`, `Initialization@range`,
-    /// `indexRange`).
+    /// The bytes of `url` the segment is, when it is not the whole file (`mediaRange`,
+    /// `Initialization@range`, `indexRange`).
     public var byteRange: ClosedRange<Int64>?
   }
 
@@ -133,10 +134,11 @@ public enum MPDSegments {
 
   /// Parses an MPD read from `url`.
   ///
-  /// - Throws: `MPDError.tooLarge` above `maxManifestBytes`, `.malformedXML`, `.notAnMPD` when the root is not
-  ///   `<MPD>`, `.invalid` for a value that cannot be used (durations, numbers, ranges, missing `Representation@id`,
-  ///   a BaseURL that does not resolve), `.unsupported` for remote (`xlink:href`) periods and adaptation sets.
-  public static func parse(_ data: Data, url: URL) throws(MPDError) -> Presentation {
+  /// - Throws: `MPDSegmentError.tooLarge` above `maxManifestBytes`, `.documentType` for a `<!DOCTYPE`,
+  ///   `.malformedXML`, `.notAnMPD` when the root is not `<MPD>`, `.invalid` for a value that cannot be used
+  ///   (durations, numbers, ranges, missing `Representation@id`, a BaseURL that does not resolve),
+  ///   `.unsupported` for remote (`xlink:href`) periods and adaptation sets.
+  public static func parse(_ data: Data, url: URL) throws(MPDSegmentError) -> Presentation {
     let source = url.absoluteString
     guard data.count <= maxManifestBytes else {
       throw .tooLarge(url: source, bytes: data.count, limit: maxManifestBytes)
@@ -185,7 +187,7 @@ public enum MPDSegments {
 
   private static func adaptationSets(
     of period: Element, period location: String, base: URL, duration: Double?, url source: String
-  ) throws(MPDError) -> [AdaptationSet] {
+  ) throws(MPDSegmentError) -> [AdaptationSet] {
     var sets: [AdaptationSet] = []
     for (index, set) in period.children("AdaptationSet").enumerated() {
       let setLocation = "\(location) > AdaptationSet \(index)"
@@ -221,14 +223,15 @@ public enum MPDSegments {
 
   /// The element's first `BaseURL` resolved against `parent`, or `parent` without one.
   private static func resolveBase(of element: Element, against parent: URL, reader: AttributeReader)
-    throws(MPDError) -> URL
+    throws(MPDSegmentError) -> URL
   {
     guard let reference = element.child("BaseURL")?.text, !reference.isEmpty else { return parent }
     return try reader.resolve(reference, against: parent, what: "BaseURL")
   }
 
   /// The addressing of a representation from `levels` (Period, AdaptationSet, Representation).
-  private static func addressing(_ levels: [Element], reader: AttributeReader) throws(MPDError) -> Addressing
+  private static func addressing(_ levels: [Element], reader: AttributeReader) throws(MPDSegmentError)
+    -> Addressing
   {
     let kinds = ["SegmentTemplate", "SegmentList", "SegmentBase"]
     // The most specific level with any of the three decides the kind.
@@ -256,7 +259,7 @@ public enum MPDSegments {
     }
   }
 
-  private static func initialization(_ merged: MergedElement, reader: AttributeReader) throws(MPDError)
+  private static func initialization(_ merged: MergedElement, reader: AttributeReader) throws(MPDSegmentError)
     -> (url: String?, range: ClosedRange<Int64>?)?
   {
     guard let element = merged.child("Initialization") else { return nil }
@@ -265,7 +268,7 @@ public enum MPDSegments {
 
   private static func readMultipleSegmentBase(
     _ merged: MergedElement, reader: AttributeReader, into template: inout Template
-  ) throws(MPDError) {
+  ) throws(MPDSegmentError) {
     let element = "SegmentTemplate"
     template.startNumber = try reader.integer(merged["startNumber"], "\(element)@startNumber") ?? 1
     template.endNumber = try reader.integer(merged["endNumber"], "\(element)@endNumber")
@@ -292,7 +295,8 @@ public enum MPDSegments {
   }
 
   /// Attributes of one kind of element over the levels, the most specific level's winning; a child element
-  /// (`SegmentTimeline`, `Initialization`, the `SegmentURL`s) comes whole from the most specific level having it.
+  /// (`SegmentTimeline`, `Initialization`, the `SegmentURL`s) comes whole from the most specific level having
+  /// it.
   struct MergedElement {
     var levels: [Element]
     subscript(_ attribute: String) -> String? { levels.reversed().lazy.compactMap { $0[attribute] }.first }
