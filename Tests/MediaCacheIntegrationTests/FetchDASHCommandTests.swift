@@ -146,6 +146,8 @@ import Testing
       "live.mpd",
       #"<MPD xmlns="urn:mpeg:dash:schema:mpd:2011" type="dynamic"><Period/></MPD>"#)
     try write("broken.mpd", "<MPD><Period></MPD>")
+    // 9 MiB: past the 8 MiB limit (a comment, so that only the size is wrong).
+    try write("huge.mpd", "<MPD><!--" + String(repeating: "x", count: 9 << 20) + "--></MPD>")
     try await withFileOrigin(root: root) { origin in
       let list = origin.url(file: "show/list.mpd")
       let fetched = try run(mediacache, ["fetch", "--dash", "--cache", cache, list])
@@ -180,6 +182,16 @@ import Testing
       #expect(
         malformed.stderr.contains("\(broken) is not a DASH MPD: malformed XML at line 1"),
         "\(malformed.stderr)")
+
+      let huge = origin.url(file: "show/huge.mpd")
+      let tooLarge = try run(mediacache, ["fetch", "--dash", "--cache", cache, huge])
+      #expect(tooLarge.status == 1)
+      #expect(
+        tooLarge.stderr.contains(
+          "\(huge): MPD of \((9 << 20) + 18) bytes is larger than the limit of 8388608 bytes"),
+        "\(tooLarge.stderr)")
+      // Not read past the limit (the reader fetches whole chunks: 1 MiB).
+      #expect(origin.totalBodyBytes(for: "show/huge.mpd") <= (8 << 20) + (1 << 20), "read past the limit")
 
       let notXML = origin.url(file: "media/v/init-stream1.m4s")
       let binary = try run(mediacache, ["fetch", "--dash", "--cache", cache, notXML])
