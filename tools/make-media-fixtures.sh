@@ -177,6 +177,38 @@ for variant in v0 v1 v2; do
   }
 done
 
+# DASH: ffmpeg's dash muxer (SegmentTemplate with a SegmentTimeline, $RepresentationID$ and $Number%05d$), 1 s
+# segments: two video representations of different bandwidth in one adaptation set, the audio in another.
+dash=$work/dash
+mkdir -p "$dash"
+(
+  cd "$dash"
+  ffmpeg -hide_banner -v error -y \
+    -f lavfi -i "testsrc2=size=320x180:rate=25:duration=$duration" \
+    -f lavfi -i "sine=frequency=440:sample_rate=48000:duration=$duration" \
+    -map 0:v -map 0:v -map 1:a "${video_codec[@]}" "${audio_codec[@]}" \
+    -g 25 -keyint_min 25 -sc_threshold 0 \
+    -map_metadata -1 -fflags +bitexact -flags:v +bitexact -flags:a +bitexact \
+    -b:v:0 300k -maxrate:v:0 360k -bufsize:v:0 360k \
+    -s:v:1 192x108 -b:v:1 100k -maxrate:v:1 120k -bufsize:v:1 120k \
+    -f dash -seg_duration 1 -use_template 1 -use_timeline 1 \
+    -adaptation_sets "id=0,streams=v id=1,streams=a" manifest.mpd
+)
+require_line 'type="static"' "$dash/manifest.mpd"
+require_line '<SegmentTimeline>' "$dash/manifest.mpd"
+require_line 'media="chunk-stream$RepresentationID$-$Number%05d$.m4s"' "$dash/manifest.mpd"
+for stream in 0 1 2; do
+  [ -s "$dash/init-stream$stream.m4s" ] && [ -s "$dash/chunk-stream$stream-00001.m4s" ] || {
+    echo "make-media-fixtures: DASH representation $stream has no init or first segment" >&2
+    exit 1
+  }
+done
+frames=$(ffmpeg -v error -i "$dash/manifest.mpd" -map 0:v:0 -f framemd5 - | grep -c '^0,')
+[ "$frames" -eq $((duration * 25)) ] || {
+  echo "make-media-fixtures: the DASH video decodes to $frames frames, expected $((duration * 25))" >&2
+  exit 1
+}
+
 cat >"$work/README.md" <<'EOF'
 # Media fixtures
 
@@ -196,6 +228,12 @@ for testing players reading through the origin and the proxy. Regenerate everyth
   for the `.bin` key file; over HTTP it does not).
 - `hls/v2/`: 192x108 fragmented MP4 segments (`seg*.m4s`) with an `#EXT-X-MAP` init segment `init.mp4`
   (ffmpeg 5.1 decodes nothing after `-ss` in this variant, locally too: its hls demuxer, not the files).
+
+- `dash/manifest.mpd`: a static DASH MPD made by ffmpeg's dash muxer: SegmentTemplate with a SegmentTimeline,
+  `$RepresentationID$` and `$Number%05d$`, 1 s fMP4 segments; adaptation set 0 holds video representations `0`
+  (320x180, bandwidth 300000) and `1` (192x108, 100000), set 1 the audio representation `2`. Each has an
+  `init-stream<id>.m4s` and `chunk-stream<id>-<number>.m4s` segments (audio has 5, the last a short tail).
+  Tests/MediaCacheIntegrationTests/FetchDASHCommandTests.swift caches them with `mediacache fetch --dash`.
 
 Tests/MediaCacheIntegrationTests/MediaFixtureTests.swift serves them with the test origin's `files` mode and
 checks that ffprobe and ffmpeg read them over HTTP exactly as they read the local files.

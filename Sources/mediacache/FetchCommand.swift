@@ -25,10 +25,17 @@ struct FetchCommand: AsyncParsableCommand {
       fetched ends the command with an error naming it; run it again to resume. Playlists are cached like any \
       object and not fetched again, so this suits video on demand: a live playlist's later segments are not seen.
 
+      With --dash, URL is a DASH MPD (static only; a live type="dynamic" MPD is refused). In each \
+      adaptation set of every period one representation is chosen: the one --representation names, else the \
+      highest bandwidth; its initialization segment and every media segment (SegmentTemplate with $Number$ \
+      or a SegmentTimeline, SegmentList, SegmentBase) are cached, and the MPD too. Byte-range segments are \
+      fetched as whole files. More than --max-segments segments in all is refused before anything is fetched.
+
       Examples:
         mediacache fetch https://cdn.example.com/v.mp4
         mediacache fetch https://cdn.example.com/v.mp4 --range 0-1048575
         mediacache fetch --hls https://cdn.example.com/show/master.m3u8 --variant 0
+        mediacache fetch --dash https://cdn.example.com/show/manifest.mpd --representation 720p
       """)
 
   @OptionGroup var cache: CacheOptions
@@ -45,6 +52,17 @@ struct FetchCommand: AsyncParsableCommand {
       "With --hls and a master playlist: the variant to fetch, 0-based in playlist order.",
       discussion: "Default: the variant with the highest BANDWIDTH.", valueName: "N"))
   var variant: Int?
+  @Flag(help: "URL is a DASH MPD: cache one representation per adaptation set, its init and media segments.")
+  var dash = false
+  @Option(
+    name: .customLong("representation"),
+    help: ArgumentHelp(
+      "With --dash: the Representation@id to fetch in each adaptation set that has it (repeatable).",
+      discussion: "Default (and in sets without it): the representation with the highest bandwidth.",
+      valueName: "ID"))
+  var representations: [String] = []
+  @Option(help: "With --dash: the most segments the chosen representations may list in all.")
+  var maxSegments: Int = MPDSegments.defaultSegmentLimit
   @Option(help: "Chunk size in bytes for a new object (default 1 MiB).") var chunkSize: Int = 1 << 20
   @Option(help: "durable (fsync data before each manifest commit) or relaxed.") var durability: Durability =
     .durable
@@ -53,9 +71,14 @@ struct FetchCommand: AsyncParsableCommand {
     if hls && range != nil { throw ValidationError("--range cannot be combined with --hls") }
     if variant != nil && !hls { throw ValidationError("--variant needs --hls") }
     if let variant, variant < 0 { throw ValidationError("--variant must be 0 or more, not \(variant)") }
+    try validateDASH()
   }
 
   func run() async throws {
+    if dash {
+      try await reportingErrors { try await fetchDASH() }
+      return
+    }
     if hls {
       try await reportingErrors { try await fetchHLS() }
       return
