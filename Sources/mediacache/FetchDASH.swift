@@ -17,9 +17,9 @@ extension FetchCommand {
   /// initialization segment and every media segment, through the reader's background prefetch, with one
   /// progress display (the same as `fetch --hls`).
   func fetchDASH() async throws {
+    let client = try tls.client()
     let mediaCache = try cache.open(
       chunkSize: chunkSize, durability: durability, commitPolicy: .init(bytes: 32 << 20, interval: 1))
-    let client = OriginClient()
     let reader = CachingReader(cache: mediaCache, client: client)
     do {
       try await fetchDASH(reader: reader)

@@ -71,17 +71,19 @@ import Testing
     }
   }
 
-  /// A playlist set over HTTPS. Another manifest kind is one more argument: `["--dash", "dash/manifest.mpd"]`.
-  @Test(arguments: [["--hls", "hls/master.m3u8"]])
-  func fetchAManifestSetWithTheCATrusted(_ arguments: [String]) async throws {
+  /// An HLS playlist set and a DASH presentation over HTTPS, the CA trusted by `--ca-file` or `SSL_CERT_FILE`.
+  @Test(
+    arguments: [["--hls", "hls/master.m3u8"], ["--dash", "dash/manifest.mpd"]],
+    [Trust.caFile, Trust.sslCertFile])
+  func fetchAManifestSetWithTheCATrusted(_ arguments: [String], _ trust: Trust) async throws {
     try await withTLSOrigin { origin in
       let cache = origin.directory.file("cache")
       let url = origin.url(arguments[1], port: origin.trustedPort)
       let result = try await runBlocking(
-        Self.mediacache, ["fetch", arguments[0], "--cache", cache, "--ca-file", origin.caFile, url],
-        environment: Self.cleanEnvironment)
-      #expect(result.status == 0, "\(result.stderr)")
-      #expect(result.text.contains("cached "), "\(result.text)")
+        Self.mediacache, ["fetch", arguments[0], "--cache", cache, url] + trust.arguments(origin),
+        environment: try trust.environment(origin))
+      #expect(result.status == 0, "\(trust) \(arguments): \(result.stderr)")
+      #expect(result.text.contains("cached \(arguments[0] == "--hls" ? "HLS" : "DASH")"), "\(result.text)")
     }
   }
 
