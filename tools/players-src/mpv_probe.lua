@@ -14,6 +14,7 @@ mp.register_event("end-file", function(event)
   if event.reason == "error" then failure = event.error or "error" end
 end)
 mp.register_event("shutdown", function()
-  print(string.format("MCPROBE duration=%s first=%s last=%s error=%s", tostring(duration), tostring(first),
-    tostring(last), failure))
+  io.write(string.format("MCPROBE duration=%s first=%s last=%s error=%s", tostring(duration), tostring(first),
+    tostring(last), failure) .. "\n")
+  io.stdout:flush()
 end)
