@@ -57,7 +57,9 @@ def chromium(url, local, fmt, seek, ctx):
     want = ctx.reference(("duration", fmt), lambda: ctx.duration(fmt))
     session = browser()
     try:
-        session.get("about:blank")
+        # A page on 127.0.0.1 (the origin's index.html): from about:blank, Chromium refuses media from a local
+        # address before sending any request (MEDIA_ELEMENT_ERROR 4, seen with Chromium 156).
+        session.get(ctx.page)
         result = session.execute_async_script(PLAY, url, SEEK_TO if seek else 0, MIME[fmt])
     finally:
         session.quit()

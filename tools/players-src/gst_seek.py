@@ -21,7 +21,7 @@ bus = pipeline.get_bus()
 
 
 def wait(types):
-    message = bus.timed_pop_filtered(60 * Gst.SECOND, types | Gst.MessageType.ERROR)
+    message = bus.timed_pop_filtered(30 * Gst.SECOND, types | Gst.MessageType.ERROR)
     if message is None:
         sys.stderr.write("ERROR: timed out\n")
         sys.exit(1)

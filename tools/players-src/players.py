@@ -8,7 +8,7 @@ import threading
 import time
 
 SEEK_TO = 7  # seconds; a keyframe every 2 s, so ffmpeg/GStreamer's accurate seeks decode from 6 s
-TIMEOUT = 90
+TIMEOUT = 45
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -17,8 +17,12 @@ class Unsupported(Exception):
 
 
 def capture(args, timeout=TIMEOUT, **kwargs):
-    p = subprocess.run(args, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL,
-                       **kwargs)
+    try:
+        p = subprocess.run(args, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL,
+                           **kwargs)
+    except subprocess.TimeoutExpired as expired:
+        text = lambda b: b.decode(errors="replace") if isinstance(b, bytes) else (b or "")
+        return -1, text(expired.stdout), f"{text(expired.stderr)}\nERROR: timed out after {timeout} s"
     return p.returncode, p.stdout, p.stderr
 
 
@@ -29,7 +33,8 @@ def tail(text, n=3):
 
 def compare_hashes(name, got, want):
     if not want:
-        return False, f"{name}: the local reference decoded no frames"
+        # The player fails on the file itself (ffmpeg 5.1 decodes nothing after -ss in fMP4 HLS): not the proxy.
+        raise Unsupported(f"{name} decodes no frames from the local file itself here")
     if got == want:
         return True, f"{len(got)} frames identical"
     first = next((i for i, (a, b) in enumerate(zip(got, want)) if a != b), min(len(got), len(want)))
@@ -101,6 +106,9 @@ def mpv(url, local, fmt, seek, ctx):
     got, error = mpv_probe(url, seek)
     if got is None or want is None:
         return False, f"{error}" if got is None else "the local reference failed"
+    if seek and want[1] is not None and (want[2] or 0) - want[1] < 1:
+        # mpv (ffmpeg's HLS demuxer) stops right after a seek in fMP4 HLS even on the local file: not the proxy.
+        raise Unsupported(f"mpv plays only {want[1]}-{want[2]} s after seeking in the local file itself")
     return positions_match("mpv", got, want, tolerance=0.3, error=error)
 
 
@@ -126,12 +134,12 @@ def vlc_probe(source, seek, timeout=60):
             pass
         prefix = ["runuser", "-u", "nobody", "--"]
     args = prefix + ["env", f"HOME={home}", "cvlc", "-I", "rc", "--rc-fake-tty", "--vout=dummy",
-                     "--aout=dummy", "--rate=4", "--play-and-exit", "--no-video-title-show"]
+                     "--aout=dummy", "--rate=2", "--play-and-exit", "--no-video-title-show"]
     if seek:
         args.append(f"--start-time={SEEK_TO}")
     p = subprocess.Popen(args + [source], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          text=True)
-    # rc answers each command with one line; ask for the length once, then the time every 0.2 s until exit.
+    # rc answers each command with one line; ask for the length once, then the time every 0.1 s until exit.
     def feed():
         try:
             time.sleep(0.5)
@@ -139,7 +147,7 @@ def vlc_probe(source, seek, timeout=60):
             while p.poll() is None:
                 p.stdin.write("get_time\n")
                 p.stdin.flush()
-                time.sleep(0.2)
+                time.sleep(0.1)
         except (BrokenPipeError, ValueError, OSError):
             pass
     # Not communicate(): it closes stdin, and rc quits VLC at the end of its input.
@@ -171,11 +179,11 @@ def vlc(url, local, fmt, seek, ctx):
         return False, error
     if want is None:
         return False, "the local reference failed"
-    # rc reports whole seconds and is polled every 0.2 s at 4x: the duration within 1 s, played at least as far
-    # as the local file (within 1.5 s), and after a seek the first position within 1.5 s of the local one.
+    # rc reports whole seconds and is polled every 0.1 s at 2x: the duration within 1 s, played at least as far
+    # as the local file (within 2 s), and after a seek the first position within 1.5 s of the local one.
     if abs(got[0] - want[0]) > 1:
         return False, f"duration {got[0]} s vs {want[0]} s local"
-    if got[2] < want[2] - 1.5:
+    if got[2] < want[2] - 2:
         return False, f"stopped at {got[2]} s; the local file played to {want[2]} s {error}".strip()
     if seek and abs(got[1] - want[1]) > 1.5:
         return False, f"first position after the seek {got[1]} s vs {want[1]} s local"

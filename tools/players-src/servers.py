@@ -29,6 +29,7 @@ class Origin:
     def __init__(self, root, work):
         self.root = root
         self.port = free_port()
+        self.page_port = free_port()  # the browser's page, on its own server so its requests are not logged
         self.dir = os.path.join(work, "nginx")
         os.makedirs(self.dir, exist_ok=True)
         self.log = os.path.join(self.dir, "access.log")
@@ -47,6 +48,7 @@ http {{
   client_body_temp_path {self.dir}/body; proxy_temp_path {self.dir}/proxy;
   fastcgi_temp_path {self.dir}/fastcgi; uwsgi_temp_path {self.dir}/uwsgi; scgi_temp_path {self.dir}/scgi;
   server {{ listen 127.0.0.1:{self.port}; root {root}; }}
+  server {{ listen 127.0.0.1:{self.page_port}; root {root}; access_log off; }}
 }}
 """)
         self.process = subprocess.Popen([NGINX, "-c", conf, "-p", self.dir], stdin=subprocess.DEVNULL)

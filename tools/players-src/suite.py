@@ -180,11 +180,15 @@ def main():
             os.chmod(dirpath, 0o755)
             for f in files:
                 os.chmod(os.path.join(dirpath, f), 0o644)
+        with open(os.path.join(root, "index.html"), "w") as f:
+            f.write("<!doctype html><title>tools/players</title><body></body>\n")
         origin = Origin(root, work)
         form = detect_form(args.binary, work, origin) if args.form == "auto" else args.form
         print(f"# origin nginx on {origin.port}; proxy URL form: {form}", flush=True)
         relay = Relay()
-        run_cells(args, args.binary, work, origin, relay, Context(root, paths), form, results)
+        ctx = Context(root, paths)
+        ctx.page = f"http://127.0.0.1:{origin.page_port}/index.html"
+        run_cells(args, args.binary, work, origin, relay, ctx, form, results)
         print_matrix(results, args, form)
     finally:
         if relay:
