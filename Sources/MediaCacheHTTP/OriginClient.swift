@@ -73,6 +73,10 @@ public final class OriginClient: Sendable {
         read: .milliseconds(Int64(configuration.idleTimeout * 1000))),
       decompression: .disabled)
     settings.httpVersion = .http1Only
+    // AsyncHTTPClient queues a request once a host has this many HTTP/1 connections (default 8): it would be a
+    // hidden limiter behind the request scheduler, making the ninth player wait. Request counts are limited by
+    // `RequestScheduler` alone (CachingReader's foreground cap and background per-host limit).
+    settings.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = RequestScheduler.connectionPoolLimit
     http = HTTPClient(eventLoopGroupProvider: .singleton, configuration: settings)
   }
 
