@@ -163,3 +163,20 @@ struct SchedulingTests {
     background.cancel()
   }
 }
+
+/// The two limits on the command line: bad values are refused with a message naming the option.
+@Suite struct RequestLimitOptionTests {
+  @Test(arguments: [
+    ("proxy", "--max-foreground-requests", "0"), ("proxy", "--max-background-requests-per-host", "-1"),
+    ("fetch", "--max-foreground-requests", "-3"), ("fetch", "--max-background-requests-per-host", "0"),
+  ])
+  func badLimitsAreRefused(command: String, option: String, value: String) throws {
+    let directory = try TemporaryDirectory()
+    defer { directory.cleanup() }
+    var arguments = [command, "--cache", directory.path, "\(option)=\(value)"]
+    if command == "fetch" { arguments.append("http://127.0.0.1:1/x") }
+    let result = try run(binary("mediacache"), arguments)
+    #expect(result.status != 0)
+    #expect(result.stderr.contains(option) && result.stderr.contains("at least 1"), "\(result.stderr)")
+  }
+}
