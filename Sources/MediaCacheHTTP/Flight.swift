@@ -109,6 +109,21 @@ actor Flight {
 
   /// How soon (seconds, at its rate so far) a flight must reach a position for a reader there to join it.
   static let joinHorizon = 0.15
+  /// How long after its first byte a flight's rate is too uncertain to judge by (see `warmUpRemaining`).
+  static let warmUp = Duration.milliseconds(50)
+
+  /// For a reader at `position` that this flight's run covers but that `canServe` turned down: how long until
+  /// the flight has run `warmUp` since its first byte, if it has not yet. A player that seeks right after
+  /// opening (to a moov at the end) would otherwise start a new request just before a fast origin's response
+  /// got there, and the bytes of that response already in transit would be wasted; waiting that long at most
+  /// once lets the rate decide.
+  func warmUpRemaining(for position: Int64) -> Duration? {
+    guard outcome == nil, !closing, position >= bufferStart, committedEnd.map({ position < $0 }) ?? true,
+      let firstByte
+    else { return nil }
+    let age = firstByte.instant.duration(to: .now)
+    return age < Self.warmUp ? Self.warmUp - age : nil
+  }
   /// When and where the first body byte arrived (for the flight's rate).
   private var firstByte: (instant: ContinuousClock.Instant, offset: Int64)?
 

@@ -38,6 +38,17 @@ final class ObjectSession: Sendable {
       if await flight.attach(priority: priority) { await reader.scheduler.promote(flight.id) }
       return flight
     }
+    // A flight that covers the position but has only just started: wait (at most `Flight.warmUp`, once) until
+    // its rate tells whether it gets there soon.
+    for flight in running {
+      guard let remaining = await flight.warmUpRemaining(for: position) else { continue }
+      try? await Task.sleep(for: remaining)
+      if await flight.canServe(position) {
+        if await flight.attach(priority: priority) { await reader.scheduler.promote(flight.id) }
+        return flight
+      }
+      break
+    }
     let manifest = manager.manifest
     // The chunk may have been completed (by a flight that has ended since) while this reader waited for the
     // selection: it is read from the cache, not fetched twice.
