@@ -35,9 +35,16 @@ public enum RequestedRange: Sendable, Equatable {
 /// missing runs from the origin with one chunk-aligned range request each, streamed to the reader as they
 /// arrive and written to the cache at the same time.
 ///
-/// Concurrent readers of the same missing bytes in this process share one origin request; when the last of
-/// them goes away the request is cancelled (complete chunks stay cached). A chunk that fails its CRC on read is
-/// dropped and fetched again without the reader noticing.
+/// Concurrent readers of the same missing bytes in this process share one origin request, and no two origin
+/// requests of the process ask for the same chunk (a new one stops where a running one ahead begins). When the
+/// last reader of a request goes away, the request finishes its chunk plus
+/// `Configuration.abandonedRequestReadAhead` (a player that dropped it usually comes back for those bytes), then
+/// stops at a chunk boundary; a prefetch's request stops at once. A chunk that fails its CRC on read is dropped
+/// and fetched again without the reader noticing.
+///
+/// Playback first: foreground reads (`read`) are not limited by a slot count unless
+/// `Configuration.maxForegroundRequests` is set; background reads (`prefetch`, `read(priority: .background)`) are
+/// limited per origin host and wait while a foreground request for that host waits.
 public final class CachingReader: Sendable {
   /// Limits and retries.
   public struct Configuration: Sendable {
