@@ -122,7 +122,11 @@ final class BodyWriter: HTTPClientResponseDelegate, @unchecked Sendable {
         ))
     }
     let flightEnd = flight.endHint.load(ordering: .relaxed)
-    if flightEnd >= 0, offset >= flightEnd, head?.isPartial == true {
+    // A 206 stops at the run's end; so does a 200 of known length that answers a request for the whole object
+    // (no Range sent). A 200 to a Range request (an origin that ignores Range) goes on: another request would
+    // get the same body from byte 0 again.
+    let wholeObjectAsked = requestedStart == 0 && requestedEnd == nil && head?.metadata.length != nil
+    if flightEnd >= 0, offset >= flightEnd, head?.isPartial == true || wholeObjectAsked {
       stoppedAtEnd = true
       flush()
       return task.eventLoop.makeFailedFuture(StopReading())

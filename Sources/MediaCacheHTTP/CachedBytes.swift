@@ -20,11 +20,14 @@ public final class CachedBytes: AsyncSequence, Sendable {
   /// for this read, even when a flight wrote them to the cache before this reader got to them. (A copy of the
   /// value, which shares the manifest's storage: nothing is built per read.)
   let manifestAtOpen: Manifest
+  /// Who waits for this read's bytes: the flights it starts or joins are scheduled accordingly.
+  let priority: ReadPriority
 
   init(
     session: ObjectSession, range: Range<Int64>, initialFlight: Flight?, lengthHint: Int64? = nil,
-    manifestAtOpen: Manifest
+    manifestAtOpen: Manifest, priority: ReadPriority = .foreground
   ) {
+    self.priority = priority
     self.session = session
     self.range = range
     self.initialFlight = Mutex(initialFlight)
@@ -113,7 +116,9 @@ public final class CachedBytes: AsyncSequence, Sendable {
       let flight: Flight
       if let initial = takeInitialFlight() {
         flight = initial
-      } else if let joined = await session.flight(for: position, upTo: end == .max ? nil : end) {
+      } else if let joined = await session.flight(
+        for: position, upTo: end == .max ? nil : end, priority: priority)
+      {
         flight = joined
       } else {
         continue  // completed meanwhile: the manifest says so on the next look
@@ -245,7 +250,8 @@ final class ReadCursor: @unchecked Sendable {
       if flight == nil || freshFlight {
         await leaveFlight()
         flight = await session.flight(
-          for: position, upTo: owner.range.upperBound == .max ? nil : owner.range.upperBound)
+          for: position, upTo: owner.range.upperBound == .max ? nil : owner.range.upperBound,
+          priority: owner.priority)
         freshFlight = false
         if flight == nil { continue }  // completed meanwhile: read it from the cache
       } else if let current = flight, !(await current.canServe(position)) {

@@ -35,30 +35,80 @@ public enum RequestedRange: Sendable, Equatable {
 /// missing runs from the origin with one chunk-aligned range request each, streamed to the reader as they
 /// arrive and written to the cache at the same time.
 ///
-/// Concurrent readers of the same missing bytes in this process share one origin request; when the last of
-/// them goes away the request is cancelled (complete chunks stay cached). A chunk that fails its CRC on read is
-/// dropped and fetched again without the reader noticing.
+/// Concurrent readers of the same missing bytes in this process share one origin request, and no two origin
+/// requests of the process ask for the same chunk (a new one stops where a running one ahead begins). When the
+/// last reader of a request goes away, the request finishes its chunk plus
+/// `Configuration.abandonedRequestReadAhead` (a player that dropped it usually comes back for those bytes), then
+/// stops at a chunk boundary; a prefetch's request stops at once. A chunk that fails its CRC on read is dropped
+/// and fetched again without the reader noticing.
+///
+/// Playback first: foreground reads (`read`) are not limited by a slot count unless
+/// `Configuration.maxForegroundRequests` is set; background reads (`prefetch`, `read(priority: .background)`) are
+/// limited per origin host and wait while a foreground request for that host waits.
 public final class CachingReader: Sendable {
   /// Limits and retries.
   public struct Configuration: Sendable {
-    /// Origin requests at once in this process, shared by every reader with the same value (default 6).
-    public var maxConcurrentRequests = 6
+    /// Foreground origin requests (players, `read`) at once in this process; nil (the default): no limit, so a
+    /// player never waits for a request slot held by another object's reader. A cap makes players wait behind
+    /// each other when more objects than this are read at once: set one only to protect an origin.
+    public var maxForegroundRequests: Int?
+    /// Background origin requests (`prefetch`, `fetch --hls`, preloading) at once per origin host and process
+    /// (default 6). Background requests for a host also wait while a foreground request for that host waits.
+    public var maxBackgroundRequestsPerHost = 6
+    /// Bytes an origin request keeps fetching after its last reader left, past the end of the chunk it is
+    /// in (default 4 MiB, 0: stop at that chunk's end): a player that drops a `bytes=N-` connection to jump to
+    /// the end of a file usually comes back for what follows, and joins the request instead of fetching those
+    /// bytes again. Bounds the waste of an abandoned request to one chunk plus this, plus what was in transit.
+    public var abandonedRequestReadAhead: Int64 = 4 << 20
     /// Retries after a connection error, a 5xx or a cut-off body (default 3).
     public var maxRetries = 3
     /// First backoff, seconds; doubled per retry, plus up to 50% jitter (default 0.2).
     public var retryBaseDelay = 0.2
 
-    public init(maxConcurrentRequests: Int = 6, maxRetries: Int = 3, retryBaseDelay: Double = 0.2) {
-      self.maxConcurrentRequests = maxConcurrentRequests
+    public init(
+      maxForegroundRequests: Int? = nil, maxBackgroundRequestsPerHost: Int = 6,
+      abandonedRequestReadAhead: Int64 = 4 << 20, maxRetries: Int = 3, retryBaseDelay: Double = 0.2
+    ) {
+      self.maxForegroundRequests = maxForegroundRequests
+      self.maxBackgroundRequestsPerHost = maxBackgroundRequestsPerHost
+      self.abandonedRequestReadAhead = abandonedRequestReadAhead
       self.maxRetries = maxRetries
       self.retryBaseDelay = retryBaseDelay
+    }
+
+    /// Throws `ConfigurationError.invalidLimit` for a limit below 1 (or a negative read-ahead), naming it.
+    public func validate() throws {
+      if let cap = maxForegroundRequests, cap < 1 {
+        throw ConfigurationError.invalidLimit(name: "maxForegroundRequests", value: Int64(cap))
+      }
+      if maxBackgroundRequestsPerHost < 1 {
+        throw ConfigurationError.invalidLimit(
+          name: "maxBackgroundRequestsPerHost", value: Int64(maxBackgroundRequestsPerHost))
+      }
+      if abandonedRequestReadAhead < 0 {
+        throw ConfigurationError.invalidLimit(
+          name: "abandonedRequestReadAhead", value: abandonedRequestReadAhead)
+      }
+    }
+  }
+
+  /// A `Configuration` value that cannot work.
+  public enum ConfigurationError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// `name` was given `value`; limits must be at least 1 (a read-ahead at least 0).
+    case invalidLimit(name: String, value: Int64)
+
+    public var description: String {
+      switch self {
+      case .invalidLimit(let name, let value):
+        "CachingReader.Configuration.\(name) is \(value): a limit must be at least 1 (a read-ahead at least 0)"
+      }
     }
   }
 
   public let cache: MediaCache
   public let client: OriginClient
   public let configuration: Configuration
-  let limiter: RequestLimiter
+  let scheduler: RequestScheduler
 
   private struct Sessions {
     /// Per object: its session, the reads that have it open, and the flights still running on it.
@@ -77,7 +127,9 @@ public final class CachingReader: Sendable {
     self.cache = cache
     self.client = client
     self.configuration = configuration
-    self.limiter = RequestLimiter.shared(limit: configuration.maxConcurrentRequests)
+    self.scheduler = RequestScheduler.shared(
+      maxForeground: configuration.maxForegroundRequests,
+      maxBackgroundPerHost: configuration.maxBackgroundRequestsPerHost)
   }
 
   // MARK: Sessions
@@ -163,15 +215,20 @@ public final class CachingReader: Sendable {
   ///
   /// Throws `OriginError` for origin failures and `StoreError` for cache failures; a range that starts past the
   /// end throws `OriginError.rangeNotSatisfiable`.
-  public func read(_ url: String, range: RequestedRange = .all) async throws -> CachedBytes {
+  ///
+  /// `priority` says who waits for the bytes: `.foreground` (the default: a player) never waits for a request
+  /// slot held by another object or by background work; `.background` is limited per origin host and yields.
+  public func read(_ url: String, range: RequestedRange = .all, priority: ReadPriority = .foreground)
+    async throws -> CachedBytes
+  {
     try OriginClient.validate(url)
     let session = try await openSession(url)
     let manifestAtOpen = session.manager.manifest
     do {
-      let (resolved, flight, length) = try await resolve(range, session: session)
+      let (resolved, flight, length) = try await resolve(range, session: session, priority: priority)
       return CachedBytes(
         session: session, range: resolved, initialFlight: flight, lengthHint: length,
-        manifestAtOpen: manifestAtOpen)
+        manifestAtOpen: manifestAtOpen, priority: priority)
     } catch {
       closeSession(session)
       throw error
@@ -182,9 +239,11 @@ public final class CachingReader: Sendable {
   /// know it yet (from the first missing run's response, or a HEAD for a suffix).
   /// Also returns the flight started to learn the length, still attached (the read's first cursor takes it
   /// over), and the length as learned (a suffix read learns it from a probe the cache does not record).
-  private func resolve(_ range: RequestedRange, session: ObjectSession) async throws -> (
-    Range<Int64>, Flight?, Int64?
-  ) {
+  private func resolve(_ range: RequestedRange, session: ObjectSession, priority: ReadPriority)
+    async throws -> (
+      Range<Int64>, Flight?, Int64?
+    )
+  {
     var length = session.manager.contentLength
     var started: Flight?
     if length == nil {
@@ -204,9 +263,9 @@ public final class CachingReader: Sendable {
           } else { 0 }
         let end: Int64? = if case .bounded(let bounds) = range { bounds.upperBound } else { nil }
         // A chunk completed meanwhile gives no flight; unless the length is known with it, one is needed.
-        var flight = await session.flight(for: start, upTo: end)
+        var flight = await session.flight(for: start, upTo: end, priority: priority)
         if flight == nil, session.manager.contentLength == nil {
-          flight = await session.flight(for: start, upTo: end, evenIfCached: true)
+          flight = await session.flight(for: start, upTo: end, priority: priority, evenIfCached: true)
         }
         if let flight {
           do {
@@ -254,14 +313,15 @@ public final class CachingReader: Sendable {
   // MARK: Prefetch
 
   /// Fills `range` of the object (the whole object by default), skipping what is cached, and reports
-  /// progress. Cancel the consuming task to stop; a later prefetch resumes where it stopped.
+  /// progress. Cancel the consuming task to stop; a later prefetch resumes where it stopped. Prefetch is
+  /// background work: at most `maxBackgroundRequestsPerHost` requests per origin host, yielding to players.
   public func prefetch(_ url: String, range: RequestedRange = .all) -> AsyncThrowingStream<
     PrefetchProgress, any Error
   > {
     let (stream, continuation) = AsyncThrowingStream.makeStream(of: PrefetchProgress.self)
     let task = Task {
       do {
-        let bytes = try await read(url, range: range)
+        let bytes = try await read(url, range: range, priority: .background)
         defer { bytes.close() }
         let started = Date()
         let cachedAtStart = bytes.cachedBytes

@@ -21,8 +21,22 @@ actor Flight {
 
   /// First byte (chunk-aligned).
   let start: Int64
-  /// Exclusive end of the run; nil: to the end of the object.
+  /// Exclusive end of the run; nil: to the end of the object. The least of the end asked for at creation, a
+  /// limit set by `limit(to:)` (another flight fetches what follows) and the read-ahead bound of an abandoned
+  /// flight (`detach`).
   private(set) var end: Int64?
+  /// The end before any read-ahead bound: what a reader joining an abandoned flight gets back.
+  private var committedEnd: Int64?
+  /// Set while no reader is attached: the flight stops here (a chunk boundary) unless a reader joins.
+  private var abandonedEnd: Int64?
+  /// Bytes fetched past the current chunk once the last reader left (see
+  /// `CachingReader.Configuration.abandonedRequestReadAhead`).
+  let readAhead: Int64
+  /// Identifies the flight's origin request to the scheduler.
+  nonisolated let id = Flight.nextID.add(1, ordering: .relaxed).newValue
+  private static let nextID = Atomic<Int>(0)
+  /// Foreground once any foreground reader attached (a prefetch joined by a player is promoted).
+  private(set) var priority: ReadPriority
   let chunkSize: Int64
   /// Every byte before this has arrived and been written to the cache.
   private(set) var received: Int64
@@ -55,9 +69,13 @@ actor Flight {
   private var readers = 0
   private var task: Task<Void, Never>?
 
-  init(start: Int64, end: Int64?, chunkSize: Int) {
+  init(start: Int64, end: Int64?, chunkSize: Int, priority: ReadPriority = .foreground, readAhead: Int64 = 0)
+  {
     self.start = start
     self.end = end
+    self.committedEnd = end
+    self.priority = priority
+    self.readAhead = max(0, readAhead)
     self.endHint.store(end ?? -1, ordering: .relaxed)
     self.writtenHint = Atomic(start)
     self.chunkSize = Int64(chunkSize)
@@ -69,34 +87,92 @@ actor Flight {
   /// Whether a reader at `position` can be served by this flight soon: inside the run, and not more than two
   /// chunks ahead of what has arrived (farther ahead, a new request is faster).
   func canServe(_ position: Int64) -> Bool {
-    guard outcome == nil, !closing, position >= start, end.map({ position < $0 }) ?? true else {
+    // An abandoned flight's read-ahead bound goes away when a reader joins: it may serve up to its committed end.
+    guard outcome == nil, !closing, position >= start, committedEnd.map({ position < $0 }) ?? true else {
       return false
     }
     // Bytes before the in-memory chunk are complete in the cache: a reader that needs them from a flight
     // found them dropped, and must start a new request.
     guard position >= bufferStart else { return false }
-    return position - max(received, writtenHint.load(ordering: .relaxed)) <= 2 * chunkSize
+    let arrived = max(received, writtenHint.load(ordering: .relaxed))
+    let ahead = position - arrived
+    if ahead <= 2 * chunkSize { return true }
+    // Farther ahead, a flight fast enough to get there within `joinHorizon` is joined: a new request would
+    // take about as long to answer, and stopping this one there would waste what is already in transit.
+    guard let firstByte else { return false }
+    let elapsed = firstByte.instant.duration(to: .now)
+    let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+    guard seconds >= 0.01, arrived > firstByte.offset else { return false }
+    let rate = Double(arrived - firstByte.offset) / seconds
+    return Double(ahead) / rate <= Self.joinHorizon
   }
+
+  /// How soon (seconds, at its rate so far) a flight must reach a position for a reader there to join it.
+  static let joinHorizon = 0.15
+  /// How long after its first byte a flight's rate is too uncertain to judge by (see `warmUpRemaining`).
+  static let warmUp = Duration.milliseconds(50)
+
+  /// For a reader at `position` that this flight's run covers but that `canServe` turned down: how long until
+  /// the flight has run `warmUp` since its first byte, if it has not yet. A player that seeks right after
+  /// opening (to a moov at the end) would otherwise start a new request just before a fast origin's response
+  /// got there, and the bytes of that response already in transit would be wasted; waiting that long at most
+  /// once lets the rate decide.
+  func warmUpRemaining(for position: Int64) -> Duration? {
+    guard outcome == nil, !closing, position >= bufferStart, committedEnd.map({ position < $0 }) ?? true,
+      let firstByte
+    else { return nil }
+    let age = firstByte.instant.duration(to: .now)
+    return age < Self.warmUp ? Self.warmUp - age : nil
+  }
+  /// When and where the first body byte arrived (for the flight's rate).
+  private var firstByte: (instant: ContinuousClock.Instant, offset: Int64)?
 
   func setTask(_ task: Task<Void, Never>) { self.task = task }
 
-  func attach() { readers += 1 }
+  /// A reader joins. Returns true if that promoted the flight from background to foreground (the caller tells
+  /// the scheduler, so the request does not keep waiting for a background slot).
+  func attach(priority: ReadPriority = .foreground) -> Bool {
+    readers += 1
+    if abandonedEnd != nil {
+      abandonedEnd = nil
+      setEnd(committedEnd)
+    }
+    guard priority == .foreground, self.priority == .background else { return false }
+    self.priority = .foreground
+    return true
+  }
 
-  /// A reader left; the last one to leave cancels the origin request (complete chunks stay cached, the
-  /// partial one is discarded). A reader that simply reached the end of its range lets the flight finish the
-  /// chunk it is in (`finishingChunk`), so the range's last chunk is cached too.
+  /// A reader left. When the last one leaves, the origin request is not cancelled: a reader that reached the
+  /// end of its range (`finishingChunk`) lets the flight finish the chunk it is in, so the range's last chunk
+  /// is cached too; a reader that gave up early (a player dropping a `bytes=N-` connection to seek) lets it
+  /// finish the chunk and `readAhead` bytes more (to a chunk boundary, within the run), so that the player's
+  /// next request for what follows joins it instead of asking the origin for the same bytes again. A reader
+  /// that joins meanwhile lifts that bound. A background flight (prefetch) whose reader left is cancelled. The waste of an abandoned request is thus at most one chunk plus
+  /// `readAhead`, plus what was in transit when it stopped.
   func detach(finishingChunk: Bool = false) {
     readers -= 1
-    guard readers <= 0, outcome == nil else { return }
-    if finishingChunk && received > start && !closing {
-      let chunkEnd = ((received + chunkSize - 1) / chunkSize) * chunkSize
-      if chunkEnd > received {
-        limit(to: chunkEnd)
-        return
-      }
+    guard readers <= 0, outcome == nil, !closing else { return }
+    let chunkEnd = ((received + chunkSize - 1) / chunkSize) * chunkSize
+    if finishingChunk && received > start && chunkEnd > received {
+      limit(to: chunkEnd)
+      return
     }
-    closing = true
-    task?.cancel()
+    // Background work that was stopped (a cancelled prefetch) is not expected back: it stops at once, as does
+    // a flight whose reader got all it asked for.
+    if finishingChunk || priority == .background {
+      closing = true
+      task?.cancel()
+      return
+    }
+    let bound = chunkEnd + ((readAhead + chunkSize - 1) / chunkSize) * chunkSize
+    abandonedEnd = bound
+    setEnd(committedEnd.map { min($0, bound) } ?? bound)
+  }
+
+  private func setEnd(_ newEnd: Int64?) {
+    end = newEnd.map { max($0, received) }
+    endHint.store(end ?? -1, ordering: .relaxed)
+    wakeAll()
   }
 
   /// Cancels the origin request; readers waiting get `CancellationError`.
@@ -107,12 +183,13 @@ actor Flight {
 
   /// Stops the run at `newEnd` (another flight fetches what follows).
   func limit(to newEnd: Int64) {
-    if end.map({ newEnd < $0 }) ?? true {
-      end = max(newEnd, received)
-      endHint.store(end ?? -1, ordering: .relaxed)
-    }
-    wakeAll()
+    if committedEnd.map({ newEnd < $0 }) ?? true { committedEnd = max(newEnd, received) }
+    let bounded = abandonedEnd.map { bound in committedEnd.map { min($0, bound) } ?? bound } ?? committedEnd
+    setEnd(bounded)
   }
+
+  /// Whether the flight is still fetching (or about to): a new flight must not overlap it.
+  var isLive: Bool { outcome == nil && !closing }
 
   func setHead(_ metadata: OriginMetadata) {
     head = metadata
@@ -122,6 +199,7 @@ actor Flight {
   /// Bytes that arrived at `offset` (already written to the cache). Bytes before `received` (a retry's overlap,
   /// or a 200 body's bytes before the run) are not delivered again.
   func deliver(_ pieces: [ByteBuffer], at offset: Int64) {
+    if firstByte == nil { firstByte = (.now, offset) }
     var position = offset
     for piece in pieces {
       deliver(piece, at: position)
@@ -153,6 +231,7 @@ actor Flight {
   /// chunk completes.
   func skip(to offset: Int64) {
     guard offset > received else { return }
+    if firstByte == nil { firstByte = (.now, received) }
     received = offset
     let chunkStart = (received / chunkSize) * chunkSize
     if chunkStart > bufferStart { bufferStart = max(chunkStart, start) }

@@ -23,15 +23,31 @@ final class ObjectSession: Sendable {
   var chunkSize: Int { manager.manifest.chunkSize }
 
   /// A flight that will deliver the byte at `position` soon, joined (attached); a new one if none can.
-  /// The new run goes from the chunk of `position` to the next present chunk or to `want` (chunk-aligned).
-  func flight(for position: Int64, upTo want: Int64?, evenIfCached: Bool = false) async -> Flight? {
+  /// The new run goes from the chunk of `position` to the next present chunk, the start of the next flight
+  /// still fetching (no two origin requests of this process ever ask for the same chunk), or `want`
+  /// (chunk-aligned). A foreground reader joining a background flight promotes it.
+  func flight(
+    for position: Int64, upTo want: Int64?, priority: ReadPriority = .foreground, evenIfCached: Bool = false
+  ) async -> Flight? {
     // One selection at a time, so two readers arriving together share one new flight (the look-up and the
     // registration are separated by awaits on the flights).
     let serialised = (try? await selection.acquire()) != nil
     defer { if serialised { Task { await selection.release() } } }
-    for flight in flights.withLock({ $0 }) where await flight.canServe(position) {
-      await flight.attach()
+    let running = flights.withLock { $0 }
+    for flight in running where await flight.canServe(position) {
+      if await flight.attach(priority: priority) { await reader.scheduler.promote(flight.id) }
       return flight
+    }
+    // A flight that covers the position but has only just started: wait (at most `Flight.warmUp`, once) until
+    // its rate tells whether it gets there soon.
+    for flight in running {
+      guard let remaining = await flight.warmUpRemaining(for: position) else { continue }
+      try? await Task.sleep(for: remaining)
+      if await flight.canServe(position) {
+        if await flight.attach(priority: priority) { await reader.scheduler.promote(flight.id) }
+        return flight
+      }
+      break
     }
     let manifest = manager.manifest
     // The chunk may have been completed (by a flight that has ended since) while this reader waited for the
@@ -53,8 +69,15 @@ final class ObjectSession: Sendable {
       }
       chunk += 1
     }
-    let flight = Flight(start: start, end: end, chunkSize: manifest.chunkSize)
-    await flight.attach()
+    // Stop where a flight ahead that is still fetching begins: it brings those bytes (the reader joins it or
+    // reads them from the cache when it gets there).
+    for other in running where other.start > start && end.map({ other.start < $0 }) ?? true {
+      if await other.isLive { end = other.start }
+    }
+    let flight = Flight(
+      start: start, end: end, chunkSize: manifest.chunkSize, priority: priority,
+      readAhead: reader.configuration.abandonedRequestReadAhead)
+    _ = await flight.attach(priority: priority)
     // An earlier flight of the same run that is far behind stops where this one starts.
     for other in flights.withLock({ $0 }) where other.start < start { await other.limit(to: start) }
     flights.withLock { list in
@@ -85,11 +108,13 @@ final class ObjectSession: Sendable {
   /// bodies, resuming at the first byte not yet received; resets the object if the origin's version changed.
   private func run(_ flight: Flight) async {
     let configuration = reader.configuration
+    let host = RequestScheduler.hostKey(of: url)
     var attempt = 1
     var lastCut: Int64?
     while true {
       do {
-        try await reader.limiter.acquire()
+        let slot = try await reader.scheduler.acquire(
+          id: flight.id, host: host, priority: await flight.priority)
         let result: Result<Void, any Error>
         do {
           try await fetchOnce(flight)
@@ -97,7 +122,7 @@ final class ObjectSession: Sendable {
         } catch {
           result = .failure(error)
         }
-        await reader.limiter.release()
+        await reader.scheduler.release(id: flight.id, host: host, slot: slot)
         if case .failure(OriginError.truncatedBody(_, let expected, let received, _)) = result {
           if received == lastCut, let length = manager.contentLength, length >= expected, received < length {
             // Two responses in a row ended at the same byte short of the length the origin declared: that

@@ -117,6 +117,10 @@ public final class OriginClient: Sendable {
     // took the whole timeout per attempt, and retrying cannot fix it. The reader retries connection errors
     // itself, with backoff (CachingReader.Configuration.maxRetries), and TLS failures not at all.
     settings.connectionPool.retryConnectionEstablishment = false
+    // AsyncHTTPClient queues a request once a host has this many HTTP/1 connections (default 8): it would be a
+    // hidden limiter behind the request scheduler, making the ninth player wait. Request counts are limited by
+    // `RequestScheduler` alone (CachingReader's foreground cap and background per-host limit).
+    settings.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = RequestScheduler.connectionPoolLimit
     http = HTTPClient(eventLoopGroupProvider: .singleton, configuration: settings)
   }
 

@@ -1,20 +1,7 @@
-import Synchronization
-
-/// A counting semaphore for origin requests: at most `limit` at once in the process (default 6).
+/// A counting semaphore (an object session uses one of 1 to choose or start flights one at a time). Origin
+/// requests are scheduled by `RequestScheduler`.
 actor RequestLimiter {
   let limit: Int
-
-  /// The limiter shared by every `CachingReader` in the process that uses the same limit.
-  static func shared(limit: Int) -> RequestLimiter {
-    registry.withLock { limiters in
-      if let existing = limiters[limit] { return existing }
-      let limiter = RequestLimiter(limit: limit)
-      limiters[limit] = limiter
-      return limiter
-    }
-  }
-
-  private static let registry = Mutex<[Int: RequestLimiter]>([:])
 
   private var running = 0
   private var queue: [(id: Int, continuation: CheckedContinuation<Bool, Never>)] = []

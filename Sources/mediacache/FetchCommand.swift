@@ -66,6 +66,7 @@ struct FetchCommand: AsyncParsableCommand {
   @Option(help: "Chunk size in bytes for a new object (default 1 MiB).") var chunkSize: Int = 1 << 20
   @Option(help: "durable (fsync data before each manifest commit) or relaxed.") var durability: Durability =
     .durable
+  @OptionGroup var requestLimits: RequestLimitOptions
 
   func validate() throws {
     if hls && range != nil { throw ValidationError("--range cannot be combined with --hls") }
@@ -89,7 +90,8 @@ struct FetchCommand: AsyncParsableCommand {
       // enough that durable mode does not fsync more than it must.
       let mediaCache = try cache.open(
         chunkSize: chunkSize, durability: durability, commitPolicy: .init(bytes: 32 << 20, interval: 1))
-      let reader = CachingReader(cache: mediaCache, client: client)
+      let reader = CachingReader(
+        cache: mediaCache, client: client, configuration: requestLimits.configuration())
       let requested: RequestedRange
       if let range {
         requested = range.end.map { .bounded(range.start..<($0 + 1)) } ?? .from(range.start)
@@ -161,7 +163,8 @@ extension FetchCommand {
     let client = try tls.client()
     let mediaCache = try cache.open(
       chunkSize: chunkSize, durability: durability, commitPolicy: .init(bytes: 32 << 20, interval: 1))
-    let reader = CachingReader(cache: mediaCache, client: client)
+    let reader = CachingReader(
+      cache: mediaCache, client: client, configuration: requestLimits.configuration())
     do {
       try await fetchHLS(reader: reader)
     } catch {

@@ -20,7 +20,8 @@ extension FetchCommand {
     let client = try tls.client()
     let mediaCache = try cache.open(
       chunkSize: chunkSize, durability: durability, commitPolicy: .init(bytes: 32 << 20, interval: 1))
-    let reader = CachingReader(cache: mediaCache, client: client)
+    let reader = CachingReader(
+      cache: mediaCache, client: client, configuration: requestLimits.configuration())
     do {
       try await fetchDASH(reader: reader)
     } catch {

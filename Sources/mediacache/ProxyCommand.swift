@@ -56,6 +56,7 @@ struct ProxyCommand: AsyncParsableCommand {
   var clientTimeout: Double = 60
   @Option(help: "Retries of an origin request after a connection error, a 5xx or a cut-off body.")
   var retries = 3
+  @OptionGroup var requestLimits: RequestLimitOptions
 
   func validate() throws {
     guard (0...65535).contains(port) else { throw ValidationError("--port must be 0...65535") }
@@ -76,7 +77,7 @@ struct ProxyCommand: AsyncParsableCommand {
       configuration.maxSize = maxSize?.bytes
       let mediaCache = try MediaCache(configuration: configuration)
       let reader = CachingReader(
-        cache: mediaCache, client: client, configuration: .init(maxRetries: retries))
+        cache: mediaCache, client: client, configuration: requestLimits.configuration(maxRetries: retries))
       let server = ProxyServer(
         reader: reader,
         configuration: .init(
@@ -121,5 +122,37 @@ struct ProxyCommand: AsyncParsableCommand {
       _ = mallopt(trimThreshold, 4 << 20)
       _ = mallopt(arenaMax, 1)
     #endif
+  }
+}
+
+/// `--max-foreground-requests` and `--max-background-requests-per-host` (proxy and fetch).
+struct RequestLimitOptions: ParsableArguments {
+  @Option(
+    help: ArgumentHelp(
+      "Origin requests players may have running at once in this process (default: no limit).",
+      discussion: "A limit makes a player wait for a slot whenever more objects than this are read at once.",
+      valueName: "N"))
+  var maxForegroundRequests: Int?
+  @Option(
+    help: ArgumentHelp(
+      "Background origin requests (prefetch, fetch --hls) at once per origin host; they yield to players.",
+      valueName: "N"))
+  var maxBackgroundRequestsPerHost = 6
+
+  func validate() throws {
+    if let cap = maxForegroundRequests, cap < 1 {
+      throw ValidationError("--max-foreground-requests must be at least 1, not \(cap)")
+    }
+    if maxBackgroundRequestsPerHost < 1 {
+      throw ValidationError(
+        "--max-background-requests-per-host must be at least 1, not \(maxBackgroundRequestsPerHost)")
+    }
+  }
+
+  func configuration(maxRetries: Int = 3) -> CachingReader.Configuration {
+    .init(
+      maxForegroundRequests: maxForegroundRequests,
+      maxBackgroundRequestsPerHost: maxBackgroundRequestsPerHost,
+      maxRetries: maxRetries)
   }
 }

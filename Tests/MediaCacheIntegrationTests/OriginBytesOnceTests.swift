@@ -1,0 +1,213 @@
+import Foundation
+import MediaCache
+import MediaCacheTestOrigin
+import Testing
+
+@testable import MediaCacheHTTP
+
+/// Each byte from the origin once: cold plays with the access patterns of real players (an open-ended request
+/// dropped to jump to the moov at the end, several overlapping ranged readers at once) ask the origin for each
+/// chunk once, and an abandoned request's waste is bounded.
+@Suite(.serialized)
+struct OriginBytesOnceTests {
+  /// The whole chunks (of `chunkSize`) each 206 answer for `name` sent: a chunk in two of these lists was
+  /// fetched twice.
+  static func chunksSent(_ origin: TestOrigin, _ name: String, chunkSize: Int, size: Int) -> [[Int]] {
+    origin.requests(for: name).compactMap { request -> [Int]? in
+      guard request.method == "GET" else { return nil }
+      var start = 0
+      if let range = request.range, range.hasPrefix("bytes=") {
+        start = Int(range.dropFirst(6).split(separator: "-", omittingEmptySubsequences: false)[0]) ?? 0
+      }
+      let end = min(size, start + request.bodyBytesSent)
+      let first = (start + chunkSize - 1) / chunkSize
+      // The last chunk is whole at the end of the object even if short.
+      let last = end == size ? (size - 1) / chunkSize : end / chunkSize - 1
+      return first <= last ? Array(first...last) : []
+    }
+  }
+
+  static func assertNoChunkTwice(_ lists: [[Int]], _ records: [RecordedRequest]) {
+    var seen: Set<Int> = []
+    var twice: Set<Int> = []
+    for list in lists {
+      for chunk in list where !seen.insert(chunk).inserted { twice.insert(chunk) }
+    }
+    #expect(twice.isEmpty, "chunks fetched twice: \(twice.sorted()); requests: \(records)")
+  }
+
+  /// Reads `path` from the proxy on a fresh connection with `range`, up to `limit` body bytes (then closes the
+  /// connection, as a player does to seek), and returns the body.
+  static func get(_ port: Int, _ path: String, range: String, limit: Int? = nil) async throws -> [UInt8] {
+    try await blocking {
+      let connection = try RawHTTPConnection(port: port, timeoutSeconds: 60)
+      defer { connection.close() }
+      try connection.sendRequest("GET", path, headers: [("Range", range)])
+      var body: [UInt8] = []
+      _ = try? connection.readResponse { bytes in
+        guard limit.map({ body.count < $0 }) ?? true else { return }
+        body.append(contentsOf: bytes)
+        if let limit, body.count >= limit { connection.close() }
+      }
+      return body
+    }
+  }
+
+  /// The repeatable cold play of an MP4 with its moov at the end, through the proxy: `bytes=0-` dropped after
+  /// 300 KB, the last 10 KB, then `bytes=48-` to the end. The origin sends at most 1.1x the object (before:
+  /// 1.34-2.0x: the dropped request was cancelled with its chunk, and the later ones overlapped).
+  @Test(arguments: ["normal", "slow"])
+  func aDroppedOpenRequestThenTheEndThenTheRestFetchesTheObjectOnce(mode: String) async throws {
+    try await withProxy { fixture in
+      let size = 4_800_000
+      let name = "moov-at-end-\(mode)"
+      let url =
+        mode == "slow"
+        ? fixture.origin.url(.slow, name, size: size, query: "delay-ms=2")
+        : fixture.origin.url(.normal, name, size: size)
+      let path = fixture.path(url)
+      let port = fixture.endpoint.port
+      let expected = TestOrigin.bytes(name: name, size: size)
+      let head = try await Self.get(port, path, range: "bytes=0-", limit: 300_000)
+      #expect(head.count >= 300_000 && Array(head.prefix(300_000)) == Array(expected.prefix(300_000)))
+      let tail = try await Self.get(port, path, range: "bytes=-10240")
+      #expect(sameBytes(tail, Array(expected.suffix(10240))).equal)
+      let rest = try await Self.get(port, path, range: "bytes=48-")
+      let check = sameBytes(rest, Array(expected.dropFirst(48)))
+      #expect(check.equal, "\(check)")
+      // Every origin request has ended (none still lingering) before counting.
+      for _ in 0..<1000 where fixture.origin.requests(for: name).contains(where: { !$0.isComplete }) {
+        try await Task.sleep(for: .milliseconds(10))
+      }
+      let records = fixture.origin.requests(for: name)
+      let sent = fixture.origin.totalBodyBytes(for: name)
+      #expect(Double(sent) <= 1.1 * Double(size), "origin sent \(sent) bytes for \(size): \(records)")
+      Self.assertNoChunkTwice(Self.chunksSent(fixture.origin, name, chunkSize: 1 << 20, size: size), records)
+    }
+  }
+
+  /// Five overlapping ranged readers of one cold object at once, as ffmpeg opens them: no chunk is fetched
+  /// twice, every reader gets the right bytes, and the origin sends at most 1.1x the object. Before, a new
+  /// request ran on over the chunks a request ahead of it was already fetching.
+  @Test func overlappingConcurrentReadersFetchEachChunkOnce() async throws {
+    try await withProxy { fixture in
+      let size = 6_000_000
+      let name = "five-readers"
+      let path = fixture.path(fixture.origin.url(.slow, name, size: size, query: "delay-ms=2"))
+      let port = fixture.endpoint.port
+      let expected = TestOrigin.bytes(name: name, size: size)
+      let starts = [0, 5_800_000, 2_000_000, 48, 0]
+      let bodies = try await withThrowingTaskGroup(of: (Int, [UInt8]).self) { group in
+        for (index, start) in starts.enumerated() {
+          group.addTask {
+            try await Task.sleep(for: .milliseconds(20 * index))
+            return (start, try await Self.get(port, path, range: "bytes=\(start)-"))
+          }
+        }
+        return try await group.reduce(into: []) { $0.append($1) }
+      }
+      for (start, body) in bodies {
+        let check = sameBytes(body, Array(expected.dropFirst(start)))
+        #expect(check.equal, "bytes=\(start)-: \(check)")
+      }
+      for _ in 0..<1000 where fixture.origin.requests(for: name).contains(where: { !$0.isComplete }) {
+        try await Task.sleep(for: .milliseconds(10))
+      }
+      let records = fixture.origin.requests(for: name)
+      let sent = fixture.origin.totalBodyBytes(for: name)
+      #expect(Double(sent) <= 1.1 * Double(size), "origin sent \(sent) bytes for \(size): \(records)")
+      Self.assertNoChunkTwice(Self.chunksSent(fixture.origin, name, chunkSize: 1 << 20, size: size), records)
+    }
+  }
+
+  static let chunkSize = 65536
+
+  func withReader(
+    readAhead: Int64, _ body: (CachingReader, TestOrigin, MediaCache) async throws -> Void
+  ) async throws {
+    let dir = try TemporaryDirectory()
+    defer { dir.cleanup() }
+    let origin = try await TestOrigin.start()
+    let cache = try MediaCache(
+      configuration: .init(directory: dir.file("cache"), chunkSize: Self.chunkSize, durability: .relaxed))
+    let client = OriginClient()
+    let reader = CachingReader(
+      cache: cache, client: client, configuration: .init(abandonedRequestReadAhead: readAhead))
+    do {
+      try await body(reader, origin, cache)
+    } catch {
+      await reader.cancelAll()
+      try? await client.shutdown()
+      try? await origin.shutdown()
+      throw error
+    }
+    await reader.cancelAll()
+    try await client.shutdown()
+    try await origin.shutdown()
+  }
+
+  /// A new origin request stops where a request still running ahead of it begins: reading from chunk 6, then
+  /// from 0, asks the origin for chunks 0-5 only.
+  @Test func aNewRequestStopsWhereARunningOneAheadBegins() async throws {
+    try await withReader(readAhead: 0) { reader, origin, _ in
+      let size = 12 * Self.chunkSize
+      let url = origin.url(.slow, "ahead", size: size, query: "delay-ms=20")
+      let ahead = try await reader.read(url, range: .from(Int64(6 * Self.chunkSize)))
+      defer { ahead.close() }
+      var aheadIterator = ahead.makeAsyncIterator()
+      _ = try await aheadIterator.next()
+      let behind = try await reader.read(url, range: .from(0))
+      defer { behind.close() }
+      var iterator = behind.makeAsyncIterator()
+      _ = try await iterator.next()
+      let ranges = origin.requests(for: "ahead").compactMap(\.range)
+      #expect(
+        ranges == ["bytes=\(6 * Self.chunkSize)-", "bytes=0-\(6 * Self.chunkSize - 1)"]
+          || ranges == ["bytes=\(6 * Self.chunkSize)-\(size - 1)", "bytes=0-\(6 * Self.chunkSize - 1)"],
+        "\(ranges)")
+    }
+  }
+
+  /// A reader that drops an open-ended read after its first piece leaves the request running for the rest of
+  /// the chunk plus the read-ahead (2 chunks here), then it stops at a chunk boundary; a reader arriving while
+  /// it runs joins it instead of asking the origin again.
+  @Test func anAbandonedOpenRequestFillsItsReadAheadThenStops() async throws {
+    try await withReader(readAhead: Int64(2 * Self.chunkSize)) { reader, origin, cache in
+      let size = 40 * Self.chunkSize
+      let url = origin.url(.slow, "abandoned", size: size, query: "delay-ms=5")
+      do {
+        let bytes = try await reader.read(url, range: .from(0))
+        var iterator = bytes.makeAsyncIterator()
+        _ = try await iterator.next()
+        bytes.close()
+      }
+      let records = try await origin.waitForCompletedRequests(
+        for: "abandoned", count: 1, timeout: .seconds(30))
+      #expect(records.count == 1)
+      let sent = records[0].bodyBytesSent
+      // The chunk it was in plus 2 more, and no more than a few pieces in transit past them.
+      #expect(sent >= 3 * Self.chunkSize && sent < 3 * Self.chunkSize + (1 << 20), "\(records)")
+      let id = cache.objectID(for: url)
+      for _ in 0..<500 where (try cache.store.readManifest(id)?.isPresent(2)) != true {
+        try await Task.sleep(for: .milliseconds(10))
+      }
+      let manifest = try #require(try cache.store.readManifest(id))
+      #expect((0..<3).allSatisfy { manifest.isPresent($0) })
+      #expect(!manifest.isPresent(5))
+
+      // Abandoned again further on; a reader arriving while it runs joins it.
+      do {
+        let second = try await reader.read(url, range: .from(Int64(3 * Self.chunkSize)))
+        var secondIterator = second.makeAsyncIterator()
+        _ = try await secondIterator.next()
+        second.close()
+      }
+      let joined = try await reader.read(url, range: .from(Int64(4 * Self.chunkSize)))
+      defer { joined.close() }
+      var data = Data()
+      for try await piece in joined { data.append(piece) }
+      #expect(data == Data(TestOrigin.bytes(name: "abandoned", size: size).dropFirst(4 * Self.chunkSize)))
+      #expect(origin.requests(for: "abandoned").count == 2, "\(origin.requests(for: "abandoned"))")
+    }
+  }
+}
