@@ -8,11 +8,12 @@
 //       a GET (Connection: close), times connect -> first body byte, and reads its whole body, which must be
 //       BYTES long with status 200. Prints each client's time to first byte and one summary line:
 //       "fanout: clients N, ttfb ms p50 X p99 Y max Z, seconds S".
-//   mediacache-bench play-script --url URL --size BYTES [--first K] [--probe M]
+//   mediacache-bench play-script --url URL --size BYTES [--first K] [--probe M] [--chunk C]
 //       What a player does with an MP4 whose moov is at the end, cold: `bytes=0-` read K bytes (default
 //       300000) and close; `bytes=-10240` read it; `bytes=48-` read M bytes (default 3 MiB) and close;
 //       seek to the middle, read 1 MiB, then keep reading from there to the end. Prints the ranges consumed
-//       and "play-script: needed N bytes" (the size of their union).
+//       and "play-script: needed N bytes in R ranges, W bytes in whole chunks of C" (the size of their union,
+//       and of the C-byte chunks it touches: the floor for a cache that fetches whole chunks; default 1 MiB).
 
 import Foundation
 
@@ -230,6 +231,7 @@ func playScript(_ arguments: Arguments) throws {
   let size = Int64(try arguments.positive("--size", default: 1))
   let first = Int64(try arguments.positive("--first", default: 300_000))
   let probe = Int64(try arguments.positive("--probe", default: 3 << 20))
+  let chunk = Int64(try arguments.positive("--chunk", default: 1 << 20))
   let tail: Int64 = 10240
   let middle = size / 2
   guard size > middle + (1 << 20), probe + 48 < middle, tail < size - middle - (1 << 20) else {
@@ -267,5 +269,11 @@ func playScript(_ arguments: Arguments) throws {
     }
   }
   let needed = union.reduce(Int64(0)) { $0 + Int64($1.count) }
-  print("play-script: needed \(needed) bytes in \(union.count) ranges")
+  // The least a cache that stores whole chunks of `chunk` bytes must fetch: the chunks the union touches.
+  var chunks = Set<Int64>()
+  for range in union { chunks.formUnion((range.lowerBound / chunk)...((range.upperBound - 1) / chunk)) }
+  let whole = chunks.reduce(Int64(0)) { $0 + min(chunk, size - $1 * chunk) }
+  print(
+    "play-script: needed \(needed) bytes in \(union.count) ranges, \(whole) bytes in whole chunks of \(chunk)"
+  )
 }

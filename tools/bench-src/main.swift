@@ -72,9 +72,9 @@ let usage = """
     mediacache-bench fanout --urls FILE --size BYTES
         Fetches every URL of FILE at once, one plain-socket client per thread; prints each client's time to
         first byte and their p50/p99 (tools/bench-src/RawClients.swift).
-    mediacache-bench play-script --url URL --size BYTES [--first K] [--probe M]
+    mediacache-bench play-script --url URL --size BYTES [--first K] [--probe M] [--chunk C]
         A player's cold play of an MP4 with its moov at the end (start, tail, probe, seek, play to the end);
-        prints the bytes it consumed (the union of its ranges).
+        prints the bytes it consumed (the union of its ranges) and the whole C-byte chunks those touch.
     mediacache-bench dump-example-manifest
         Prints a hex dump and field walk of a fixed example manifest made by ManifestCodec.encode.
   """
@@ -100,7 +100,7 @@ struct Arguments {
     "table": ["--rows", "--json", "--header"],
     "floor-server": [],
     "fanout": ["--urls", "--size"],
-    "play-script": ["--url", "--size", "--first", "--probe"],
+    "play-script": ["--url", "--size", "--first", "--probe", "--chunk"],
   ]
   static let flagOptions: [String: Set<String>] = [
     "fileio": ["--json", "--no-dd"],
