@@ -75,6 +75,9 @@ let usage = """
     mediacache-bench play-script --url URL --size BYTES [--first K] [--probe M] [--chunk C]
         A player's cold play of an MP4 with its moov at the end (start, tail, probe, seek, play to the end);
         prints the bytes it consumed (the union of its ranges) and the whole C-byte chunks those touch.
+    mediacache-bench delay-relay --upstream PORT --delay-ms MS
+        A loopback TCP relay to 127.0.0.1:PORT that holds each new connection MS ms (default 50) first: the
+        first-byte latency of a real origin (tools/bench-src/DelayRelay.swift).
     mediacache-bench dump-example-manifest
         Prints a hex dump and field walk of a fixed example manifest made by ManifestCodec.encode.
   """
@@ -101,6 +104,7 @@ struct Arguments {
     "floor-server": [],
     "fanout": ["--urls", "--size"],
     "play-script": ["--url", "--size", "--first", "--probe", "--chunk"],
+    "delay-relay": ["--upstream", "--delay-ms"],
   ]
   static let flagOptions: [String: Set<String>] = [
     "fileio": ["--json", "--no-dd"],
@@ -117,6 +121,7 @@ struct Arguments {
     "floor-server": [],
     "fanout": [],
     "play-script": [],
+    "delay-relay": [],
   ]
 
   init(_ argv: [String]) throws {
@@ -889,6 +894,7 @@ do {
   case "floor-server": try await floorServer(arguments)
   case "fanout": try fanout(arguments)
   case "play-script": try playScript(arguments)
+  case "delay-relay": try delayRelay(arguments)
   case "disk": try await disk(arguments)
   case "tree": try tree(arguments)
   case "row": try suiteRow(arguments)
