@@ -69,6 +69,15 @@ let usage = """
     mediacache-bench floor-server
         A minimal SwiftNIO server set up like the proxy, answering every request with 64 KiB from memory:
         the floor under the proxy's time to first byte (tools/bench-src/FloorServer.swift).
+    mediacache-bench fanout --urls FILE --size BYTES
+        Fetches every URL of FILE at once, one plain-socket client per thread; prints each client's time to
+        first byte and their p50/p99 (tools/bench-src/RawClients.swift).
+    mediacache-bench play-script --url URL --size BYTES [--first K] [--probe M] [--chunk C]
+        A player's cold play of an MP4 with its moov at the end (start, tail, probe, seek, play to the end);
+        prints the bytes it consumed (the union of its ranges) and the whole C-byte chunks those touch.
+    mediacache-bench delay-relay --upstream PORT --delay-ms MS
+        A loopback TCP relay to 127.0.0.1:PORT that holds each new connection MS ms (default 50) first: the
+        first-byte latency of a real origin (tools/bench-src/DelayRelay.swift).
     mediacache-bench dump-example-manifest
         Prints a hex dump and field walk of a fixed example manifest made by ManifestCodec.encode.
   """
@@ -93,6 +102,9 @@ struct Arguments {
     ],
     "table": ["--rows", "--json", "--header"],
     "floor-server": [],
+    "fanout": ["--urls", "--size"],
+    "play-script": ["--url", "--size", "--first", "--probe", "--chunk"],
+    "delay-relay": ["--upstream", "--delay-ms"],
   ]
   static let flagOptions: [String: Set<String>] = [
     "fileio": ["--json", "--no-dd"],
@@ -107,6 +119,9 @@ struct Arguments {
     "row": [],
     "table": [],
     "floor-server": [],
+    "fanout": [],
+    "play-script": [],
+    "delay-relay": [],
   ]
 
   init(_ argv: [String]) throws {
@@ -877,6 +892,9 @@ do {
   case "make-big-tree": try makeBigTree(arguments)
   case "fsck-pass": try fsckPass(arguments)
   case "floor-server": try await floorServer(arguments)
+  case "fanout": try fanout(arguments)
+  case "play-script": try playScript(arguments)
+  case "delay-relay": try delayRelay(arguments)
   case "disk": try await disk(arguments)
   case "tree": try tree(arguments)
   case "row": try suiteRow(arguments)

@@ -1,0 +1,115 @@
+// `delay-relay`: a TCP relay on loopback that holds every new connection for a fixed time before it connects to
+// the upstream and copies bytes both ways. Put in front of the throttled origin of the fan-out row, it gives
+// each origin request the first-byte latency of a real network (loopback has none), so that row's ratio
+// compares waiting on the origin rather than a few milliseconds of local overhead.
+//
+//   mediacache-bench delay-relay --upstream PORT --delay-ms MS
+//       prints "listening on http://127.0.0.1:PORT", relays to 127.0.0.1:UPSTREAM until killed
+
+import Foundation
+
+#if canImport(Glibc)
+  import Glibc
+#elseif canImport(Darwin)
+  import Darwin
+#endif
+
+private func tcpSocket() throws -> Int32 {
+  #if os(Linux)
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+  #else
+    let fd = socket(AF_INET, SOCK_STREAM, 0)
+  #endif
+  guard fd >= 0 else { throw BenchError("socket: \(errnoText())") }
+  return fd
+}
+
+private func loopback(_ port: UInt16) -> sockaddr_in {
+  var address = sockaddr_in()
+  address.sin_family = sa_family_t(AF_INET)
+  address.sin_port = port.bigEndian
+  address.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
+  return address
+}
+
+/// Copies from `source` to `target` until the end of `source` or an error, then ends `target`'s writing side.
+private func pump(_ source: Int32, _ target: Int32) {
+  var buffer = [UInt8](repeating: 0, count: 64 << 10)
+  copying: while true {
+    let count = buffer.withUnsafeMutableBytes { recv(source, $0.baseAddress, $0.count, 0) }
+    if count < 0 && errno == EINTR { continue }
+    if count <= 0 { break }
+    var sent = 0
+    while sent < count {
+      let written = buffer[sent..<count].withUnsafeBytes {
+        send(target, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL))
+      }
+      if written < 0 && errno == EINTR { continue }
+      if written <= 0 { break copying }
+      sent += written
+    }
+  }
+  shutdown(target, Int32(SHUT_WR))
+}
+
+/// One relayed connection: the delay, the upstream connection, then bytes both ways (one thread each).
+private func relay(_ client: Int32, upstream: UInt16, delay: Int) {
+  usleep(useconds_t(delay * 1000))
+  guard let server = try? tcpSocket() else {
+    close(client)
+    return
+  }
+  var address = loopback(upstream)
+  let connected = withUnsafePointer(to: &address) {
+    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+      connect(server, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+    }
+  }
+  guard connected == 0 else {
+    close(server)
+    close(client)
+    return
+  }
+  let done = DispatchSemaphore(value: 0)
+  Thread {
+    pump(server, client)
+    done.signal()
+  }.start()
+  pump(client, server)
+  done.wait()
+  close(server)
+  close(client)
+}
+
+func delayRelay(_ arguments: Arguments) throws {
+  guard let upstream = UInt16(try arguments.string("--upstream")) else {
+    throw UsageError("--upstream must be a port number")
+  }
+  let delay = try arguments.positive("--delay-ms", default: 50)
+  let listener = try tcpSocket()
+  var one: Int32 = 1
+  setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+  var address = loopback(0)
+  let bound = withUnsafePointer(to: &address) {
+    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+      bind(listener, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+    }
+  }
+  guard bound == 0, listen(listener, 512) == 0 else { throw BenchError("bind/listen: \(errnoText())") }
+  var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+  _ = withUnsafeMutablePointer(to: &address) {
+    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(listener, $0, &length) }
+  }
+  let line = "listening on http://127.0.0.1:\(UInt16(bigEndian: address.sin_port))\n"
+  FileHandle.standardOutput.write(Data(line.utf8))
+  while true {
+    let client = accept(listener, nil, nil)
+    guard client >= 0 else {
+      if errno == EINTR || errno == ECONNABORTED { continue }
+      throw BenchError("accept: \(errnoText())")
+    }
+    let thread = Thread { relay(client, upstream: upstream, delay: delay) }
+    thread.stackSize = 1 << 20
+    thread.start()
+  }
+}
