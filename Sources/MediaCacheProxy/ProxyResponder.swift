@@ -23,7 +23,8 @@ struct ProxyResponder: Sendable {
   }
 
   private func handle(_ request: ProxyRequest) async throws -> ProxyResponse {
-    let urlParameter = request.queryValue("url")
+    let isPathForm = ProxyPathForm.isPathForm(request.path)
+    let urlParameter = isPathForm ? nil : request.queryValue("url")
     if request.path == "/metrics", urlParameter == nil {
       guard request.method == .GET || request.method == .HEAD else { throw Refusal.methodNotAllowed }
       let text = metrics.render()
@@ -34,7 +35,9 @@ struct ProxyResponder: Sendable {
       return ProxyResponse(status: .ok, headers: headers, body: body)
     }
     guard request.method == .GET || request.method == .HEAD else { throw Refusal.methodNotAllowed }
-    let origin = try checkedOriginURL(urlParameter)
+    // A target like `/ftp/host/x` without `?url=` is a path form with a scheme the proxy does not serve.
+    let looksLikePathForm = isPathForm || (urlParameter == nil && request.path.dropFirst().contains("/"))
+    let origin = try checkedOriginURL(looksLikePathForm ? pathFormOrigin(request) : urlParameter)
     let isHead = request.method == .HEAD
     let rangeHeader = RangeHeader(request.headers[.range])
     var requested = RequestedRange.all
@@ -58,7 +61,8 @@ struct ProxyResponder: Sendable {
     }
     if Self.mayBePlaylist(contentType: bytes.contentType, url: origin) {
       bytes.close()
-      return try await respondWithPlaylist(origin, rangeHeader: partial ? rangeHeader : .none, isHead: isHead)
+      return try await respondWithPlaylist(
+        origin, isPathForm: isPathForm, rangeHeader: partial ? rangeHeader : .none, isHead: isHead)
     }
 
     var headers = Self.headers(
@@ -144,10 +148,22 @@ struct ProxyResponder: Sendable {
 
   // MARK: Origin URL
 
-  /// The origin URL of `?url=`, refused unless it is an absolute http(s) URL of an allowed host.
+  /// The origin URL of a path-form request, refused with 400 and the reason when it cannot be mapped back.
+  private func pathFormOrigin(_ request: ProxyRequest) throws -> String {
+    do {
+      return try ProxyPathForm.originURL(path: request.path, query: request.query)
+    } catch {
+      throw Refusal(.badRequest, error.description)
+    }
+  }
+
+  /// The origin URL of `?url=` or of the path form, refused unless it is an absolute http(s) URL of an
+  /// allowed host.
   private func checkedOriginURL(_ value: String?) throws -> String {
     guard let value, !value.isEmpty else {
-      throw Refusal(.badRequest, "missing ?url=<percent-encoded origin URL>")
+      throw Refusal(
+        .badRequest,
+        "missing ?url=<percent-encoded origin URL> (or use the path form /http/HOST/PATH, /https/HOST/PATH)")
     }
     guard value.utf8.count <= 8192, let url = URL(string: value), let scheme = url.scheme?.lowercased() else {
       throw Refusal(.badRequest, "the url parameter is not a valid URL")
@@ -205,32 +221,38 @@ struct ProxyResponder: Sendable {
     }
   }
 
-  // MARK: HLS
+  // MARK: HLS and DASH
 
-  /// Whether the response must be read whole to find out: a playlist content type, or a `.m3u8`/`.m3u` path
-  /// (whose body decides, see `respondWithPlaylist`).
+  /// Whether the response must be read whole to find out: an HLS playlist or MPD content type, or a
+  /// `.m3u8`/`.m3u`/`.mpd` path (whose body decides, see `respondWithPlaylist`).
   static func mayBePlaylist(contentType: String?, url: String) -> Bool {
     // Given the playlist header as the body's prefix, `isPlaylist` answers "a playlist type, or a .m3u8/.m3u
     // path" with one parse of the URL (this runs for every response).
     HLSPlaylist.isPlaylist(contentType: contentType, url: url, prefix: HLSPlaylist.header.utf8)
+      || MPDRewriter.mayBeManifest(contentType: contentType, url: url)
   }
 
-  /// Reads the whole playlist (bounded), rewrites its URIs to proxied ones and answers from memory. A body
-  /// that turns out not to be a playlist is served as it is.
-  private func respondWithPlaylist(_ origin: String, rangeHeader: RangeHeader, isHead: Bool) async throws
-    -> ProxyResponse
-  {
+  /// Reads the whole playlist or MPD (bounded), rewrites its URIs to proxied ones and answers from memory. A
+  /// body that turns out to be neither is served as it is.
+  ///
+  /// Requested in path form, only what would not resolve to a proxied URL is rewritten (absolute URIs,
+  /// see `ProxyPathForm.rewrittenReference`); in query form, every HLS URI is rewritten, and an MPD gets a
+  /// path-form top-level `BaseURL` (see `MPDRewriter.RequestForm.queryForm`).
+  private func respondWithPlaylist(
+    _ origin: String, isPathForm: Bool, rangeHeader: RangeHeader, isHead: Bool
+  ) async throws -> ProxyResponse {
     let bytes = try await read(origin, .all)
     defer { bytes.close() }
     if let length = bytes.length, length > HLSPlaylist.maxPlaylistBytes {
-      throw Refusal(.badGateway, "\(origin): playlist of \(length) bytes is larger than the proxy accepts")
+      throw Refusal(
+        .badGateway, "\(origin): playlist or MPD of \(length) bytes is larger than the proxy accepts")
     }
     var body = Data()
     do {
       for try await piece in bytes {
         body.append(piece)
         if body.count > HLSPlaylist.maxPlaylistBytes {
-          throw Refusal(.badGateway, "\(origin): playlist is larger than the proxy accepts")
+          throw Refusal(.badGateway, "\(origin): playlist or MPD is larger than the proxy accepts")
         }
       }
     } catch let refusal as Refusal {
@@ -245,7 +267,10 @@ struct ProxyResponder: Sendable {
       let text = String(data: body, encoding: .utf8), let playlistURL = URL(string: origin)
     {
       do {
-        let rewritten = try HLSPlaylist.rewrite(text, playlistURL: playlistURL) { target in
+        let rewritten = try HLSPlaylist.rewrite(
+          text, playlistURL: playlistURL,
+          keeping: { isPathForm && ProxyPathForm.rewrittenReference($0, base: origin) == nil }
+        ) { target in
           ProxyServer.proxyPath(for: target.absoluteString)
         }
         body = Data(rewritten.utf8)
@@ -257,6 +282,22 @@ struct ProxyResponder: Sendable {
         // A live playlist changes: the next request must see the origin's new version.
         bytes.close()
         _ = try? await reader.cache.remove(origin)
+      }
+    } else if MPDRewriter.mayBeManifest(contentType: bytes.contentType, url: origin) {
+      do {
+        let rewritten = try MPDRewriter.rewrite(
+          body, manifestURL: origin, form: isPathForm ? .pathForm : .queryForm)
+        body = rewritten.body
+        etag = nil  // the rewritten document is not the origin's representation
+        if rewritten.isDynamic {
+          // A live MPD changes: the next request must see the origin's new version.
+          bytes.close()
+          _ = try? await reader.cache.remove(origin)
+        }
+      } catch .notAnMPD where !MPDRewriter.hasManifestContentType(bytes.contentType) {
+        // A .mpd path whose body is not an MPD: served as it is.
+      } catch {
+        throw Refusal(.badGateway, error.description)
       }
     }
     return Self.respondFromMemory(
