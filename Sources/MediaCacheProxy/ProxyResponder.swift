@@ -3,11 +3,14 @@ import HTTPTypes
 import MediaCache
 import MediaCacheHTTP
 import NIOCore
+import Synchronization
 
 /// Answers one proxied request: checks the URL, reads through the cache, and streams the body with the
 /// client's pace setting the pace of the reads (NIO's writer suspends while the socket is full).
 struct ProxyResponder: Sendable {
   let server: ProxyServer
+  /// Live playlists and MPDs seen lately, dropped from the cache before they are read again.
+  let live = LiveManifests()
   private var reader: CachingReader { server.reader }
   private var metrics: ProxyMetrics { server.metrics }
 
@@ -38,6 +41,10 @@ struct ProxyResponder: Sendable {
     // A target like `/ftp/host/x` without `?url=` is a path form with a scheme the proxy does not serve.
     let looksLikePathForm = isPathForm || (urlParameter == nil && request.path.dropFirst().contains("/"))
     let origin = try checkedOriginURL(looksLikePathForm ? pathFormOrigin(request) : urlParameter)
+    if live.contains(origin) {
+      // A live playlist or MPD: the cached copy is stale, the player must see the origin's current one.
+      _ = try? await reader.cache.remove(origin)
+    }
     let isHead = request.method == .HEAD
     let rangeHeader = RangeHeader(request.headers[.range])
     var requested = RequestedRange.all
@@ -278,22 +285,14 @@ struct ProxyResponder: Sendable {
         throw Refusal(.badGateway, "\(origin): \(error)")
       }
       etag = nil  // the rewritten text is not the origin's representation
-      if text.contains("#EXTINF"), !text.contains("#EXT-X-ENDLIST") {
-        // A live playlist changes: the next request must see the origin's new version.
-        bytes.close()
-        _ = try? await reader.cache.remove(origin)
-      }
+      await noteLive(text.contains("#EXTINF") && !text.contains("#EXT-X-ENDLIST"), origin, bytes)
     } else if MPDRewriter.mayBeManifest(contentType: bytes.contentType, url: origin) {
       do {
         let rewritten = try MPDRewriter.rewrite(
           body, manifestURL: origin, form: isPathForm ? .pathForm : .queryForm)
         body = rewritten.body
         etag = nil  // the rewritten document is not the origin's representation
-        if rewritten.isDynamic {
-          // A live MPD changes: the next request must see the origin's new version.
-          bytes.close()
-          _ = try? await reader.cache.remove(origin)
-        }
+        await noteLive(rewritten.isDynamic, origin, bytes)
       } catch .notAnMPD where !MPDRewriter.hasManifestContentType(bytes.contentType) {
         // A .mpd path whose body is not an MPD: served as it is.
       } catch {
@@ -303,6 +302,16 @@ struct ProxyResponder: Sendable {
     return Self.respondFromMemory(
       body, rangeHeader: rangeHeader, isHead: isHead,
       headers: Self.headers(contentType: bytes.contentType, etag: etag, lastModified: bytes.lastModified))
+  }
+
+  /// A live playlist or MPD changes: the next request must see the origin's new version. It is dropped from
+  /// the cache now, and remembered so it is dropped before the next read too (the drop now is skipped while
+  /// the object is still open, for example by the flight that fetched it).
+  private func noteLive(_ isLive: Bool, _ origin: String, _ bytes: CachedBytes) async {
+    live.set(origin, isLive: isLive)
+    guard isLive else { return }
+    bytes.close()
+    _ = try? await reader.cache.remove(origin)
   }
 
   static func respondFromMemory(_ body: Data, rangeHeader: RangeHeader, isHead: Bool, headers: HTTPFields)
@@ -432,4 +441,24 @@ extension RequestedRange {
 
 extension HTTPField.Name {
   static var xContentTypeOptions: Self { Self("X-Content-Type-Options")! }
+}
+
+/// The origin URLs of live playlists and MPDs the proxy has served lately (bounded: when full, it starts
+/// over, which costs at worst one stale answer per live URL).
+final class LiveManifests: Sendable {
+  private static let limit = 4096
+  private let urls = Mutex<Set<String>>([])
+
+  func contains(_ url: String) -> Bool { urls.withLock { $0.contains(url) } }
+
+  func set(_ url: String, isLive: Bool) {
+    urls.withLock { urls in
+      if isLive {
+        if urls.count >= Self.limit { urls.removeAll() }
+        urls.insert(url)
+      } else {
+        urls.remove(url)
+      }
+    }
+  }
 }

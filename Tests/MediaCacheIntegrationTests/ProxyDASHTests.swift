@@ -62,7 +62,13 @@ import Testing
       fixture.origin.resetRecords()
       let warm = try await blocking { try frameHashes(proxied) }
       #expect(warm == local)
-      #expect(fixture.origin.allRequests().isEmpty, "\(fixture.origin.allRequests())")
+      // Everything came from the cache; only the segment after the last one, which ffmpeg tries and the
+      // origin does not have (a 404 is not cached), was asked for again.
+      #expect(
+        fixture.origin.allRequests().allSatisfy {
+          $0.status == 404 && $0.name == "dash/chunk-stream0-00005.m4s"
+        },
+        "\(fixture.origin.allRequests())")
       // The MPD's relative references came through byte for byte.
       let original = try String(contentsOfFile: streams.file("dash/stream.mpd"), encoding: .utf8)
       let served = String(
@@ -164,6 +170,8 @@ import Testing
     let live = original.replacingOccurrences(of: #"type="static""#, with: #"type="dynamic""#)
     try Data(live.utf8).write(to: URL(fileURLWithPath: streams.file("dash/live.mpd")))
     try await withProxy(fileRoot: streams.path) { fixture in
+      _ = try await fixture.request(fixture.path(fixture.origin.url(file: "dash/stream.mpd")))
+      fixture.origin.resetRecords()
       for _ in 0..<3 {
         let response = try await fixture.request(fixture.path(fixture.origin.url(file: "dash/live.mpd")))
         #expect(response.status == 200)
@@ -171,7 +179,7 @@ import Testing
         _ = try await fixture.request(fixture.path(fixture.origin.url(file: "dash/stream.mpd")))
       }
       #expect(fixture.origin.requests(for: "dash/live.mpd").count == 3)
-      #expect(fixture.origin.requests(for: "dash/stream.mpd").count == 1)
+      #expect(fixture.origin.requests(for: "dash/stream.mpd").isEmpty)
     }
   }
 

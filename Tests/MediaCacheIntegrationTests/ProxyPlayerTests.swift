@@ -93,7 +93,7 @@ import Testing
         }
         // No URI is left pointing anywhere but the proxy.
         for line in text.split(separator: "\n") where !line.hasPrefix("#") {
-          #expect(line.hasPrefix("/http/127.0.0.1:\(fixture.origin.port)/hls/"), "\(line)")
+          #expect(line.hasPrefix("/http/127.0.0.1:\(fixture.origin.port)/files/hls/"), "\(line)")
         }
         for line in text.split(separator: "\n") where line.contains("URI=\"") {
           #expect(line.contains("URI=\"/http/"), "\(line)")

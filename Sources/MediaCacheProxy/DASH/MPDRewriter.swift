@@ -147,8 +147,8 @@ public enum MPDRewriter {
       if isRoot, form == .queryForm, !sawBaseURL, let own = ProxyPathForm.forcedReference("./", base: base) {
         // Relative references must not resolve against the proxy's `/name?url=` path: give them the path
         // form of the MPD's own URL as their base (after any ProgramInformation, as the schema orders it).
+        // No namespace of its own: written inside the MPD element, it is in the MPD's default namespace.
         let added = XMLElement(name: "BaseURL", stringValue: own)
-        if let namespace = element.uri { added.uri = namespace }
         let after = children.prefix { name($0) == "ProgramInformation" }.last
         element.insertChild(added, at: after.map { $0.index + 1 } ?? 0)
       }
