@@ -55,9 +55,9 @@ public enum MPDRewriter {
   /// `application/dash+xml` (any case, parameters ignored) or the URL's path ends with `.mpd` (any case).
   public static func mayBeManifest(contentType: String?, url: String) -> Bool {
     if hasManifestContentType(contentType) { return true }
-    // Without "mpd" or an escape anywhere, the path cannot end in .mpd: no need to split the URL.
-    let lowered = url.lowercased()
-    guard lowered.contains("mpd") || lowered.contains("%") else { return false }
+    // This runs for every response: without "mpd" (any case) or an escape anywhere, the path cannot end in
+    // .mpd, and the URL is not split.
+    guard mayNameManifest(url.utf8) else { return false }
     let path = URIReference(url).path.lowercased()
     return path.hasSuffix(".mpd") || path.removingPercentEncoding?.hasSuffix(".mpd") == true
   }
@@ -65,8 +65,29 @@ public enum MPDRewriter {
   /// Whether `contentType` is `application/dash+xml` (any case, parameters ignored).
   public static func hasManifestContentType(_ contentType: String?) -> Bool {
     guard let contentType else { return false }
-    let mediaType = contentType.prefix { $0 != ";" }.trimmingCharacters(in: .whitespaces).lowercased()
-    return mediaType == Self.contentType
+    // Bytes, not Foundation's trimming and lowercasing: this runs for every response.
+    let isBlank = { (byte: UInt8) in byte == UInt8(ascii: " ") || byte == UInt8(ascii: "\t") }
+    let mediaType = contentType.utf8.prefix { $0 != UInt8(ascii: ";") }
+    let trimmed = mediaType.drop(while: isBlank).reversed().drop(while: isBlank).reversed()
+    let expected = Self.contentType.utf8
+    guard trimmed.count == expected.count else { return false }
+    return zip(trimmed, expected).allSatisfy { (0x41...0x5A).contains($0) ? $0 | 0x20 == $1 : $0 == $1 }
+  }
+
+  /// Whether the URL may name a `.mpd` path: it contains "mpd" in any case, or a `%`.
+  private static func mayNameManifest(_ bytes: String.UTF8View) -> Bool {
+    var matched = 0
+    for byte in bytes {
+      if byte == UInt8(ascii: "%") { return true }
+      let lower = byte | 0x20
+      switch (matched, lower) {
+      case (_, UInt8(ascii: "m")): matched = 1
+      case (1, UInt8(ascii: "p")): matched = 2
+      case (2, UInt8(ascii: "d")): return true
+      default: matched = 0
+      }
+    }
+    return false
   }
 
   // MARK: Rewriting
