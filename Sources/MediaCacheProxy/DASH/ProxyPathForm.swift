@@ -154,30 +154,39 @@ struct URIReference {
   init(_ text: String) { self.init(Substring(text)) }
 
   init(_ text: Substring) {
+    // Scanned as UTF-8 bytes (the delimiters are ASCII): an MPD can hold tens of thousands of URLs.
     var rest = text
-    if let hash = rest.firstIndex(of: "#") {
-      fragment = rest[rest.index(after: hash)...]
+    if let hash = rest.utf8.firstIndex(of: UInt8(ascii: "#")) {
+      fragment = rest[rest.utf8.index(after: hash)...]
       rest = rest[..<hash]
     }
-    if let mark = rest.firstIndex(of: "?") {
-      query = rest[rest.index(after: mark)...]
+    if let mark = rest.utf8.firstIndex(of: UInt8(ascii: "?")) {
+      query = rest[rest.utf8.index(after: mark)...]
       rest = rest[..<mark]
     }
     // A scheme is ALPHA *( ALPHA / DIGIT / "+" / "-" / "." ) before the first ':', which must come before any
     // '/' (otherwise the colon is in a path segment).
-    if let colon = rest.firstIndex(of: ":"), let first = rest.first, first.isASCII, first.isLetter,
-      rest[..<colon].allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "+-.".contains($0)) })
+    if let colon = rest.utf8.firstIndex(of: UInt8(ascii: ":")), let first = rest.utf8.first,
+      Self.isLetter(first),
+      rest.utf8[..<colon].allSatisfy({
+        Self.isLetter($0) || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) || $0 == UInt8(ascii: "+")
+          || $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: ".")
+      })
     {
       scheme = rest[..<colon]
-      rest = rest[rest.index(after: colon)...]
+      rest = rest[rest.utf8.index(after: colon)...]
     }
-    if rest.hasPrefix("//") {
-      let afterSlashes = rest.dropFirst(2)
-      let end = afterSlashes.firstIndex(of: "/") ?? afterSlashes.endIndex
+    if rest.utf8.starts(with: "//".utf8) {
+      let afterSlashes = rest[rest.utf8.index(rest.startIndex, offsetBy: 2)...]
+      let end = afterSlashes.utf8.firstIndex(of: UInt8(ascii: "/")) ?? afterSlashes.endIndex
       authority = afterSlashes[..<end]
       rest = afterSlashes[end...]
     }
     path = rest
+  }
+
+  private static func isLetter(_ byte: UInt8) -> Bool {
+    (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte | 0x20)
   }
 
   /// RFC 3986 §5.2.2 (strict): `reference` resolved against the absolute URI `base`.
