@@ -46,9 +46,6 @@ public enum ProxyPathForm {
     let afterScheme = rest[schemeEnd...].dropFirst()
     let authorityEnd = afterScheme.firstIndex(of: "/") ?? afterScheme.endIndex
     let authority = afterScheme[..<authorityEnd]
-    if authority == "." || authority == ".." {
-      throw .init("a '\(authority)' segment stands where the host should be")
-    }
     try checkAuthority(authority)
     let (originPath, climbed) = URIReference.removeDotSegments(afterScheme[authorityEnd...])
     if climbed { throw .init("a '..' segment climbs above the host") }
@@ -84,6 +81,11 @@ public enum ProxyPathForm {
   /// Refuses an authority that cannot be mapped back to an origin: empty host, userinfo, bad port, a
   /// character outside a host name or IP literal.
   static func checkAuthority(_ authority: Substring) throws(ProxyPathFormError) {
+    if authority == "." || authority == ".." {
+      throw .init("a '\(authority)' segment stands where the host should be")
+    }
+    // The common case, a host name or IPv4 address with an optional port, is checked on bytes.
+    if isPlainHostAndPort(authority.utf8) { return }
     if authority.contains("@") { throw .init("userinfo ('user@') is not accepted in the host segment") }
     var host = authority
     var port: Substring?
@@ -118,6 +120,35 @@ public enum ProxyPathForm {
         let number = Int(port), number <= 65535
       else { throw .init("bad port '\(port.prefix(20))' (a number from 0 to 65535)") }
     }
+  }
+
+  /// Whether `authority` is `host[:port]` with a host of letters, digits, '-' and '.' and a port of 1 to 5
+  /// digits up to 65535.
+  private static func isPlainHostAndPort(_ authority: Substring.UTF8View) -> Bool {
+    var hostLength = 0
+    var port: Int?
+    var portDigits = 0
+    for byte in authority {
+      if var value = port {
+        guard (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte), portDigits < 5 else { return false }
+        value = value * 10 + Int(byte - UInt8(ascii: "0"))
+        port = value
+        portDigits += 1
+        continue
+      }
+      switch byte {
+      case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+        UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "."):
+        hostLength += 1
+      case UInt8(ascii: ":"):
+        port = 0
+      default:
+        return false
+      }
+    }
+    if hostLength == 0 { return false }
+    if let port { return portDigits > 0 && port <= 65535 }
+    return true
   }
 
   /// Whether every character may stand in a request target as sent (RFC 3986 unreserved, reserved and `%`).
@@ -246,6 +277,18 @@ struct URIReference {
   /// root), which the RFC ignores but a path-form URL cannot (it would eat the host segment).
   static func removeDotSegments(_ path: Substring) -> (path: String, climbed: Bool) {
     if path.isEmpty { return ("", false) }
+    // Most paths have no dot segment: a segment starts at the beginning or after a '/', so without a '.' in
+    // either place there is nothing to remove.
+    var previous = UInt8(ascii: "/")
+    var mayHaveDotSegment = false
+    for byte in path.utf8 {
+      if byte == UInt8(ascii: "."), previous == UInt8(ascii: "/") {
+        mayHaveDotSegment = true
+        break
+      }
+      previous = byte
+    }
+    if !mayHaveDotSegment { return (String(path), false) }
     let absolute = path.hasPrefix("/")
     var segments = path.split(separator: "/", omittingEmptySubsequences: false)
     if absolute { segments.removeFirst() }
