@@ -178,7 +178,9 @@ import Testing
         #expect(response.header("ETag") == nil)
         _ = try await fixture.request(fixture.path(fixture.origin.url(file: "dash/stream.mpd")))
       }
-      #expect(fixture.origin.requests(for: "dash/live.mpd").count == 3)
+      // Every request reached the origin (the first one of a URL may take two origin requests: its first
+      // read is dropped once the proxy knows it is a playlist or MPD and has to be read whole).
+      #expect(fixture.origin.requests(for: "dash/live.mpd").count >= 3)
       #expect(fixture.origin.requests(for: "dash/stream.mpd").isEmpty)
     }
   }
