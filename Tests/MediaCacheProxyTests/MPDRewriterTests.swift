@@ -246,6 +246,16 @@ import Testing
     }
   }
 
+  @Test func bodiesThatAreNotUTF8AreRefused() throws {
+    // Found by the mpd fuzzer: FoundationXML's XMLParser traps on an attribute value that is not UTF-8.
+    var body = Data(#"<MPD xmlns="urn:mpeg:dash:schema:mpd:2011" type=""#.utf8)
+    body.append(contentsOf: [0xCE, 0xCF, 0xCD, 0xD3])
+    body.append(Data(#""><Period/></MPD>"#.utf8))
+    #expect(throws: MPDError.notUTF8(url: mpdURL)) {
+      try MPDRewriter.rewrite(body, manifestURL: mpdURL, form: .pathForm)
+    }
+  }
+
   @Test func documentTypeDeclarationsAreRefused() {
     let body = #"<?xml version="1.0"?><!DOCTYPE MPD [<!ENTITY a "aaaa">]><MPD>&a;</MPD>"#
     #expect(throws: MPDError.documentType(url: mpdURL)) {

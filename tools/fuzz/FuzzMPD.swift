@@ -5,7 +5,7 @@
 // The input is an MPD body, rewritten as the proxy rewrites it for a path-form request and for a query-form
 // request against a fixed origin URL. Each call must return or throw an `MPDError` (never trap); an error's
 // description is one line. If the rewrite succeeds:
-//   1. the output is well-formed XML (checked by a strict `XMLParser` pass) whose root is `MPD`, and
+//   1. the output is well-formed XML (checked by an `XMLParser` pass) whose root is `MPD`, and
 //      `isDynamic` says whether the input root's `type` is `dynamic`;
 //   2. input and output have the same elements in the same order (local names), except that the query form
 //      may add one top-level `BaseURL`; every attribute that is not a URL attribute is unchanged;
@@ -56,70 +56,91 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
   return 0
 }
 
-/// A flattened element: its local name, its URL values and its other attributes.
+/// A flattened element: its depth (the root is 1), local name, the text of a URL element, its URL attributes
+/// and its other attributes.
 struct Node {
+  var depth: Int
   var name: String
   var text: String?
   var urls: [String: String]
   var others: [String: String]
 }
 
-func flatten(_ element: XMLElement, into nodes: inout [Node]) {
-  let name = element.localName ?? element.name ?? ""
-  var urls: [String: String] = [:]
-  var others: [String: String] = [:]
-  let urlNames = urlAttributes[name] ?? []
-  for attribute in element.attributes ?? [] {
-    let attributeName = attribute.name ?? ""
-    if urlNames.contains(attributeName) {
-      urls[attributeName] = attribute.stringValue ?? ""
-    } else {
-      others[attributeName] = attribute.stringValue ?? ""
+/// The elements of a document in order, read with `XMLParser` (not `XMLDocument`, which on Linux never frees
+/// what it parses and would be reported as a leak); nil if the document is not well-formed.
+final class Flattener: NSObject, XMLParserDelegate {
+  private(set) var nodes: [Node] = []
+  private var stack: [Int] = []
+  private var failed = false
+
+  static func flatten(_ data: Data) -> [Node]? {
+    let flattener = Flattener()
+    let parser = XMLParser(data: data)
+    parser.shouldProcessNamespaces = true
+    parser.delegate = flattener
+    guard parser.parse(), parser.parserError == nil, !flattener.failed else { return nil }
+    return flattener.nodes
+  }
+
+  func parser(
+    _ parser: XMLParser, didStartElement elementName: String, namespaceURI: String?, qualifiedName: String?,
+    attributes: [String: String] = [:]
+  ) {
+    let urlNames = urlAttributes[elementName] ?? []
+    var node = Node(
+      depth: stack.count + 1, name: elementName, text: textURLElements.contains(elementName) ? "" : nil,
+      urls: [:], others: [:])
+    for (name, value) in attributes {
+      if urlNames.contains(name) { node.urls[name] = value } else { node.others[name] = value }
+    }
+    // A URL element with an element inside is not a plain URL: its text is not compared.
+    if let parent = stack.last, nodes[parent].text != nil { nodes[parent].text = nil }
+    stack.append(nodes.count)
+    nodes.append(node)
+  }
+
+  func parser(
+    _ parser: XMLParser, didEndElement elementName: String, namespaceURI: String?, qualifiedName: String?
+  ) {
+    if let index = stack.popLast(), let text = nodes[index].text {
+      nodes[index].text = text.trimmingCharacters(in: .whitespacesAndNewlines)
     }
   }
-  let text =
-    textURLElements.contains(name)
-    ? (element.stringValue ?? "").trimmingCharacters(in: .whitespacesAndNewlines) : nil
-  nodes.append(Node(name: name, text: text, urls: urls, others: others))
-  for child in element.children ?? [] {
-    if let child = child as? XMLElement { flatten(child, into: &nodes) }
+
+  func parser(_ parser: XMLParser, foundCharacters string: String) { append(string) }
+
+  func parser(_ parser: XMLParser, foundCDATA CDATABlock: Data) {
+    append(String(decoding: CDATABlock, as: UTF8.self))
   }
-}
 
-func children(_ element: XMLElement) -> [XMLElement] {
-  (element.children ?? []).compactMap { $0 as? XMLElement }
-}
+  func parser(_ parser: XMLParser, parseErrorOccurred parseError: any Error) { failed = true }
 
-func parse(_ data: Data, what: String) -> XMLElement {
-  let checker = StrictXML(data)
-  guard checker.wellFormed else { fatalError("\(what) is not well-formed XML") }
-  guard let document = try? XMLDocument(data: data, options: [.nodePreserveWhitespace]),
-    let root = document.rootElement()
-  else { fatalError("\(what) does not parse as a document") }
-  return root
+  private func append(_ string: String) {
+    if let index = stack.last, nodes[index].text != nil { nodes[index].text! += string }
+  }
 }
 
 func check(input: Data, output: MPDRewriter.Rewritten, form: MPDRewriter.RequestForm) {
-  let inRoot = parse(input, what: "the input (rewrite succeeded)")
-  let outRoot = parse(output.body, what: "the rewritten MPD")
-  guard outRoot.localName == "MPD" else { fatalError("the output root is \(outRoot.name ?? "-")") }
-  let type = inRoot.attributes?.first { $0.name == "type" }?.stringValue
+  guard let inNodes = Flattener.flatten(input) else {
+    fatalError("the input is not well-formed, yet rewritten")
+  }
+  guard var outNodes = Flattener.flatten(output.body) else {
+    fatalError("the rewritten MPD is not well-formed")
+  }
+  guard outNodes.first?.name == "MPD" else { fatalError("the output root is \(outNodes.first?.name ?? "-")") }
+  let type = inNodes.first?.others["type"]
   guard output.isDynamic == (type == "dynamic") else {
     fatalError("isDynamic is wrong for type \(type ?? "-")")
   }
-  if form == .queryForm, !children(inRoot).contains(where: { $0.localName == "BaseURL" }) {
+  if form == .queryForm, !inNodes.contains(where: { $0.depth == 2 && $0.name == "BaseURL" }) {
     // The added top-level BaseURL: the path form of the MPD's directory.
-    let added = children(outRoot).filter { $0.localName == "BaseURL" }
-    guard added.count == 1, added[0].stringValue == "/https/Origin.example:8443/live/v1/" else {
-      fatalError("the query form added \(added.map { $0.stringValue ?? "" }), not one path-form BaseURL")
+    let added = outNodes.indices.filter { outNodes[$0].depth == 2 && outNodes[$0].name == "BaseURL" }
+    guard added.count == 1, outNodes[added[0]].text == "/https/Origin.example:8443/live/v1/" else {
+      fatalError("the query form added \(added.map { outNodes[$0].text ?? "-" }), not one path-form BaseURL")
     }
-    added[0].detach()
+    outNodes.remove(at: added[0])
   }
-  var inNodes: [Node] = []
-  var outNodes: [Node] = []
-  flatten(inRoot, into: &inNodes)
-  flatten(outRoot, into: &outNodes)
-  guard inNodes.map(\.name) == outNodes.map(\.name) else {
+  guard inNodes.map(\.name) == outNodes.map(\.name), inNodes.map(\.depth) == outNodes.map(\.depth) else {
     fatalError(
       "the elements changed: \(inNodes.map(\.name).prefix(50)) -> \(outNodes.map(\.name).prefix(50))")
   }
@@ -178,17 +199,4 @@ func templateIdentifiers(_ value: String) -> [Substring] {
     rest = after[after.index(after: end)...]
   }
   return result
-}
-
-/// Whether a document is well-formed, by a strict `XMLParser` pass.
-final class StrictXML: NSObject, XMLParserDelegate {
-  private(set) var wellFormed = true
-  init(_ data: Data) {
-    super.init()
-    let parser = XMLParser(data: data)
-    parser.delegate = self
-    parser.shouldProcessNamespaces = true
-    if !parser.parse() || parser.parserError != nil { wellFormed = false }
-  }
-  func parser(_ parser: XMLParser, parseErrorOccurred parseError: any Error) { wellFormed = false }
 }

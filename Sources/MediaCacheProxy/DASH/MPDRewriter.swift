@@ -114,6 +114,9 @@ public enum MPDRewriter {
     if body.count > maxManifestBytes {
       throw .tooLarge(url: manifestURL, bytes: body.count, limit: maxManifestBytes)
     }
+    // FoundationXML's XMLParser traps on a name or value that is not UTF-8 (found by tools/fuzz/run mpd), so
+    // the bytes are checked first. MPDs are UTF-8 in practice; another encoding is refused.
+    if String(validating: body, as: UTF8.self) == nil { throw .notUTF8(url: manifestURL) }
     // Before any parsing: a DTD's entities would be expanded by the parser.
     if body.range(of: Data("<!DOCTYPE".utf8)) != nil { throw .documentType(url: manifestURL) }
     let check = XMLCheck(body)
@@ -391,6 +394,8 @@ public enum MPDError: Error, Sendable, Equatable, CustomStringConvertible {
   case notAnMPD(url: String, root: String?)
   /// The document has a DTD (`<!DOCTYPE`), which an MPD never needs.
   case documentType(url: String)
+  /// The document is not UTF-8 text.
+  case notUTF8(url: String)
 
   public var description: String {
     switch self {
@@ -400,6 +405,8 @@ public enum MPDError: Error, Sendable, Equatable, CustomStringConvertible {
       "\(url) line \(line) column \(column): \(reason)"
     case .notAnMPD(let url, let root):
       "\(url) is not an MPD: \(root.map { "its root element is <\($0.prefix(60))>" } ?? "it has no root element")"
+    case .notUTF8(let url):
+      "\(url): the MPD is not UTF-8 text, which the proxy requires"
     case .documentType(let url):
       "\(url): the MPD has a document type declaration (<!DOCTYPE), which the proxy does not accept"
     }
