@@ -256,6 +256,20 @@ import Testing
     }
   }
 
+  @Test func processingInstructionsAreRefusedButTheDeclarationIsNot() throws {
+    // Found by the mpd fuzzer: FoundationXML's XMLParser reads a null pointer for `<?a?>`.
+    for body in [
+      "<MPD><?a?></MPD>", "<?xml version='1.0'?><?x y?><MPD/>", "<?xml-stylesheet href='a'?><MPD/>",
+    ] {
+      #expect(throws: MPDError.processingInstruction(url: mpdURL), "\(body)") {
+        try MPDRewriter.rewrite(Data(body.utf8), manifestURL: mpdURL, form: .pathForm)
+      }
+    }
+    let declared = try MPDRewriter.rewrite(
+      Data("\u{FEFF}<?xml version=\"1.0\"?>\n<MPD/>".utf8), manifestURL: mpdURL, form: .pathForm)
+    #expect(String(decoding: declared.body, as: UTF8.self).contains("<MPD/>"))
+  }
+
   @Test func documentTypeDeclarationsAreRefused() {
     let body = #"<?xml version="1.0"?><!DOCTYPE MPD [<!ENTITY a "aaaa">]><MPD>&a;</MPD>"#
     #expect(throws: MPDError.documentType(url: mpdURL)) {

@@ -175,9 +175,10 @@ func checkURL(_ before: String, _ after: String, in element: String, form: MPDRe
     let schemeEnd = expected.range(of: "://")!
     expected = expected[..<schemeEnd.lowerBound].lowercased() + expected[schemeEnd.lowerBound...]
     let afterAuthority = expected[schemeEnd.upperBound...]
-    if !afterAuthority.contains("/") {
-      let queryStart = afterAuthority.firstIndex(of: "?") ?? afterAuthority.endIndex
-      expected = String(expected[..<queryStart]) + "/" + expected[queryStart...]
+    // The authority ends at the first '/' or '?'; without a '/' there, the path is empty and maps to "/".
+    let authorityEnd = afterAuthority.firstIndex { $0 == "/" || $0 == "?" } ?? afterAuthority.endIndex
+    if authorityEnd == afterAuthority.endIndex || afterAuthority[authorityEnd] == "?" {
+      expected = String(expected[..<authorityEnd]) + "/" + expected[authorityEnd...]
     }
     guard origin == expected else {
       fatalError("\(element): \(before.debugDescription) maps back to \(origin.debugDescription)")

@@ -49,6 +49,23 @@ public enum MPDRewriter {
     case queryForm
   }
 
+  /// Whether `body` has a `<?` other than an XML declaration at its start (after an optional byte order mark).
+  static func hasProcessingInstruction(_ body: Data) -> Bool {
+    var declarationStart = body.startIndex
+    if body.starts(with: [0xEF, 0xBB, 0xBF]) { declarationStart += 3 }
+    var search = body.startIndex..<body.endIndex
+    while let found = body.range(of: Data("<?".utf8), in: search) {
+      let isDeclaration =
+        found.lowerBound == declarationStart
+        && body[found.upperBound...].starts(with: Data("xml".utf8))
+        && body.count > found.upperBound + 3
+        && [0x20, 0x09, 0x0A, 0x0D].contains(body[found.upperBound + 3])
+      if !isDeclaration { return true }
+      search = found.upperBound..<body.endIndex
+    }
+    return false
+  }
+
   // MARK: Recognising
 
   /// Whether a response may be an MPD, so its body must be read to find out: the content type is
@@ -119,6 +136,9 @@ public enum MPDRewriter {
     if String(validating: body, as: UTF8.self) == nil { throw .notUTF8(url: manifestURL) }
     // Before any parsing: a DTD's entities would be expanded by the parser.
     if body.range(of: Data("<!DOCTYPE".utf8)) != nil { throw .documentType(url: manifestURL) }
+    // FoundationXML's XMLParser reads a null pointer for a processing instruction without data (`<?a?>`, found
+    // by tools/fuzz/run mpd), so none is accepted but the XML declaration; MPDs have none.
+    if hasProcessingInstruction(body) { throw .processingInstruction(url: manifestURL) }
     let check = XMLCheck(body)
     // A body without an <MPD> root is not an MPD, well-formed or not (the caller may serve it as it is).
     guard check.rootName == "MPD" else { throw .notAnMPD(url: manifestURL, root: check.rootName) }
@@ -396,6 +416,8 @@ public enum MPDError: Error, Sendable, Equatable, CustomStringConvertible {
   case documentType(url: String)
   /// The document is not UTF-8 text.
   case notUTF8(url: String)
+  /// The document has a processing instruction (`<?...?>`) other than the XML declaration.
+  case processingInstruction(url: String)
 
   public var description: String {
     switch self {
@@ -405,6 +427,8 @@ public enum MPDError: Error, Sendable, Equatable, CustomStringConvertible {
       "\(url) line \(line) column \(column): \(reason)"
     case .notAnMPD(let url, let root):
       "\(url) is not an MPD: \(root.map { "its root element is <\($0.prefix(60))>" } ?? "it has no root element")"
+    case .processingInstruction(let url):
+      "\(url): the MPD has a processing instruction (<?...?>), which the proxy does not accept"
     case .notUTF8(let url):
       "\(url): the MPD is not UTF-8 text, which the proxy requires"
     case .documentType(let url):
