@@ -74,6 +74,12 @@ import Testing
     #expect(ProxyPathForm.rewrittenReference("http://o.example:81", base: base) == "/http/o.example:81/")
     #expect(ProxyPathForm.rewrittenReference("skd://key", base: base) == nil)
     #expect(ProxyPathForm.rewrittenReference("data:,x", base: base) == nil)
+    // What HLS keeps as written in a path-form playlist: relative-path references that stay under the root.
+    #expect(ProxyPathForm.keepsReference("seg-1.ts", base: base))
+    #expect(ProxyPathForm.keepsReference("../../x.ts", base: base))
+    #expect(!ProxyPathForm.keepsReference("../../../x.ts", base: base))
+    #expect(!ProxyPathForm.keepsReference("/x.ts", base: base))
+    #expect(!ProxyPathForm.keepsReference("http://h/a b.ts", base: base))  // no path form: query form instead
   }
 
   @Test func resolutionFollowsRFC3986() {

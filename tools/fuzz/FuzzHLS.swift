@@ -74,7 +74,7 @@ func checkPathFormRewrite(_ text: String) {
   do {
     output = try HLSPlaylist.rewrite(
       text, playlistURL: originURL,
-      keeping: { ProxyPathForm.rewrittenReference($0, base: originURL.absoluteString) == nil }
+      keeping: { ProxyPathForm.keepsReference($0, base: originURL.absoluteString) }
     ) { target in ProxyServer.proxyPath(for: target.absoluteString) }
   } catch {
     return

@@ -54,7 +54,7 @@ extension ProxyResponder {
       do {
         let rewritten = try HLSPlaylist.rewrite(
           text, playlistURL: playlistURL,
-          keeping: { isPathForm && ProxyPathForm.rewrittenReference($0, base: origin) == nil }
+          keeping: { isPathForm && ProxyPathForm.keepsReference($0, base: origin) }
         ) { target in
           ProxyServer.proxyPath(for: target.absoluteString)
         }

@@ -69,6 +69,16 @@ public enum ProxyPathForm {
     return forcedReference(reference, base: base)
   }
 
+  /// Whether `reference`, found in a document at `base`, resolves through the document's path-form URL to
+  /// the proxied form of its target as it is: a relative-path reference whose `..` segments stay under the
+  /// origin's root. Anything else must be rewritten (see `rewrittenReference`) or, if it has no path form,
+  /// rewritten to the query form.
+  public static func keepsReference(_ reference: String, base: String) -> Bool {
+    let parts = URIReference(reference)
+    guard parts.scheme == nil, parts.authority == nil, !parts.path.hasPrefix("/") else { return false }
+    return !URIReference.resolvingClimbsAboveRoot(reference, against: base)
+  }
+
   /// `reference` resolved against `base` and written in path form (fragment kept); nil if the target has no
   /// path form (not http or https, userinfo, ...).
   static func forcedReference(_ reference: String, base: String) -> String? {
