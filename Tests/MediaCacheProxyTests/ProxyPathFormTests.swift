@@ -18,9 +18,9 @@ import Testing
       let back = ProxyServer.originURL(inRequestTarget: path)
       #expect(back == origin.replacingOccurrences(of: "HTTP://", with: "http://"), "\(path)")
     }
-    // A URL with no path gets "/", a fragment is dropped.
+    // A URL with no path gets "/", a fragment is kept (the proxy never sees it: a client drops it).
     #expect(ProxyPathForm.path(for: "https://h.example") == "/https/h.example/")
-    #expect(ProxyPathForm.path(for: "https://h.example/a#t=3") == "/https/h.example/a")
+    #expect(ProxyPathForm.path(for: "https://h.example/a#t=3") == "/https/h.example/a#t=3")
     // What has no path form keeps the query form.
     for origin in ["ftp://h/a", "http://user:pw@h/a", "http://h/a b.mp4", "http:///a", "http://h:99999/"] {
       #expect(ProxyPathForm.path(for: origin) == nil, "\(origin)")

@@ -58,11 +58,15 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
   return 0
 }
 
-/// Whether two absolute URLs name the same origin request: equal, or equal in path form (which drops the
-/// fragment, removes dot segments, lowercases the scheme and writes an empty path as `/`).
+/// Whether two absolute URLs name the same origin request: equal, or equal in path form without their
+/// fragments (the path form removes dot segments, lowercases the scheme and writes an empty path as `/`).
 func sameTarget(_ a: String, _ b: String) -> Bool {
   if a == b { return true }
-  guard let pathA = ProxyPathForm.path(for: a), let pathB = ProxyPathForm.path(for: b) else { return false }
+  let request = { (url: String) in String(url.prefix { $0 != "#" }) }  // a player never sends the fragment
+  guard let pathA = ProxyPathForm.path(for: request(a)), let pathB = ProxyPathForm.path(for: request(b))
+  else {
+    return false
+  }
   return pathA == pathB
 }
 

@@ -7,7 +7,7 @@
 public enum ProxyPathForm {
   /// The path form of `originURL` (an absolute-path reference: `/https/cdn.example.com/v/a.mpd?token=x`), or
   /// nil when it has none: not http or https, no host, userinfo, a bad port, or a character that cannot stand
-  /// in a request target. A fragment is dropped (it never reaches a server), dot segments are removed.
+  /// in a request target. A fragment is kept (a client drops it from the request), dot segments are removed.
   public static func path(for originURL: String) -> String? {
     let parts = URIReference(originURL)
     guard let scheme = parts.scheme?.lowercased(), scheme == "http" || scheme == "https",
@@ -16,8 +16,13 @@ public enum ProxyPathForm {
     // Dot segments are removed (RFC 3986 §6.2.2.3: the same resource; `..` at the root is dropped, as a
     // client resolving it would), so the proxy never refuses the path form it gave out.
     let path = parts.path.isEmpty ? "/" : URIReference.removeDotSegments(parts.path).path[...]
-    guard isRequestTargetText(path), parts.query.map(isRequestTargetText) ?? true else { return nil }
-    return "/\(scheme)/\(authority)\(path)\(parts.query.map { "?\($0)" } ?? "")"
+    guard isRequestTargetText(path), parts.query.map(isRequestTargetText) ?? true,
+      parts.fragment.map(isRequestTargetText) ?? true
+    else { return nil }
+    // The fragment is kept: a player drops it from the request, but two references that differ only in it
+    // stay distinct in a rewritten playlist.
+    return
+      "/\(scheme)/\(authority)\(path)\(parts.query.map { "?\($0)" } ?? "")\(parts.fragment.map { "#\($0)" } ?? "")"
   }
 
   /// Whether a request path is in path form: it starts with `/http/` or `/https/` (any case).
@@ -82,10 +87,7 @@ public enum ProxyPathForm {
   /// `reference` resolved against `base` and written in path form (fragment kept); nil if the target has no
   /// path form (not http or https, userinfo, ...).
   static func forcedReference(_ reference: String, base: String) -> String? {
-    let resolved = URIReference.resolve(reference, against: base)
-    let fragment = URIReference(resolved).fragment
-    guard let path = path(for: resolved) else { return nil }
-    return path + (fragment.map { "#\($0)" } ?? "")
+    path(for: URIReference.resolve(reference, against: base))
   }
 
   /// Refuses an authority that cannot be mapped back to an origin: empty host, userinfo, bad port, a
