@@ -84,6 +84,10 @@ public enum HLSPlaylist {
   /// is left exactly as written. Comments, other tags and attributes, their order, blank lines, the line
   /// endings (LF or CRLF, per line), a byte order mark and the presence of a final line ending are kept.
   ///
+  /// A URI for which `keep` (given the URI as written, without surrounding whitespace) answers true is left as
+  /// written; the proxy keeps relative references of a playlist requested in path form, which resolve to
+  /// proxied URLs as they are.
+  ///
   /// The transform's result is written as is, so it must be a percent-encoded URL. It is checked, not escaped:
   /// a result that is empty, starts with `#`, or contains `"` or a control character (CR, LF, ...) would change
   /// the playlist's structure, and makes the call throw `HLSError.invalidReplacement`.
@@ -91,9 +95,10 @@ public enum HLSPlaylist {
   /// - Throws: `HLSError.tooLarge` above `maxPlaylistBytes`, `.notAPlaylist` without an `#EXTM3U` first line,
   ///   `.malformedLine` for a URI-bearing tag whose attribute list cannot be parsed, `.unresolvableURI` for a
   ///   URI that cannot be resolved, `.invalidReplacement` as above.
-  public static func rewrite(_ text: String, playlistURL: URL, transform: (URL) -> String) throws(HLSError)
-    -> String
-  {
+  public static func rewrite(
+    _ text: String, playlistURL: URL, keeping keep: (String) -> Bool = { _ in false },
+    transform: (URL) -> String
+  ) throws(HLSError) -> String {
     let source = playlistURL.absoluteString
     try checkSize(text, url: source)
     if text.isEmpty { throw .notAPlaylist(url: source, firstLine: "") }
@@ -120,10 +125,12 @@ public enum HLSPlaylist {
           throw .malformedLine(url: source, line: line.number, reason: "URI is not a quoted string")
         }
         replaced = try replacement(
-          for: uri.value, in: content, line: line.number, playlistURL: playlistURL, transform: transform)
+          for: uri.value, in: content, line: line.number, playlistURL: playlistURL, keep: keep,
+          transform: transform)
       case .uri(let uri):
         replaced = try replacement(
-          for: uri, in: content, line: line.number, playlistURL: playlistURL, transform: transform)
+          for: uri, in: content, line: line.number, playlistURL: playlistURL, keep: keep, transform: transform
+        )
       }
       output += replaced ?? String(content)
       output += line.terminator
@@ -131,11 +138,14 @@ public enum HLSPlaylist {
     return output
   }
 
-  /// `content` with `uri` (a slice of it) replaced, or nil when the URI's target is not http or https.
+  /// `content` with `uri` (a slice of it) replaced, or nil when the URI's target is not http or https or
+  /// `keep` keeps it.
   private static func replacement(
-    for uri: Substring, in content: Substring, line: Int, playlistURL: URL, transform: (URL) -> String
+    for uri: Substring, in content: Substring, line: Int, playlistURL: URL, keep: (String) -> Bool,
+    transform: (URL) -> String
   ) throws(HLSError) -> String? {
     guard let target = try resolve(uri, against: playlistURL, line: line), isHTTP(target) else { return nil }
+    if keep(uri.trimmingCharacters(in: .whitespaces)) { return nil }
     let new = transform(target)
     if let problem = replacementProblem(new) {
       throw .invalidReplacement(url: playlistURL.absoluteString, line: line, reason: problem)

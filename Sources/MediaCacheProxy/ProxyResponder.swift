@@ -8,8 +8,10 @@ import NIOCore
 /// client's pace setting the pace of the reads (NIO's writer suspends while the socket is full).
 struct ProxyResponder: Sendable {
   let server: ProxyServer
-  private var reader: CachingReader { server.reader }
-  private var metrics: ProxyMetrics { server.metrics }
+  /// Live playlists and MPDs seen lately, dropped from the cache before they are read again.
+  let live = LiveManifests()
+  var reader: CachingReader { server.reader }
+  var metrics: ProxyMetrics { server.metrics }
 
   func respond(to request: ProxyRequest) async throws -> ProxyResponse {
     let response: ProxyResponse
@@ -23,7 +25,8 @@ struct ProxyResponder: Sendable {
   }
 
   private func handle(_ request: ProxyRequest) async throws -> ProxyResponse {
-    let urlParameter = request.queryValue("url")
+    let isPathForm = ProxyPathForm.isPathForm(request.path)
+    let urlParameter = isPathForm ? nil : request.queryValue("url")
     if request.path == "/metrics", urlParameter == nil {
       guard request.method == .GET || request.method == .HEAD else { throw Refusal.methodNotAllowed }
       let text = metrics.render()
@@ -34,7 +37,13 @@ struct ProxyResponder: Sendable {
       return ProxyResponse(status: .ok, headers: headers, body: body)
     }
     guard request.method == .GET || request.method == .HEAD else { throw Refusal.methodNotAllowed }
-    let origin = try checkedOriginURL(urlParameter)
+    // A target like `/ftp/host/x` without `?url=` is a path form with a scheme the proxy does not serve.
+    let looksLikePathForm = isPathForm || (urlParameter == nil && request.path.dropFirst().contains("/"))
+    let origin = try checkedOriginURL(looksLikePathForm ? pathFormOrigin(request) : urlParameter)
+    if live.contains(origin) {
+      // A live playlist or MPD: the cached copy is stale, the player must see the origin's current one.
+      _ = try? await reader.cache.remove(origin)
+    }
     let isHead = request.method == .HEAD
     // Range is defined for GET only (RFC 9110 §14.2): a HEAD with a Range gets the whole representation's head.
     let rangeHeader = request.method == .HEAD ? RangeHeader(nil) : RangeHeader(request.headers[.range])
@@ -59,7 +68,8 @@ struct ProxyResponder: Sendable {
     }
     if Self.mayBePlaylist(contentType: bytes.contentType, url: origin) {
       bytes.close()
-      return try await respondWithPlaylist(origin, rangeHeader: partial ? rangeHeader : .none, isHead: isHead)
+      return try await respondWithPlaylist(
+        origin, isPathForm: isPathForm, rangeHeader: partial ? rangeHeader : .none, isHead: isHead)
     }
 
     var headers = Self.headers(
@@ -151,10 +161,22 @@ struct ProxyResponder: Sendable {
 
   // MARK: Origin URL
 
-  /// The origin URL of `?url=`, refused unless it is an absolute http(s) URL of an allowed host.
+  /// The origin URL of a path-form request, refused with 400 and the reason when it cannot be mapped back.
+  private func pathFormOrigin(_ request: ProxyRequest) throws -> String {
+    do {
+      return try ProxyPathForm.originURL(path: request.path, query: request.query)
+    } catch {
+      throw Refusal(.badRequest, error.description)
+    }
+  }
+
+  /// The origin URL of `?url=` or of the path form, refused unless it is an absolute http(s) URL of an
+  /// allowed host.
   private func checkedOriginURL(_ value: String?) throws -> String {
     guard let value, !value.isEmpty else {
-      throw Refusal(.badRequest, "missing ?url=<percent-encoded origin URL>")
+      throw Refusal(
+        .badRequest,
+        "missing ?url=<percent-encoded origin URL> (or use the path form /http/HOST/PATH, /https/HOST/PATH)")
     }
     guard value.utf8.count <= 8192, let url = URL(string: value), let scheme = url.scheme?.lowercased() else {
       throw Refusal(.badRequest, "the url parameter is not a valid URL")
@@ -171,7 +193,7 @@ struct ProxyResponder: Sendable {
     return value
   }
 
-  private func read(_ origin: String, _ range: RequestedRange) async throws -> CachedBytes {
+  func read(_ origin: String, _ range: RequestedRange) async throws -> CachedBytes {
     do {
       return try await reader.read(origin, range: range)
     } catch {
@@ -180,7 +202,7 @@ struct ProxyResponder: Sendable {
   }
 
   /// The status and one-line reason a failure reaches the player as.
-  private func refusal(for error: any Error, url: String) -> any Error {
+  func refusal(for error: any Error, url: String) -> any Error {
     switch error {
     case let error as OriginError:
       switch error {
@@ -210,65 +232,6 @@ struct ProxyResponder: Sendable {
     default:
       return Refusal(.internalServerError, "\(error)")
     }
-  }
-
-  // MARK: HLS
-
-  /// Whether the response must be read whole to find out: a playlist content type, or a `.m3u8`/`.m3u` path
-  /// (whose body decides, see `respondWithPlaylist`).
-  static func mayBePlaylist(contentType: String?, url: String) -> Bool {
-    // Given the playlist header as the body's prefix, `isPlaylist` answers "a playlist type, or a .m3u8/.m3u
-    // path" with one parse of the URL (this runs for every response).
-    HLSPlaylist.isPlaylist(contentType: contentType, url: url, prefix: HLSPlaylist.header.utf8)
-  }
-
-  /// Reads the whole playlist (bounded), rewrites its URIs to proxied ones and answers from memory. A body
-  /// that turns out not to be a playlist is served as it is.
-  private func respondWithPlaylist(_ origin: String, rangeHeader: RangeHeader, isHead: Bool) async throws
-    -> ProxyResponse
-  {
-    let bytes = try await read(origin, .all)
-    defer { bytes.close() }
-    if let length = bytes.length, length > HLSPlaylist.maxPlaylistBytes {
-      throw Refusal(.badGateway, "\(origin): playlist of \(length) bytes is larger than the proxy accepts")
-    }
-    var body = Data()
-    do {
-      for try await piece in bytes {
-        body.append(piece)
-        if body.count > HLSPlaylist.maxPlaylistBytes {
-          throw Refusal(.badGateway, "\(origin): playlist is larger than the proxy accepts")
-        }
-      }
-    } catch let refusal as Refusal {
-      throw refusal
-    } catch {
-      throw refusal(for: error, url: origin)
-    }
-    metrics.noteServed(fromCache: bytes.bytesFromCache, fromOrigin: bytes.bytesFromOrigin)
-    metrics.noteRequest(hit: bytes.bytesFromOrigin == 0)
-    var etag = bytes.etag
-    if HLSPlaylist.isPlaylist(contentType: bytes.contentType, url: origin, prefix: body.prefix(16)),
-      let text = String(data: body, encoding: .utf8), let playlistURL = URL(string: origin)
-    {
-      do {
-        let rewritten = try HLSPlaylist.rewrite(text, playlistURL: playlistURL) { target in
-          ProxyServer.proxyPath(for: target.absoluteString)
-        }
-        body = Data(rewritten.utf8)
-      } catch {
-        throw Refusal(.badGateway, "\(origin): \(error)")
-      }
-      etag = nil  // the rewritten text is not the origin's representation
-      if text.contains("#EXTINF"), !text.contains("#EXT-X-ENDLIST") {
-        // A live playlist changes: the next request must see the origin's new version.
-        bytes.close()
-        _ = try? await reader.cache.remove(origin)
-      }
-    }
-    return Self.respondFromMemory(
-      body, rangeHeader: rangeHeader, isHead: isHead,
-      headers: Self.headers(contentType: bytes.contentType, etag: etag, lastModified: bytes.lastModified))
   }
 
   static func respondFromMemory(_ body: Data, rangeHeader: RangeHeader, isHead: Bool, headers: HTTPFields)

@@ -9,9 +9,10 @@ import ServiceLifecycle
 import Synchronization
 import UnixSignals
 
-/// The local HTTP server players read through: `GET|HEAD /<name>?url=<percent-encoded origin URL>` answers from
-/// the cache, filling gaps from the origin through a `CachingReader`, with Range support and HLS playlists
-/// rewritten so their segments are proxied (and cached) too. `GET /metrics` gives Prometheus text.
+/// The local HTTP server players read through: `GET|HEAD /<scheme>/<host[:port]>/<path>[?query]` (path form) or
+/// `/<name>?url=<percent-encoded origin URL>` (query form) answers from the cache, filling gaps from the origin
+/// through a `CachingReader`, with Range support, and HLS playlists and DASH MPDs rewritten so their segments
+/// are proxied (and cached) too. `GET /metrics` gives Prometheus text.
 ///
 /// ```swift
 /// let proxy = ProxyServer(reader: CachingReader(cache: cache))
@@ -152,9 +153,18 @@ public final class ProxyServer: Sendable {
 
   // MARK: Proxied URLs
 
-  /// The proxied form of `originURL` relative to the proxy's root: `/<name>?url=<percent-encoded URL>`, where
-  /// the name is the URL's last path component (so players can tell the type by its extension).
+  /// The proxied form of `originURL` relative to the proxy's root. The path form
+  /// `/<scheme>/<host[:port]>/<path>[?query]` (see `ProxyPathForm`), so references relative to it resolve to
+  /// proxied URLs; for a URL that has none (not http or https, userinfo, a character a request target cannot
+  /// hold), the query form `/<name>?url=<percent-encoded URL>` of `queryFormPath(for:)`.
   public static func proxyPath(for originURL: String) -> String {
+    ProxyPathForm.path(for: originURL) ?? queryFormPath(for: originURL)
+  }
+
+  /// The query form of `originURL`: `/<name>?url=<percent-encoded URL>`, where the name is the URL's last path
+  /// component (so players can tell the type by its extension). Relative references do not resolve through
+  /// it; the proxy keeps accepting it.
+  public static func queryFormPath(for originURL: String) -> String {
     "/\(displayName(for: originURL))?url=\(percentEncode(originURL))"
   }
 
@@ -169,9 +179,14 @@ public final class ProxyServer: Sendable {
   }
 
   /// The origin URL a request for `target` (a request target as a player sends it: path and query) asks the
-  /// proxy for: its `url` query parameter, decoded exactly as the proxy decodes it; nil without one.
+  /// proxy for: the origin URL of a path-form target (nil if the proxy would refuse to map it back), else its
+  /// `url` query parameter, decoded exactly as the proxy decodes it; nil without one.
   public static func originURL(inRequestTarget target: String) -> String? {
-    ProxyRequest(head: HTTPRequestHead(version: .http1_1, method: .GET, uri: target)).queryValue("url")
+    let request = ProxyRequest(head: HTTPRequestHead(version: .http1_1, method: .GET, uri: target))
+    if ProxyPathForm.isPathForm(request.path) {
+      return try? ProxyPathForm.originURL(path: request.path, query: request.query)
+    }
+    return request.queryValue("url")
   }
 
   /// The URL's last path component if it is a plain file name, else `media`.

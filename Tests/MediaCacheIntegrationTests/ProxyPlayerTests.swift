@@ -63,7 +63,8 @@ import Testing
     }
   }
 
-  /// Every URI of a playlist read through the proxy is a proxied one, resolved against the playlist's URL.
+  /// A playlist read in path form keeps its relative URIs byte for byte (they resolve to proxied URLs as they
+  /// are); read in query form, every URI is rewritten to the path form of its target.
   @Test func playlistsAreRewrittenToProxiedURLs() async throws {
     try await withProxy(fileRoot: mediaFixturesDirectory) { fixture in
       let base = fixture.origin.url(file: "hls/")
@@ -72,7 +73,14 @@ import Testing
         ("hls/v1/index.m3u8", ["v1/key.bin", "v1/seg000.ts"]),
         ("hls/v2/index.m3u8", ["v2/init.mp4"]),
       ] {
-        let response = try await fixture.request(fixture.path(fixture.origin.url(file: playlist)))
+        let originURL = fixture.origin.url(file: playlist)
+        let original = String(decoding: try mediaFixture(playlist), as: UTF8.self)
+        let pathForm = try await fixture.request(fixture.path(originURL))
+        #expect(fixture.path(originURL).hasPrefix("/http/127.0.0.1:"))
+        #expect(pathForm.status == 200)
+        #expect(String(decoding: pathForm.body, as: UTF8.self) == original)
+
+        let response = try await fixture.request(ProxyServer.queryFormPath(for: originURL))
         #expect(response.status == 200)
         #expect(response.header("Content-Type") == "application/vnd.apple.mpegurl")
         let text = String(decoding: response.body, as: UTF8.self)
@@ -80,18 +88,19 @@ import Testing
         #expect(Int(response.header("Content-Length") ?? "") == response.body.count)
         for target in expectedTargets {
           let proxied = ProxyServer.proxyPath(for: base + target)
+          #expect(proxied.hasPrefix("/http/127.0.0.1:"))
           #expect(text.contains(proxied), "\(playlist) lacks \(proxied):\n\(text)")
         }
         // No URI is left pointing anywhere but the proxy.
         for line in text.split(separator: "\n") where !line.hasPrefix("#") {
-          #expect(line.hasPrefix("/") && line.contains("?url=http%3A%2F%2F127.0.0.1"), "\(line)")
+          #expect(line.hasPrefix("/http/127.0.0.1:\(fixture.origin.port)/files/hls/"), "\(line)")
         }
         for line in text.split(separator: "\n") where line.contains("URI=\"") {
-          #expect(line.contains("URI=\"/"), "\(line)")
+          #expect(line.contains("URI=\"/http/"), "\(line)")
         }
         // A Range of the rewritten playlist is a range of the rewritten text.
         let ranged = try await fixture.request(
-          fixture.path(fixture.origin.url(file: playlist)), headers: [("Range", "bytes=0-6")])
+          ProxyServer.queryFormPath(for: originURL), headers: [("Range", "bytes=0-6")])
         #expect(ranged.status == 206)
         #expect(ranged.body == Array("#EXTM3U".utf8))
       }

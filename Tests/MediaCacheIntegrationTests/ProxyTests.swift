@@ -388,8 +388,10 @@ final class SilentListener: Sendable {
     #expect(proxy.proxyURL(for: url) == ProxyServer.proxyURL(for: url, endpoint: endpoint))
     #expect(
       ProxyServer.proxyURL(for: url, endpoint: endpoint)
-        == "\(endpoint)/inprocess?url=http%3A%2F%2F127.0.0.1%3A\(origin.port)%2Fnormal%2Finprocess%3Fsize%3D1500000"
-    )
+        == "\(endpoint)/http/127.0.0.1:\(origin.port)/normal/inprocess?size=1500000")
+    #expect(
+      ProxyServer.queryFormPath(for: url)
+        == "/inprocess?url=http%3A%2F%2F127.0.0.1%3A\(origin.port)%2Fnormal%2Finprocess%3Fsize%3D1500000")
     server.cancel()
     _ = await server.result
     #expect(proxy.endpoint == nil)

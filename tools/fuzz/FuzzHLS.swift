@@ -54,7 +54,49 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
   }
   checkRewrite(text, output)
   checkParse(text, output)
+  checkPathFormRewrite(text)
   return 0
+}
+
+/// Whether two absolute URLs name the same origin request: equal, or equal in path form without their
+/// fragments (the path form removes dot segments, lowercases the scheme and writes an empty path as `/`).
+func sameTarget(_ a: String, _ b: String) -> Bool {
+  if a == b { return true }
+  let request = { (url: String) in String(url.prefix { $0 != "#" }) }  // a player never sends the fragment
+  guard let pathA = ProxyPathForm.path(for: request(a)), let pathB = ProxyPathForm.path(for: request(b))
+  else {
+    return false
+  }
+  return pathA == pathB
+}
+
+/// Property 5: rewritten for a path-form request (relative URIs that resolve through the proxy kept as
+/// written), the playlist has the same lines, and every http(s) URI in it, resolved against the playlist's
+/// path-form URL as a player would, is a request to the proxy for what the input's URI names at the origin.
+func checkPathFormRewrite(_ text: String) {
+  let output: String
+  do {
+    output = try HLSPlaylist.rewrite(
+      text, playlistURL: originURL,
+      keeping: { ProxyPathForm.keepsReference($0, base: originURL.absoluteString) }
+    ) { target in ProxyServer.proxyPath(for: target.absoluteString) }
+  } catch {
+    return
+  }
+  let inLines = lines(text)
+  let outLines = lines(output)
+  guard inLines.count == outLines.count else { fatalError("the path-form rewrite changed the line count") }
+  for (number, (old, new)) in zip(inLines, outLines).enumerated() {
+    guard let slot = uriSlot(old.content), let target = resolve(slot.uri, against: originURL), isHTTP(target)
+    else { continue }
+    guard let newSlot = uriSlot(new.content), let fetched = proxiedOrigin(of: newSlot.uri) else {
+      fatalError("path form, line \(number + 1): \(slot.uri.debugDescription) does not reach the proxy")
+    }
+    guard sameTarget(fetched, target.absoluteString) else {
+      fatalError(
+        "path form, line \(number + 1): the proxy would fetch \(fetched), not \(target.absoluteString)")
+    }
+  }
 }
 
 // MARK: - Recognition
@@ -259,7 +301,7 @@ func checkRewrite(_ input: String, _ output: String) {
     guard let fetched = proxiedOrigin(of: replacement) else {
       fatalError("\(place): the http(s) URI was not proxied: \(replacement.prefix(300).debugDescription)")
     }
-    guard fetched == target.absoluteString else {
+    guard sameTarget(fetched, target.absoluteString) else {
       fatalError("\(place): the proxy would fetch \(fetched), not \(target.absoluteString)")
     }
     let limit = proxyOverhead + 3 * (originURL.absoluteString.utf8.count + 3 * slot.uri.utf8.count + 8)
@@ -309,7 +351,7 @@ func checkSame(_ before: [URL], _ after: [URL], _ what: String) {
   guard before.count == after.count else {
     fatalError("\(what): \(before.count) before, \(after.count) after")
   }
-  for (old, new) in zip(before, after) where old.absoluteString != unproxied(new) {
+  for (old, new) in zip(before, after) where !sameTarget(unproxied(new), old.absoluteString) {
     fatalError("\(what): \(old.absoluteString) became \(new.absoluteString)")
   }
 }

@@ -1,0 +1,114 @@
+import Foundation
+import HTTPTypes
+import MediaCacheHTTP
+import Synchronization
+
+// The responses of HLS playlists and DASH MPDs: read whole (bounded), rewritten so what they name goes through
+// the proxy, answered from memory.
+extension ProxyResponder {
+  // MARK: HLS and DASH
+
+  /// Whether the response must be read whole to find out: an HLS playlist or MPD content type, or a
+  /// `.m3u8`/`.m3u`/`.mpd` path (whose body decides, see `respondWithPlaylist`).
+  static func mayBePlaylist(contentType: String?, url: String) -> Bool {
+    // Given the playlist header as the body's prefix, `isPlaylist` answers "a playlist type, or a .m3u8/.m3u
+    // path" with one parse of the URL (this runs for every response).
+    HLSPlaylist.isPlaylist(contentType: contentType, url: url, prefix: HLSPlaylist.header.utf8)
+      || MPDRewriter.mayBeManifest(contentType: contentType, url: url)
+  }
+
+  /// Reads the whole playlist or MPD (bounded), rewrites its URIs to proxied ones and answers from memory. A
+  /// body that turns out to be neither is served as it is.
+  ///
+  /// Requested in path form, only what would not resolve to a proxied URL is rewritten (absolute URIs,
+  /// see `ProxyPathForm.rewrittenReference`); in query form, every HLS URI is rewritten, and an MPD gets a
+  /// path-form top-level `BaseURL` (see `MPDRewriter.RequestForm.queryForm`).
+  func respondWithPlaylist(
+    _ origin: String, isPathForm: Bool, rangeHeader: RangeHeader, isHead: Bool
+  ) async throws -> ProxyResponse {
+    let bytes = try await read(origin, .all)
+    defer { bytes.close() }
+    if let length = bytes.length, length > HLSPlaylist.maxPlaylistBytes {
+      throw Refusal(
+        .badGateway, "\(origin): playlist or MPD of \(length) bytes is larger than the proxy accepts")
+    }
+    var body = Data()
+    do {
+      for try await piece in bytes {
+        body.append(piece)
+        if body.count > HLSPlaylist.maxPlaylistBytes {
+          throw Refusal(.badGateway, "\(origin): playlist or MPD is larger than the proxy accepts")
+        }
+      }
+    } catch let refusal as Refusal {
+      throw refusal
+    } catch {
+      throw refusal(for: error, url: origin)
+    }
+    metrics.noteServed(fromCache: bytes.bytesFromCache, fromOrigin: bytes.bytesFromOrigin)
+    metrics.noteRequest(hit: bytes.bytesFromOrigin == 0)
+    var etag = bytes.etag
+    if HLSPlaylist.isPlaylist(contentType: bytes.contentType, url: origin, prefix: body.prefix(16)),
+      let text = String(data: body, encoding: .utf8), let playlistURL = URL(string: origin)
+    {
+      do {
+        let rewritten = try HLSPlaylist.rewrite(
+          text, playlistURL: playlistURL,
+          keeping: { isPathForm && ProxyPathForm.keepsReference($0, base: origin) }
+        ) { target in
+          ProxyServer.proxyPath(for: target.absoluteString)
+        }
+        body = Data(rewritten.utf8)
+      } catch {
+        throw Refusal(.badGateway, "\(origin): \(error)")
+      }
+      etag = nil  // the rewritten text is not the origin's representation
+      await noteLive(text.contains("#EXTINF") && !text.contains("#EXT-X-ENDLIST"), origin, bytes)
+    } else if MPDRewriter.mayBeManifest(contentType: bytes.contentType, url: origin) {
+      do {
+        let rewritten = try MPDRewriter.rewrite(
+          body, manifestURL: origin, form: isPathForm ? .pathForm : .queryForm)
+        body = rewritten.body
+        etag = nil  // the rewritten document is not the origin's representation
+        await noteLive(rewritten.isDynamic, origin, bytes)
+      } catch .notAnMPD where !MPDRewriter.hasManifestContentType(bytes.contentType) {
+        // A .mpd path whose body is not an MPD: served as it is.
+      } catch {
+        throw Refusal(.badGateway, error.description)
+      }
+    }
+    return Self.respondFromMemory(
+      body, rangeHeader: rangeHeader, isHead: isHead,
+      headers: Self.headers(contentType: bytes.contentType, etag: etag, lastModified: bytes.lastModified))
+  }
+
+  /// A live playlist or MPD changes: the next request must see the origin's new version. It is dropped from
+  /// the cache now, and remembered so it is dropped before the next read too (the drop now is skipped while
+  /// the object is still open, for example by the flight that fetched it).
+  private func noteLive(_ isLive: Bool, _ origin: String, _ bytes: CachedBytes) async {
+    live.set(origin, isLive: isLive)
+    guard isLive else { return }
+    bytes.close()
+    _ = try? await reader.cache.remove(origin)
+  }
+}
+
+/// The origin URLs of live playlists and MPDs the proxy has served lately (bounded: when full, it starts
+/// over, which costs at worst one stale answer per live URL).
+final class LiveManifests: Sendable {
+  private static let limit = 4096
+  private let urls = Mutex<Set<String>>([])
+
+  func contains(_ url: String) -> Bool { urls.withLock { $0.contains(url) } }
+
+  func set(_ url: String, isLive: Bool) {
+    urls.withLock { urls in
+      if isLive {
+        if urls.count >= Self.limit { urls.removeAll() }
+        urls.insert(url)
+      } else {
+        urls.remove(url)
+      }
+    }
+  }
+}
