@@ -32,6 +32,11 @@ actor Flight {
   /// Bytes fetched past the current chunk once the last reader left (see
   /// `CachingReader.Configuration.abandonedRequestReadAhead`).
   let readAhead: Int64
+  /// How long an abandoned flight takes the bytes arriving after its last reader left before it settles on
+  /// the chunk it is then in (`CachingReader.Configuration.abandonedRequestGrace`).
+  let grace: Duration
+  /// Counts abandonments, so a grace timer of an earlier one (a reader joined and left since) does nothing.
+  private var abandonment = 0
   /// Identifies the flight's origin request to the scheduler.
   nonisolated let id = Flight.nextID.add(1, ordering: .relaxed).newValue
   private static let nextID = Atomic<Int>(0)
@@ -69,9 +74,12 @@ actor Flight {
   private var readers = 0
   private var task: Task<Void, Never>?
 
-  init(start: Int64, end: Int64?, chunkSize: Int, priority: ReadPriority = .foreground, readAhead: Int64 = 0)
-  {
+  init(
+    start: Int64, end: Int64?, chunkSize: Int, priority: ReadPriority = .foreground, readAhead: Int64 = 0,
+    grace: Duration = .zero
+  ) {
     self.start = start
+    self.grace = grace
     self.end = end
     self.committedEnd = end
     self.priority = priority
@@ -145,10 +153,13 @@ actor Flight {
   /// A reader left. When the last one leaves, the origin request is not cancelled: a reader that reached the
   /// end of its range (`finishingChunk`) lets the flight finish the chunk it is in, so the range's last chunk
   /// is cached too; a reader that gave up early (a player dropping a `bytes=N-` connection to seek) lets it
-  /// finish the chunk and `readAhead` bytes more (to a chunk boundary, within the run), so that the player's
-  /// next request for what follows joins it instead of asking the origin for the same bytes again. A reader
-  /// that joins meanwhile lifts that bound. A background flight (prefetch) whose reader left is cancelled. The waste of an abandoned request is thus at most one chunk plus
-  /// `readAhead`, plus what was in transit when it stopped.
+  /// take what arrives within `grace` (bytes the origin had already sent, on their way: cutting the request
+  /// would waste them), at most `readAhead` bytes past the chunk it is in, then finish the chunk it is in
+  /// when the grace ends. A reader that joins meanwhile lifts that bound, so the player's next request for what
+  /// follows joins the request instead of asking the origin for the same bytes again. A background flight
+  /// (prefetch) whose reader left is cancelled. The waste of an abandoned request is thus at most the rest of
+  /// its chunk plus what was in transit when it stopped, and what arrives within `grace` bounds the bytes it
+  /// takes that nobody may read.
   func detach(finishingChunk: Bool = false) {
     readers -= 1
     guard readers <= 0, outcome == nil, !closing else { return }
@@ -167,6 +178,29 @@ actor Flight {
     let bound = chunkEnd + ((readAhead + chunkSize - 1) / chunkSize) * chunkSize
     abandonedEnd = bound
     setEnd(committedEnd.map { min($0, bound) } ?? bound)
+    abandonment += 1
+    let current = abandonment
+    if grace > .zero {
+      Task { [grace] in
+        try? await Task.sleep(for: grace)
+        await self.endGrace(of: current)
+      }
+    } else {
+      endGrace(of: current)
+    }
+  }
+
+  /// The grace of abandonment `number` is over: unless a reader joined since, the flight stops at the end of
+  /// the chunk it is in now.
+  private func endGrace(of number: Int) {
+    guard number == abandonment, let bound = abandonedEnd, readers <= 0, outcome == nil, !closing else {
+      return
+    }
+    let arrived = max(received, writtenHint.load(ordering: .relaxed))
+    let chunkEnd = ((arrived + chunkSize - 1) / chunkSize) * chunkSize
+    let settled = min(bound, max(chunkEnd, start + chunkSize))
+    abandonedEnd = settled
+    setEnd(committedEnd.map { min($0, settled) } ?? settled)
   }
 
   private func setEnd(_ newEnd: Int64?) {

@@ -76,7 +76,8 @@ final class ObjectSession: Sendable {
     }
     let flight = Flight(
       start: start, end: end, chunkSize: manifest.chunkSize, priority: priority,
-      readAhead: reader.configuration.abandonedRequestReadAhead)
+      readAhead: reader.configuration.abandonedRequestReadAhead,
+      grace: .milliseconds(Int64(reader.configuration.abandonedRequestGrace * 1000)))
     _ = await flight.attach(priority: priority)
     // An earlier flight of the same run that is far behind stops where this one starts.
     for other in flights.withLock({ $0 }) where other.start < start { await other.limit(to: start) }

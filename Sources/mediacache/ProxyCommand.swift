@@ -14,14 +14,17 @@ struct ProxyCommand: AsyncParsableCommand {
     abstract: "Serve media to players over local HTTP, through the cache.",
     discussion: """
       Prints "listening on http://HOST:PORT" as its first line, then serves until SIGINT or SIGTERM. A player \
-      reads http://HOST:PORT/NAME?url=ORIGIN-URL, with ORIGIN-URL percent-encoded; NAME is free (give the \
-      file name so the player can tell the type). Range requests are answered from the cache, gaps are fetched \
-      from the origin and cached as they stream; HLS playlists are rewritten so segments go through the proxy \
-      too. GET /metrics gives Prometheus counters.
+      reads http://HOST:PORT/SCHEME/HOST[:PORT]/PATH[?QUERY] for SCHEME://HOST[:PORT]/PATH[?QUERY], so \
+      relative URLs in playlists and MPDs resolve through the proxy; http://HOST:PORT/NAME?url=ORIGIN-URL \
+      (ORIGIN-URL percent-encoded, NAME free) works too. Range requests are answered from the cache, gaps are \
+      fetched from the origin and cached as they stream; HLS playlists and DASH MPDs have their absolute URLs \
+      rewritten so segments go through the proxy too. Players never wait for a request slot; background work \
+      has its own limit per origin host. GET /metrics gives Prometheus counters.
 
       Example:
         mediacache proxy --port 8089 &
-        ffplay "http://127.0.0.1:8089/movie.mp4?url=https%3A%2F%2Fexample.com%2Fmovie.mp4"
+        ffplay "http://127.0.0.1:8089/https/example.com/movie.mp4"
+        mpv "http://127.0.0.1:8089/https/example.com/dash/manifest.mpd"
       """)
 
   @OptionGroup var cache: CacheOptions

@@ -123,7 +123,8 @@ struct OriginBytesOnceTests {
   static let chunkSize = 65536
 
   func withReader(
-    readAhead: Int64, _ body: (CachingReader, TestOrigin, MediaCache) async throws -> Void
+    readAhead: Int64, grace: Double = 0.25,
+    _ body: (CachingReader, TestOrigin, MediaCache) async throws -> Void
   ) async throws {
     let dir = try TemporaryDirectory()
     defer { dir.cleanup() }
@@ -132,7 +133,8 @@ struct OriginBytesOnceTests {
       configuration: .init(directory: dir.file("cache"), chunkSize: Self.chunkSize, durability: .relaxed))
     let client = OriginClient()
     let reader = CachingReader(
-      cache: cache, client: client, configuration: .init(abandonedRequestReadAhead: readAhead))
+      cache: cache, client: client,
+      configuration: .init(abandonedRequestReadAhead: readAhead, abandonedRequestGrace: grace))
     do {
       try await body(reader, origin, cache)
     } catch {
@@ -165,6 +167,25 @@ struct OriginBytesOnceTests {
         ranges == ["bytes=\(6 * Self.chunkSize)-", "bytes=0-\(6 * Self.chunkSize - 1)"]
           || ranges == ["bytes=\(6 * Self.chunkSize)-\(size - 1)", "bytes=0-\(6 * Self.chunkSize - 1)"],
         "\(ranges)")
+    }
+  }
+
+  /// An abandoned request takes what arrives within the grace, not its whole read-ahead: from an origin sending
+  /// about 800 KB/s, a read-ahead of 100 chunks (6.4 MB) and a grace of 0.1 s, it stops after a few chunks.
+  @Test func anAbandonedRequestStopsWhenItsGraceEnds() async throws {
+    try await withReader(readAhead: Int64(100 * Self.chunkSize), grace: 0.1) { reader, origin, _ in
+      let size = 200 * Self.chunkSize
+      let url = origin.url(.slow, "grace", size: size, query: "delay-ms=20")
+      do {
+        let bytes = try await reader.read(url, range: .from(0))
+        var iterator = bytes.makeAsyncIterator()
+        _ = try await iterator.next()
+        bytes.close()
+      }
+      let records = try await origin.waitForCompletedRequests(for: "grace", count: 1, timeout: .seconds(30))
+      #expect(records.count == 1)
+      // 0.1 s at 800 KB/s is 80 KB: the chunk it was in, one or two more, and what was in transit (generous).
+      #expect(records[0].bodyBytesSent < 20 * Self.chunkSize, "\(records)")
     }
   }
 

@@ -283,7 +283,13 @@ import Testing
         return try connection.readResponse()  // no length: the body runs to the close (a timeout throws)
       }
       #expect(http10.status == 200)
-      #expect(http10.header("Connection")?.lowercased() == "close")
+      // While the length is unknown when the head goes out, the body runs to the close; a fast origin may have
+      // ended (and told its length) before that, and then the response has a Content-Length and may stay open.
+      if http10.header("Content-Length") == nil {
+        #expect(http10.header("Connection")?.lowercased() == "close")
+      } else {
+        #expect(http10.header("Content-Length") == "200000")
+      }
       #expect(http10.body == TestOrigin.bytes(name: "http10", size: 200_000))
 
       let absolute = try await blocking { () -> RawHTTPResponse in
