@@ -160,18 +160,28 @@ extension FetchCommand {
   /// `fetch --hls`: the playlist (and, for a master, the chosen variant's playlist), then every URI of the
   /// media playlist in fetch order (see `prefetchAll`), with one progress display.
   func fetchHLS() async throws {
+    try await withManifestReader { try await fetchHLS(reader: $0) }
+  }
+
+  /// Runs `body` with a reader over the cache whose origin client and limits come from the options (TLS
+  /// trust, request limits), then shuts the client down. An origin, playlist or MPD error ends the command
+  /// with its one line. `--hls` and `--dash` share it, so an option cannot apply to one and not the other.
+  func withManifestReader(_ body: (CachingReader) async throws -> Void) async throws {
     let client = try tls.client()
     let mediaCache = try cache.open(
       chunkSize: chunkSize, durability: durability, commitPolicy: .init(bytes: 32 << 20, interval: 1))
     let reader = CachingReader(
       cache: mediaCache, client: client, configuration: requestLimits.configuration())
     do {
-      try await fetchHLS(reader: reader)
+      try await body(reader)
     } catch {
       try? await client.shutdown()
-      if let originError = error as? OriginError { throw fail(originError.description, .failure) }
-      if let playlistError = error as? HLSError { throw fail(playlistError.description, .failure) }
-      throw error
+      switch error {
+      case let error as OriginError: throw fail(error.description, .failure)
+      case let error as HLSError: throw fail(error.description, .failure)
+      case let error as MPDSegmentError: throw fail(error.description, .failure)
+      default: throw error
+      }
     }
     try? await client.shutdown()
   }

@@ -17,20 +17,7 @@ extension FetchCommand {
   /// initialization segment and every media segment, through the reader's background prefetch, with one
   /// progress display (the same as `fetch --hls`).
   func fetchDASH() async throws {
-    let client = try tls.client()
-    let mediaCache = try cache.open(
-      chunkSize: chunkSize, durability: durability, commitPolicy: .init(bytes: 32 << 20, interval: 1))
-    let reader = CachingReader(
-      cache: mediaCache, client: client, configuration: requestLimits.configuration())
-    do {
-      try await fetchDASH(reader: reader)
-    } catch {
-      try? await client.shutdown()
-      if let originError = error as? OriginError { throw fail(originError.description, .failure) }
-      if let mpdError = error as? MPDSegmentError { throw fail(mpdError.description, .failure) }
-      throw error
-    }
-    try? await client.shutdown()
+    try await withManifestReader { try await fetchDASH(reader: $0) }
   }
 
   private func fetchDASH(reader: CachingReader) async throws {
