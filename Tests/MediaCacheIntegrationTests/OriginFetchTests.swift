@@ -402,11 +402,15 @@ struct OriginFetchTests {
     try await withReader { reader, origin, cache async throws in
       let other = CachingReader(cache: cache, client: reader.client)
       let size = 400_000
-      func peak(_ work: @escaping @Sendable (Int) async throws -> Void) async throws -> Int {
+      // Requests of this phase only: the origin may record the end of the last phase's responses a moment
+      // after the readers have them (CI once saw 7 "background" requests that way).
+      func peak(_ prefix: String, _ work: @escaping @Sendable (Int) async throws -> Void) async throws -> Int
+      {
         let sampler = Task {
           var peak = 0
           while !Task.isCancelled {
-            peak = max(peak, origin.allRequests().filter { !$0.isComplete }.count)
+            peak = max(
+              peak, origin.allRequests().filter { $0.name.hasPrefix(prefix) && !$0.isComplete }.count)
             try? await Task.sleep(for: .milliseconds(2))
           }
           return peak
@@ -418,12 +422,12 @@ struct OriginFetchTests {
         sampler.cancel()
         return await sampler.value
       }
-      let foreground = try await peak { index in
+      let foreground = try await peak("many-") { index in
         let url = origin.url(.slow, "many-\(index)", size: size, query: "delay-ms=3")
         _ = try await readAll(index.isMultiple(of: 2) ? reader : other, url)
       }
       #expect(foreground == 12, "peak \(foreground) concurrent foreground origin requests")
-      let background = try await peak { index in
+      let background = try await peak("prefetched-") { index in
         let url = origin.url(.slow, "prefetched-\(index)", size: size, query: "delay-ms=3")
         for try await _ in (index.isMultiple(of: 2) ? reader : other).prefetch(url) {}
       }
