@@ -89,7 +89,10 @@ struct HostileOriginTests {
         let started = ContinuousClock.now
         let result = await readAll(reader, url, range)
         let elapsed = ContinuousClock.now - started
-        #expect(elapsed < .seconds(20), "\(behaviour) \(range): took \(elapsed)")
+        // Given up on in seconds (2 attempts of the 3 s head timeout for a silent origin), not waited on for
+        // minutes: the bound is wide because the nine cases run at once beside the other suites (CI once took
+        // 24.5 s for the silent one, where alone all nine take 18 s).
+        #expect(elapsed < .seconds(45), "\(behaviour) \(range): took \(elapsed)")
         switch result {
         case .success(let data):
           // Only a response whose bytes are all right may succeed.
