@@ -36,6 +36,10 @@ final class BodyWriter: HTTPClientResponseDelegate, @unchecked Sendable {
   private var pending: [ByteBuffer] = []
   private var pendingOffset: Int64 = 0
   private var pendingBytes = 0
+  /// When the oldest of the `pending` bytes arrived.
+  private var pendingSince = NIODeadline.now()
+  /// Whether this response's bytes were handed over yet.
+  private var handedOver = false
 
   init(
     session: ObjectSession, flight: Flight, url: String, start: Int64, end: Int64?, stored: Manifest,
@@ -55,6 +59,8 @@ final class BodyWriter: HTTPClientResponseDelegate, @unchecked Sendable {
 
   /// Bytes freed at least when a write finds the disk full (so a stream does not run a pass per chunk).
   static let roomAfterNoSpace: Int64 = 64 << 20
+  /// The longest bytes wait here for more to batch with.
+  static let maxBatchDelay = TimeAmount.milliseconds(5)
 
   func didReceiveHead(task: HTTPClient.Task<Void>, _ head: HTTPResponseHead) -> EventLoopFuture<Void> {
     do {
@@ -106,12 +112,23 @@ final class BodyWriter: HTTPClientResponseDelegate, @unchecked Sendable {
       return task.eventLoop.makeFailedFuture(error)
     }
     flight.writtenHint.store(offset + Int64(count), ordering: .relaxed)
-    if pending.isEmpty { pendingOffset = offset }
+    if pending.isEmpty {
+      pendingOffset = offset
+      pendingSince = .now()
+    }
     pending.append(buffer)
     pendingBytes += count
     offset += Int64(count)
     bodyBytes += Int64(count)
-    if pendingBytes >= 256 << 10 || flight.blockedReaders.load(ordering: .relaxed) > 0 { flush() }
+    // Bytes go to the readers in batches while none waits for them (fewer hops), but never later than
+    // `maxBatchDelay`, and the response's first bytes at once: the player whose request started the flight
+    // is about to wait for them (its response head is on its way) and has not said so yet. Without that, a
+    // paced origin's first bytes sat here until the next piece arrived.
+    if pendingBytes >= 256 << 10 || flight.blockedReaders.load(ordering: .relaxed) > 0 || !handedOver
+      || NIODeadline.now() - pendingSince >= Self.maxBatchDelay
+    {
+      flush()
+    }
     if overlong {
       flush()
       return task.eventLoop.makeFailedFuture(
@@ -154,5 +171,6 @@ final class BodyWriter: HTTPClientResponseDelegate, @unchecked Sendable {
     }
     pending = []
     pendingBytes = 0
+    handedOver = true
   }
 }

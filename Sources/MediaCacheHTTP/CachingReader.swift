@@ -130,6 +130,9 @@ public final class CachingReader: Sendable {
     /// waiting to open a new one: a manager opened before that commit would read the older manifest and fetch
     /// again chunks this process has just fetched.
     var closing: [ObjectID: [CheckedContinuation<Void, Never>]] = [:]
+    /// Objects whose session is being opened (its files created or opened, off the lock), with the reads
+    /// waiting for it: one open per object, and opens of different objects at once.
+    var opening: [ObjectID: [CheckedContinuation<Void, Never>]] = [:]
   }
 
   private let sessions = Mutex(Sessions())
@@ -149,27 +152,58 @@ public final class CachingReader: Sendable {
 
   func openSession(_ url: String) async throws -> ObjectSession {
     let id = cache.objectID(for: url)
+    enum Step {
+      case open(ObjectSession)
+      case wait
+      case create
+    }
     while true {
-      let session = try sessions.withLock { state -> ObjectSession? in
+      let step = sessions.withLock { state -> Step in
         if let entry = state.open[id] {
           state.open[id] = (entry.session, entry.users + 1, entry.flights)
-          return entry.session
+          return .open(entry.session)
         }
-        if state.closing[id] != nil { return nil }
-        let manager = try cache.assetDataManager(for: url)
-        let session = ObjectSession(url: url, manager: manager, reader: self)
-        state.open[id] = (session, 1, 0)
-        return session
+        // The previous session of this object is committing, or another read is opening it.
+        if state.closing[id] != nil || state.opening[id] != nil { return .wait }
+        state.opening[id] = []
+        return .create
       }
-      if let session { return session }
-      // The previous session of this object is committing: open anew once it has (a close is short).
-      await withCheckedContinuation { continuation in
-        let waiting = sessions.withLock { state in
-          guard state.closing[id] != nil else { return false }
-          state.closing[id]!.append(continuation)
-          return true
+      switch step {
+      case .open(let session):
+        return session
+      case .wait:
+        // A close is short, and so is an open: then look again.
+        await withCheckedContinuation { continuation in
+          let waiting = sessions.withLock { state in
+            if state.opening[id] != nil {
+              state.opening[id]!.append(continuation)
+            } else if state.closing[id] != nil {
+              state.closing[id]!.append(continuation)
+            } else {
+              return false
+            }
+            return true
+          }
+          if !waiting { continuation.resume() }
         }
-        if !waiting { continuation.resume() }
+      case .create:
+        // Creating or opening the object's files makes blocking calls: on the blocking pool, not under the
+        // lock, so other objects' reads go on meanwhile.
+        let manager: FileHandleAssetDataManager
+        do {
+          manager = try await BlockingIO.run { [cache] in try cache.assetDataManager(for: url) }
+        } catch {
+          let waiting = sessions.withLock { $0.opening.removeValue(forKey: id) ?? [] }
+          for reader in waiting { reader.resume() }
+          throw error
+        }
+        let session = ObjectSession(url: url, manager: manager, reader: self)
+        let waiting = sessions.withLock { state in
+          state.open[id] = (session, 1, 0)
+          return state.opening.removeValue(forKey: id) ?? []
+        }
+        for reader in waiting { reader.resume() }
+        return session
       }
     }
   }

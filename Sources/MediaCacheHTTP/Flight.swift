@@ -183,7 +183,7 @@ actor Flight {
     if grace > .zero {
       Task { [grace] in
         try? await Task.sleep(for: grace)
-        await self.endGrace(of: current)
+        self.endGrace(of: current)
       }
     } else {
       endGrace(of: current)

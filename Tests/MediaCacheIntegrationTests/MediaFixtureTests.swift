@@ -354,7 +354,9 @@ func topLevelAtoms(_ bytes: [UInt8]) -> [String: Int] {
       }
       #expect(response.status == 200 && response.isComplete)
       #expect(received == size && mismatches == 0)
-      #expect(peak - before < 32 << 20, "RSS grew by \((peak - before) >> 20) MiB streaming 128 MiB")
+      // The process's RSS: suites running beside this one grow it too (42 MiB was seen with all of them).
+      // Holding the file would grow it by 128 MiB.
+      #expect(peak - before < 64 << 20, "RSS grew by \((peak - before) >> 20) MiB streaming 128 MiB")
       let record = try #require(try await origin.waitForCompletedRequests(for: "big.bin", count: 1).first)
       #expect(record.bodyBytesSent == size && !record.clientDisconnected)
     }

@@ -60,6 +60,34 @@ struct SchedulingTests {
     }
   }
 
+  /// An origin that sends its first 16 KiB at once and the next after 2.5 s: a player through the proxy gets
+  /// the first bytes when the origin sends them, not with the next piece. (The origin's bytes used to reach
+  /// readers in batches unless one was already waiting; the player whose request started the fetch was still
+  /// on its way from the response head, so its first bytes sat with the fetch until the next piece came.)
+  /// Three players at once, so each has an origin connection of its own: this origin holds a connection for
+  /// another 2.5 s after a response's last byte, and a request sent on it meanwhile waits for that.
+  @Test func aColdObjectsFirstBytesReachThePlayerBeforeTheOriginsNextPiece() async throws {
+    try await withProxy { fixture in
+      let origin = fixture.origin
+      let direct = try await Self.timeToFirstByte(
+        port: origin.port,
+        path: TestOrigin.path(.slow, "paced-direct", size: 32 << 10, query: "delay-ms=2500"))
+      #expect(direct.seconds < 1.5, "the origin's own first byte after \(direct.seconds) s")
+      let port = fixture.endpoint.port
+      let paths = (0..<3).map {
+        fixture.path(origin.url(.slow, "paced-\($0)", size: 32 << 10, query: "delay-ms=2500"))
+      }
+      let results = try await withThrowingTaskGroup(of: (Double, Int).self) { group in
+        for path in paths { group.addTask { try await Self.timeToFirstByte(port: port, path: path) } }
+        return try await group.reduce(into: []) { $0.append($1) }
+      }
+      #expect(results.allSatisfy { $0.1 == 32 << 10 }, "\(results)")
+      #expect(
+        results.allSatisfy { $0.0 < 1.5 },
+        "first body bytes after \(results.map(\.0)) s; the origin's next piece comes at 2.5 s")
+    }
+  }
+
   /// A cache, a reader with `configuration` and an origin, all torn down afterwards.
   func withReader(
     _ configuration: CachingReader.Configuration,

@@ -3,7 +3,8 @@
 // each origin request the first-byte latency of a real network (loopback has none), so that row's ratio
 // compares waiting on the origin rather than a few milliseconds of local overhead.
 //
-//   mediacache-bench delay-relay --upstream PORT --delay-ms MS
+//   mediacache-bench delay-relay --upstream PORT --delay-ms MS [--rate-kib K]
+//       with --rate-kib, each connection's bytes from the upstream are paced to K KiB/s (16 KiB pieces);
 //       prints "listening on http://127.0.0.1:PORT", relays to 127.0.0.1:UPSTREAM until killed
 
 import Foundation
@@ -33,10 +34,20 @@ private func loopback(_ port: UInt16) -> sockaddr_in {
 }
 
 /// Copies from `source` to `target` until the end of `source` or an error, then ends `target`'s writing side.
-private func pump(_ source: Int32, _ target: Int32) {
-  var buffer = [UInt8](repeating: 0, count: 64 << 10)
+/// With a `rate` (bytes per second), at most that many bytes per second, in pieces of at most 16 KiB, evenly
+/// spaced: a paced link, where nginx's `limit_rate` sends each second's allowance in one burst.
+private func pump(_ source: Int32, _ target: Int32, rate: Int = 0) {
+  var buffer = [UInt8](repeating: 0, count: rate > 0 ? 16 << 10 : 64 << 10)
+  let start = DispatchTime.now().uptimeNanoseconds
+  var total = 0
   copying: while true {
+    if rate > 0 {
+      let due = start + UInt64(Double(total) / Double(rate) * 1e9)
+      let now = DispatchTime.now().uptimeNanoseconds
+      if due > now { usleep(useconds_t((due - now) / 1000)) }
+    }
     let count = buffer.withUnsafeMutableBytes { recv(source, $0.baseAddress, $0.count, 0) }
+    total += max(count, 0)
     if count < 0 && errno == EINTR { continue }
     if count <= 0 { break }
     var sent = 0
@@ -53,7 +64,7 @@ private func pump(_ source: Int32, _ target: Int32) {
 }
 
 /// One relayed connection: the delay, the upstream connection, then bytes both ways (one thread each).
-private func relay(_ client: Int32, upstream: UInt16, delay: Int) {
+private func relay(_ client: Int32, upstream: UInt16, delay: Int, rate: Int) {
   usleep(useconds_t(delay * 1000))
   guard let server = try? tcpSocket() else {
     close(client)
@@ -72,7 +83,7 @@ private func relay(_ client: Int32, upstream: UInt16, delay: Int) {
   }
   let done = DispatchSemaphore(value: 0)
   Thread {
-    pump(server, client)
+    pump(server, client, rate: rate)
     done.signal()
   }.start()
   pump(client, server)
@@ -86,6 +97,9 @@ func delayRelay(_ arguments: Arguments) throws {
     throw UsageError("--upstream must be a port number")
   }
   let delay = try arguments.positive("--delay-ms", default: 50)
+  // Bytes per second from the upstream, per connection; 0: as fast as they come.
+  let paced = arguments.values["--rate-kib"] != nil
+  let rate = paced ? try arguments.positive("--rate-kib", default: 1) * 1024 : 0
   let listener = try tcpSocket()
   var one: Int32 = 1
   setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
@@ -108,7 +122,7 @@ func delayRelay(_ arguments: Arguments) throws {
       if errno == EINTR || errno == ECONNABORTED { continue }
       throw BenchError("accept: \(errnoText())")
     }
-    let thread = Thread { relay(client, upstream: upstream, delay: delay) }
+    let thread = Thread { relay(client, upstream: upstream, delay: delay, rate: rate) }
     thread.stackSize = 1 << 20
     thread.start()
   }

@@ -75,7 +75,7 @@ let usage = """
     mediacache-bench play-script --url URL --size BYTES [--first K] [--probe M] [--chunk C]
         A player's cold play of an MP4 with its moov at the end (start, tail, probe, seek, play to the end);
         prints the bytes it consumed (the union of its ranges) and the whole C-byte chunks those touch.
-    mediacache-bench delay-relay --upstream PORT --delay-ms MS
+    mediacache-bench delay-relay --upstream PORT --delay-ms MS [--rate-kib K]
         A loopback TCP relay to 127.0.0.1:PORT that holds each new connection MS ms (default 50) first: the
         first-byte latency of a real origin (tools/bench-src/DelayRelay.swift).
     mediacache-bench dump-example-manifest
@@ -104,7 +104,7 @@ struct Arguments {
     "floor-server": [],
     "fanout": ["--urls", "--size"],
     "play-script": ["--url", "--size", "--first", "--probe", "--chunk"],
-    "delay-relay": ["--upstream", "--delay-ms"],
+    "delay-relay": ["--upstream", "--delay-ms", "--rate-kib"],
   ]
   static let flagOptions: [String: Set<String>] = [
     "fileio": ["--json", "--no-dd"],
