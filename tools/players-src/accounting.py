@@ -3,11 +3,12 @@
 
 Definitions (docs for the coordinator):
 - needed bytes of an object = the union of the byte ranges the player asked the proxy for (a GET without Range
-  asks for the whole object; `bytes=a-` runs to the end), rounded out to whole 1 MiB chunks (the cache's unit:
-  fetching the chunk a requested byte lies in is by design) and clipped to the object's size.
+  asks for the whole object; `bytes=a-` runs to the end), clipped to the object's size.
 - origin bytes of an object = the sum of nginx's $body_bytes_sent for it during the play.
 - cold/seek: every object's origin bytes <= 1.1 x its needed bytes, and no 1 MiB chunk of an object is sent by
   the origin twice during one play (a chunk's span is taken from the Range start and the bytes actually sent).
+  The ratio shown is origin bytes / needed bytes over all objects, then (in brackets) the same against the needed
+  ranges rounded out to whole 1 MiB chunks (the cache's unit: the least a cache of whole chunks fetches).
 - warm: the origin sees no request at all.
 """
 
@@ -92,7 +93,7 @@ def check(mode, entries, requests, root, form):
                               f"({', '.join(sorted({e[1] for e in entries})[:4])})")
         return c
 
-    needed_spans = {}
+    needed_spans, chunk_spans = {}, {}
     for r in requests:
         if r["method"] != "GET":
             continue
@@ -103,16 +104,21 @@ def check(mode, entries, requests, root, form):
         size = os.path.getsize(file)
         for start, end in parse_range(r["range"], size):
             if start < end:
-                needed_spans.setdefault(path, []).append(
-                    (start // CHUNK * CHUNK, min(size, -(-end // CHUNK) * CHUNK)))
+                needed_spans.setdefault(path, []).append((start, end))
+                chunk_spans.setdefault(path, []).append((start // CHUNK * CHUNK, min(size, -(-end // CHUNK) * CHUNK)))
     needed = {path: union_length(spans) for path, spans in needed_spans.items()}
+    in_chunks = {path: union_length(spans) for path, spans in chunk_spans.items()}
     total_origin, total_needed = sum(origin_bytes.values()), sum(needed.values())
-    c.ratio_text = f"{total_origin / total_needed:.2f}" if total_needed else ("0" if not total_origin else "inf")
+    total_chunks = sum(in_chunks.values())
+    if total_needed:
+        c.ratio_text = f"{total_origin / total_needed:.2f} [{total_origin / total_chunks:.2f}]"
+    else:
+        c.ratio_text = "0" if not total_origin else "inf"
     for path, sent in sorted(origin_bytes.items()):
         want = needed.get(path, 0)
         if sent > LIMIT * want:
             c.failures.append(f"{path}: origin sent {sent} B for {want} B needed"
-                              + (f" ({sent / want:.2f}x)" if want else ""))
+                              + (f" ({sent / want:.2f}x; {in_chunks.get(path, 0)} B in whole chunks)" if want else ""))
     twice = sorted((path, k, n) for (path, k), n in chunks.items() if n > 1)
     if twice:
         c.failures.append("chunks fetched more than once: " + ", ".join(f"{p}#{k} x{n}" for p, k, n in twice[:6])
