@@ -206,6 +206,19 @@ actor Flight {
   private func setEnd(_ newEnd: Int64?) {
     end = newEnd.map { max($0, received) }
     endHint.store(end ?? -1, ordering: .relaxed)
+    // An abandoned flight that already has every byte it is to keep (its grace ended on a chunk boundary it had
+    // reached) stops its origin request now. Left open, the request would end only when the origin's next
+    // bytes arrived, and an origin that sends in bursts (nginx's limit_rate sends a second's worth at once)
+    // would send a whole burst for nothing first.
+    // Bytes written to the cache but not yet handed over (`writtenHint`) count: nobody is left to hand them to.
+    if readers <= 0, let end, end <= max(received, writtenHint.load(ordering: .relaxed)), outcome == nil,
+      !closing
+    {
+      closing = true
+      task?.cancel()
+      finish(.success(()))
+      return
+    }
     wakeAll()
   }
 

@@ -59,6 +59,12 @@ struct ProxyCommand: AsyncParsableCommand {
   var clientTimeout: Double = 60
   @Option(help: "Retries of an origin request after a connection error, a 5xx or a cut-off body.")
   var retries = 3
+  @Option(
+    help: ArgumentHelp(
+      "Chunk size in bytes for new objects (default 1 MiB): the unit the origin is asked for and each CRC "
+        + "covers. Smaller chunks fetch fewer bytes a player does not read when it seeks; objects already cached "
+        + "keep theirs.", valueName: "BYTES"))
+  var chunkSize = 1 << 20
   @OptionGroup var requestLimits: RequestLimitOptions
 
   func validate() throws {
@@ -68,6 +74,10 @@ struct ProxyCommand: AsyncParsableCommand {
       throw ValidationError("timeouts must be positive")
     }
     guard (0...20).contains(retries) else { throw ValidationError("--retries must be 0...20") }
+    guard (Manifest.minChunkSize...Manifest.maxChunkSize).contains(chunkSize) else {
+      throw ValidationError(
+        "--chunk-size must be \(Manifest.minChunkSize)...\(Manifest.maxChunkSize) bytes, not \(chunkSize)")
+    }
   }
 
   func run() async throws {
@@ -76,7 +86,7 @@ struct ProxyCommand: AsyncParsableCommand {
       let client = try tls.client(
         .init(connectTimeout: connectTimeout, idleTimeout: idleTimeout, headTimeout: headTimeout))
       var configuration = cache.configuration(
-        durability: durability, commitPolicy: .init(bytes: 32 << 20, interval: 1))
+        chunkSize: chunkSize, durability: durability, commitPolicy: .init(bytes: 32 << 20, interval: 1))
       configuration.maxSize = maxSize?.bytes
       let mediaCache = try MediaCache(configuration: configuration)
       let reader = CachingReader(

@@ -189,6 +189,36 @@ struct OriginBytesOnceTests {
     }
   }
 
+  /// An origin that sends 4 chunks at once and then pauses 4 s: a reader drops its open-ended read after the
+  /// first piece, the grace ends with the request on a chunk boundary, and the request is stopped then, not
+  /// when the origin sends again (an origin that sends in bursts would send a whole burst for nothing). The
+  /// origin sees the request end within the grace plus a margin, having sent the 4 chunks only.
+  @Test func anAbandonedRequestOnAChunkBoundaryStopsWhenItsGraceEnds() async throws {
+    try await withReader(readAhead: Int64(100 * Self.chunkSize), grace: 0.2) { reader, origin, _ in
+      let size = 40 * Self.chunkSize
+      let url = origin.url(.slow, "pause", size: size, query: "burst=\(4 * Self.chunkSize)&delay-ms=4000")
+      let closed: ContinuousClock.Instant
+      do {
+        let bytes = try await reader.read(url, range: .from(0))
+        var iterator = bytes.makeAsyncIterator()
+        _ = try await iterator.next()
+        // All of the burst is sent (and, on loopback, received a moment later) before the reader leaves.
+        for _ in 0..<500 where (origin.requests(for: "pause").first?.bodyBytesSent ?? 0) < 4 * Self.chunkSize
+        {
+          try await Task.sleep(for: .milliseconds(10))
+        }
+        try await Task.sleep(for: .milliseconds(200))
+        bytes.close()
+        closed = .now
+      }
+      let records = try await origin.waitForCompletedRequests(for: "pause", count: 1, timeout: .seconds(30))
+      let waited = ContinuousClock.now - closed
+      #expect(records.count == 1)
+      #expect(waited < .milliseconds(2500), "the origin request ended \(waited) after the reader left")
+      #expect(records.first?.bodyBytesSent == 4 * Self.chunkSize, "\(records)")
+    }
+  }
+
   /// A reader that drops an open-ended read after its first piece leaves the request running for the rest of
   /// the chunk plus the read-ahead (2 chunks here), then it stops at a chunk boundary; a reader arriving while
   /// it runs joins it instead of asking the origin again.

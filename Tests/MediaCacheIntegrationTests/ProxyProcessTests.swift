@@ -78,6 +78,35 @@ struct ProxyProcess {
     #expect(bad.status == 64)
   }
 
+  /// `--chunk-size` sets the chunks of the objects the proxy caches (256 KiB: a 1.5 MiB object in 6 chunks, all
+  /// present and right); a size outside 4 KiB...64 MiB is a usage error that names the range.
+  @Test func chunkSizeOption() async throws {
+    let directory = try TemporaryDirectory()
+    defer { directory.cleanup() }
+    let origin = try await TestOrigin.start()
+    defer { Task { try? await origin.shutdown() } }
+    let size = 3 << 19
+    let url = origin.url(.normal, "quarter", size: size)
+    let proxy = try ProxyProcess(cache: directory.path, ["--chunk-size", "262144"])
+    let response = try await blocking {
+      let connection = try RawHTTPConnection(port: proxy.port)
+      defer { connection.close() }
+      try connection.sendRequest("GET", ProxyServer.proxyPath(for: url))
+      return try connection.readResponse()
+    }
+    #expect(proxy.stop().status == 0)
+    #expect(response.status == 200)
+    #expect(sameBytes(response.body, TestOrigin.bytes(name: "quarter", size: size)).equal)
+    let inspect = try run(binary("mediacache"), ["inspect", "--cache", directory.path, url, "--json"])
+    let fields = try #require(
+      try JSONSerialization.jsonObject(with: Data(inspect.text.utf8)) as? [String: Any], "\(inspect.text)")
+    #expect(fields["chunkSize"] as? Int == 262_144)
+    #expect(fields["chunkCount"] as? Int == 6 && fields["presentChunks"] as? Int == 6, "\(fields)")
+    let bad = try run(binary("mediacache"), ["proxy", "--cache", directory.path, "--chunk-size", "1000"])
+    #expect(bad.status == 64)
+    #expect(bad.stderr.contains("--chunk-size must be 4096...67108864 bytes, not 1000"), "\(bad.stderr)")
+  }
+
   /// A client that stops reading, then reads 512 MiB: the proxy's memory stays flat (the origin's bytes go to
   /// disk, not to a buffer), every byte is right, and the cache checks clean afterwards.
   @Test func slowClientKeepsTheProxysMemoryFlat() async throws {

@@ -18,6 +18,10 @@ final class OriginConnectionHandler: ChannelInboundHandler, RemovableChannelHand
     let recordID: Int
     var producer: BodyProducer?
     let delay: TimeAmount?
+    /// Bytes sent before `delay` applies.
+    let burst: Int
+    /// Body bytes produced so far.
+    var produced = 0
     let closeAfter: Bool
     var truncates: Bool
     var inFlight = 0
@@ -33,6 +37,7 @@ final class OriginConnectionHandler: ChannelInboundHandler, RemovableChannelHand
       self.producer = plan.body.map(BodyProducer.init)
       self.producing = plan.body != nil
       if case .object(_, _, _, let delay, _) = plan.body { self.delay = delay } else { self.delay = nil }
+      self.burst = plan.burst
       self.closeAfter = plan.closeAfter
       self.truncates = plan.truncates
     }
@@ -132,7 +137,8 @@ final class OriginConnectionHandler: ChannelInboundHandler, RemovableChannelHand
           break
         }
         response.inFlight += 1
-        if let delay = response.delay {
+        response.produced += piece.readableBytes
+        if let delay = response.delay, response.produced >= response.burst {
           response.waitingForDelay = true
           response.delayTask = context.eventLoop.assumeIsolated().scheduleTask(in: delay) {
             response.waitingForDelay = false

@@ -22,6 +22,9 @@ struct ResponsePlan {
   /// Nil for HEAD and bodiless statuses.
   var body: Body?
   /// Close the connection after the response (the client asked for it, or `truncated`).
+  /// In `slow`: body bytes sent before the per-piece delay starts (`burst=N`): an origin that sends the first
+  /// bytes at once, then trickles.
+  var burst = 0
   var closeAfter = false
   /// Close the connection after the body without ending the response (`truncated`).
   var truncates = false
@@ -246,6 +249,7 @@ enum ResponsePlanner {
     let delay =
       slow ? TimeAmount.milliseconds(Int64(queryInt("delay-ms") ?? defaultSlowDelayMilliseconds)) : nil
     let limit = mode == .truncated ? range.count / 2 : nil
+    if slow { plan.burst = queryInt("burst") ?? 0 }
     plan.body = .object(
       seed: seed, range: range, pieceSize: slow ? slowPieceSize : pieceSize, delay: delay, limit: limit)
     if mode == .truncated {

@@ -40,7 +40,7 @@ public final class TestOrigin: Sendable {
     /// the mode behaves like `normal`. See `resetFlakyCounters()`.
     case flaky
     /// Like `normal` but the body goes out in 16 KiB pieces with a delay (`?delay-ms=N`, default 20) after
-    /// each piece.
+    /// each piece; with `?burst=B`, the first B bytes go out without a delay.
     case slow
     /// 302 to the `normal` URL of the same object (absolute `Location`), or with `?hops=N` a chain of N
     /// redirects (`redirect` with hops N-1, ..., then `normal`). Other query items are kept.
