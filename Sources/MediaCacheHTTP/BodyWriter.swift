@@ -36,8 +36,8 @@ final class BodyWriter: HTTPClientResponseDelegate, @unchecked Sendable {
   private var pending: [ByteBuffer] = []
   private var pendingOffset: Int64 = 0
   private var pendingBytes = 0
-  /// When the oldest of the `pending` bytes arrived.
-  private var pendingSince = NIODeadline.now()
+  /// Hands `pending` over `maxBatchDelay` after its first bytes arrived, if nothing did sooner.
+  private var batchTimer: Scheduled<Void>?
   /// Whether this response's bytes were handed over yet.
   private var handedOver = false
 
@@ -112,22 +112,23 @@ final class BodyWriter: HTTPClientResponseDelegate, @unchecked Sendable {
       return task.eventLoop.makeFailedFuture(error)
     }
     flight.writtenHint.store(offset + Int64(count), ordering: .relaxed)
-    if pending.isEmpty {
-      pendingOffset = offset
-      pendingSince = .now()
-    }
+    if pending.isEmpty { pendingOffset = offset }
     pending.append(buffer)
     pendingBytes += count
     offset += Int64(count)
     bodyBytes += Int64(count)
     // Bytes go to the readers in batches while none waits for them (fewer hops), but never later than
-    // `maxBatchDelay`, and the response's first bytes at once: the player whose request started the flight
-    // is about to wait for them (its response head is on its way) and has not said so yet. Without that, a
-    // paced origin's first bytes sat here until the next piece arrived.
-    if pendingBytes >= 256 << 10 || flight.blockedReaders.load(ordering: .relaxed) > 0 || !handedOver
-      || NIODeadline.now() - pendingSince >= Self.maxBatchDelay
-    {
+    // `maxBatchDelay` (a reader may start waiting after the last piece came, and the origin may pause), and
+    // the response's first bytes at once: the player whose request started the flight is about to wait for
+    // them (its response head is on its way) and has not said so yet. Without that, a paced origin's first
+    // bytes sat here until the next piece arrived.
+    if pendingBytes >= 256 << 10 || flight.blockedReaders.load(ordering: .relaxed) > 0 || !handedOver {
       flush()
+    } else if batchTimer == nil {
+      batchTimer = task.eventLoop.scheduleTask(in: Self.maxBatchDelay) {
+        self.batchTimer = nil
+        self.flush()
+      }
     }
     if overlong {
       flush()
@@ -138,7 +139,16 @@ final class BodyWriter: HTTPClientResponseDelegate, @unchecked Sendable {
             "body is longer than the \(head?.expectedBodyLength ?? 0) bytes its Content-Range or Content-Length says"
         ))
     }
-    let flightEnd = flight.endHint.load(ordering: .relaxed)
+    var flightEnd = flight.endHint.load(ordering: .relaxed)
+    // An abandoned flight whose grace is over stops at the end of the chunk these bytes are in, as
+    // `Flight.endGrace` would have it, even if the flight's task has not run yet (a busy cooperative pool):
+    // meanwhile this loop would fetch on to the whole read-ahead bound.
+    let graceEnd = flight.graceDeadline.load(ordering: .relaxed)
+    if graceEnd > 0, NIODeadline.now().uptimeNanoseconds >= graceEnd {
+      let chunkSize = flight.chunkSize
+      let settled = max(((offset + chunkSize - 1) / chunkSize) * chunkSize, flight.start + chunkSize)
+      flightEnd = flightEnd >= 0 ? min(flightEnd, settled) : settled
+    }
     // A 206 stops at the run's end; so does a 200 of known length that answers a request for the whole object
     // (no Range sent). A 200 to a Range request (an origin that ignores Range) goes on: another request would
     // get the same body from byte 0 again.
@@ -162,6 +172,8 @@ final class BodyWriter: HTTPClientResponseDelegate, @unchecked Sendable {
   }
 
   private func flush() {
+    batchTimer?.cancel()
+    batchTimer = nil
     guard !pending.isEmpty else { return }
     if flight.queuedBytes.load(ordering: .relaxed) > Flight.maxQueuedBytes {
       events.yield(.skipped(upTo: pendingOffset + Int64(pendingBytes)))

@@ -66,6 +66,9 @@ actor Flight {
   nonisolated let writtenHint: Atomic<Int64>
   /// `end` as seen without a hop: -1 for none.
   nonisolated let endHint = Atomic<Int64>(-1)
+  /// While abandoned: when its grace ends (`NIODeadline` uptime nanoseconds); 0 otherwise. The writer stops at
+  /// the chunk it is in once this has passed, even before `endGrace` runs.
+  nonisolated let graceDeadline = Atomic<UInt64>(0)
   /// Bytes the origin's event loop has handed to the fetching task and that are not yet delivered here: the
   /// writer stops handing over bytes (they are in the cache already) while this is over `maxQueuedBytes`, so a
   /// starved fetching task cannot make memory grow.
@@ -143,6 +146,7 @@ actor Flight {
     readers += 1
     if abandonedEnd != nil {
       abandonedEnd = nil
+      graceDeadline.store(0, ordering: .relaxed)
       setEnd(committedEnd)
     }
     guard priority == .foreground, self.priority == .background else { return false }
@@ -181,6 +185,10 @@ actor Flight {
     abandonment += 1
     let current = abandonment
     if grace > .zero {
+      let nanoseconds =
+        UInt64(grace.components.seconds) * 1_000_000_000
+        + UInt64(grace.components.attoseconds / 1_000_000_000)
+      graceDeadline.store(NIODeadline.now().uptimeNanoseconds + nanoseconds, ordering: .relaxed)
       Task { [grace] in
         try? await Task.sleep(for: grace)
         self.endGrace(of: current)
@@ -199,6 +207,7 @@ actor Flight {
     let arrived = max(received, writtenHint.load(ordering: .relaxed))
     let chunkEnd = ((arrived + chunkSize - 1) / chunkSize) * chunkSize
     let settled = min(bound, max(chunkEnd, start + chunkSize))
+    graceDeadline.store(0, ordering: .relaxed)
     abandonedEnd = settled
     setEnd(committedEnd.map { min($0, settled) } ?? settled)
   }

@@ -219,6 +219,27 @@ struct OriginBytesOnceTests {
     }
   }
 
+  /// Bytes that arrived while no reader waited are handed over within a few milliseconds even if the origin
+  /// then pauses: a reader that takes its first piece, is busy for 0.3 s (the rest of a burst of 2.5 chunks
+  /// arrives meanwhile) and then reads on gets the whole burst at once (the 2 complete chunks from the cache,
+  /// the half chunk from the fetch), not when the origin sends again 4 s later.
+  @Test func bytesThatArriveWhileNoReaderWaitsAreHandedOverBeforeTheOriginSendsAgain() async throws {
+    try await withReader(readAhead: 0) { reader, origin, _ in
+      let burst = 5 * Self.chunkSize / 2
+      let url = origin.url(.slow, "batch", size: 40 * Self.chunkSize, query: "burst=\(burst)&delay-ms=4000")
+      let bytes = try await reader.read(url, range: .from(0))
+      defer { bytes.close() }
+      var iterator = bytes.makeAsyncIterator()
+      var received = try await iterator.next()?.count ?? 0
+      try await Task.sleep(for: .milliseconds(300))
+      let started = ContinuousClock.now
+      while received < burst, let piece = try await iterator.next() { received += piece.count }
+      let waited = ContinuousClock.now - started
+      #expect(received >= burst)
+      #expect(waited < .seconds(2), "the rest of the burst came \(waited) after the reader asked")
+    }
+  }
+
   /// A reader that drops an open-ended read after its first piece leaves the request running for the rest of
   /// the chunk plus the read-ahead (2 chunks here), then it stops at a chunk boundary; a reader arriving while
   /// it runs joins it instead of asking the origin again.
