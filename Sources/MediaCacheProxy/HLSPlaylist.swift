@@ -232,10 +232,10 @@ public enum HLSPlaylist {
     /// Every distinct URI to fetch, in fetch order: each key and map before the first segment that needs it,
     /// the segments in playlist order, each URI once.
     public var allURIs: [URL] {
-      var seen = Set<URL>()
+      var seen = Set<String>()
       var result: [URL] = []
       var pending = prerequisites[...]
-      func add(_ url: URL) { if seen.insert(url).inserted { result.append(url) } }
+      func add(_ url: URL) { if seen.insert(HLSPlaylist.resource(url)).inserted { result.append(url) } }
       for (index, segment) in segments.enumerated() {
         while let next = pending.first, next.beforeSegment <= index {
           add(next.uri)
@@ -357,6 +357,13 @@ public enum HLSPlaylist {
     }
   }
 
+  /// What a URI names, for telling URIs apart: two that differ only where RFC 3986 says they are the same (the
+  /// scheme's case, dot segments) name one resource, which the proxy serves as one object (its path form), and
+  /// which `fetch --hls` fetches once.
+  static func resource(_ url: URL) -> String {
+    ProxyPathForm.path(for: url.absoluteString) ?? url.absoluteString
+  }
+
   private static func parseMedia(_ lines: [(number: Int, kind: LineKind)], playlistURL: URL)
     throws(HLSError) -> MediaPlaylist
   {
@@ -365,7 +372,10 @@ public enum HLSPlaylist {
       segments: [], keys: [], maps: [], targetDuration: nil, isEndList: false, prerequisites: [])
     /// Records a key (or map) the segments from here on need, once.
     func need(_ url: URL, isKey: Bool) {
-      guard isHTTP(url), !(isKey ? playlist.keys : playlist.maps).contains(url) else { return }
+      let resource = Self.resource(url)
+      guard isHTTP(url),
+        !(isKey ? playlist.keys : playlist.maps).contains(where: { Self.resource($0) == resource })
+      else { return }
       if isKey { playlist.keys.append(url) } else { playlist.maps.append(url) }
       playlist.prerequisites.append(.init(beforeSegment: playlist.segments.count, uri: url))
     }

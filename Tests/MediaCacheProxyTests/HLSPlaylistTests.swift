@@ -285,6 +285,36 @@ import Testing
       ])
   }
 
+  /// URIs that differ only in the scheme's case or in dot segments name one resource (RFC 3986 §6.2.2): listed
+  /// once in `allURIs` (so `fetch --hls` fetches it once) and among the keys. Found by the `hls` fuzzer: the
+  /// rewritten playlist, whose path-form URIs are the same for both, listed one URI fewer.
+  @Test func urisNamingOneResourceAreListedOnce() throws {
+    let text = """
+      #EXTM3U
+      #EXT-X-TARGETDURATION:10
+      #EXT-X-KEY:METHOD=AES-128,URI="https://cdn.example.com/k.bin"
+      #EXTINF:10,
+      htTps://cdn.example.com/a/s0.ts
+      #EXT-X-KEY:METHOD=AES-128,URI="HTTPS://cdn.example.com/x/../k.bin"
+      #EXTINF:10,
+      https://cdn.example.com/a/s0.ts
+      #EXTINF:10,
+      https://cdn.example.com/a/./s1.ts
+      #EXT-X-ENDLIST
+      """
+    guard case .media(let playlist) = try HLSPlaylist.parse(text, playlistURL: base) else {
+      Issue.record("not a media playlist")
+      return
+    }
+    #expect(playlist.segments.count == 3)
+    #expect(playlist.keys.map(\.absoluteString) == ["https://cdn.example.com/k.bin"])
+    #expect(
+      playlist.allURIs.map(\.absoluteString) == [
+        "https://cdn.example.com/k.bin", "htTps://cdn.example.com/a/s0.ts",
+        "https://cdn.example.com/a/./s1.ts",
+      ])
+  }
+
   @Test func liveMediaPlaylistWithoutEndList() throws {
     let text = "#EXTM3U\r\n#EXT-X-TARGETDURATION:4\r\n#EXTINF:4.0,\r\nlive/1.ts\r\n"
     let parsed = try HLSPlaylist.parse(text, playlistURL: URL(string: "http://h:81/a/b.m3u8")!)

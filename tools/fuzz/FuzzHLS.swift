@@ -391,16 +391,24 @@ func checkParse(_ input: String, _ output: String) {
   }
 }
 
+/// What a URI names: URIs that differ only in the scheme's case or in dot segments name the same resource (the
+/// proxy's path form of each is the same).
+func resource(_ url: URL) -> String { ProxyPathForm.path(for: url.absoluteString) ?? url.absoluteString }
+
 func checkMedia(_ playlist: HLSPlaylist.MediaPlaylist) {
   let all = playlist.allURIs
-  guard Set(all).count == all.count else { fatalError("allURIs lists a URI twice: \(all)") }
-  guard Set(all) == Set(playlist.segments + playlist.keys + playlist.maps) else {
+  guard Set(all.map(resource)).count == all.count else {
+    fatalError("allURIs lists a resource twice: \(all)")
+  }
+  guard Set(all.map(resource)) == Set((playlist.segments + playlist.keys + playlist.maps).map(resource))
+  else {
     fatalError("allURIs is not the segments, keys and maps: \(all)")
   }
   for url in playlist.keys + playlist.maps where !isHTTP(url) {
     fatalError("a key or map that is not http(s): \(url)")
   }
-  guard Set(playlist.keys).count == playlist.keys.count, Set(playlist.maps).count == playlist.maps.count
+  guard Set(playlist.keys.map(resource)).count == playlist.keys.count,
+    Set(playlist.maps.map(resource)).count == playlist.maps.count
   else {
     fatalError("keys or maps listed twice")
   }
