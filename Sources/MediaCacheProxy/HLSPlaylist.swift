@@ -370,12 +370,15 @@ public enum HLSPlaylist {
     let source = playlistURL.absoluteString
     var playlist = MediaPlaylist(
       segments: [], keys: [], maps: [], targetDuration: nil, isEndList: false, prerequisites: [])
+    /// The resources among the keys, and among the maps (a set each: a hostile playlist may list many).
+    var keyResources = Set<String>()
+    var mapResources = Set<String>()
     /// Records a key (or map) the segments from here on need, once.
     func need(_ url: URL, isKey: Bool) {
+      guard isHTTP(url) else { return }
       let resource = Self.resource(url)
-      guard isHTTP(url),
-        !(isKey ? playlist.keys : playlist.maps).contains(where: { Self.resource($0) == resource })
-      else { return }
+      let added = isKey ? keyResources.insert(resource).inserted : mapResources.insert(resource).inserted
+      guard added else { return }
       if isKey { playlist.keys.append(url) } else { playlist.maps.append(url) }
       playlist.prerequisites.append(.init(beforeSegment: playlist.segments.count, uri: url))
     }

@@ -212,41 +212,10 @@ extension FetchCommand {
       media = list
     }
     let uris = media.allURIs.map(\.absoluteString)
-    let progress = HLSFetchProgress(total: uris.count)
-    let terminal = isatty(STDERR_FILENO) == 1
-    let display = Task {
-      var lastLine = Date()
-      while !Task.isCancelled {
-        try? await Task.sleep(for: .milliseconds(200))
-        let snapshot = progress.snapshot()
-        if terminal {
-          FileHandle.standardError.write(Data(("\r" + snapshot.bar).utf8))
-        } else if Date().timeIntervalSince(lastLine) >= 1 {
-          lastLine = Date()
-          FileHandle.standardError.write(Data((snapshot.line + "\n").utf8))
-        }
-      }
-    }
-    do {
-      let prerequisites = Set((media.keys + media.maps).map(\.absoluteString))
-      try await Self.prefetchAll(uris, prerequisites: prerequisites, reader: reader, progress: progress)
-    } catch {
-      display.cancel()
-      if terminal { FileHandle.standardError.write(Data("\n".utf8)) }
-      throw error
-    }
-    display.cancel()
-    let final = progress.snapshot()
-    if terminal { FileHandle.standardError.write(Data(("\r" + final.bar + "\n").utf8)) }
+    let final = try await Self.prefetchShowingProgress(
+      uris, prerequisites: Set((media.keys + media.maps).map(\.absoluteString)), reader: reader)
     // Everything the player needs is on disk, or the exit status says what is not.
-    for uri in playlists + uris {
-      guard case .complete = try await reader.cache.status(for: uri) else {
-        let manifest = try await reader.cache.manifest(for: uri)
-        let id = reader.cache.objectID(for: uri)
-        throw StoreError.notCached(
-          id, missing: manifest?.missingByteRanges(in: 0..<Int64.max) ?? [0..<Int64.max])
-      }
-    }
+    try await Self.requireComplete(playlists + uris, reader: reader)
     let segments = Set(media.segments).count
     printOut(
       "cached HLS \(mediaURL.absoluteString): \(Self.count(uris.count, "file")) (\(Self.count(segments, "segment")), "
@@ -305,6 +274,51 @@ extension FetchCommand {
       throw fail("\(url) is not an HLS playlist: it is not UTF-8 text", .failure)
     }
     return try HLSPlaylist.parse(text, playlistURL: playlistURL)
+  }
+
+  /// `prefetchAll` with its progress on standard error (a bar on a terminal, a line a second otherwise);
+  /// returns the final snapshot.
+  static func prefetchShowingProgress(_ uris: [String], prerequisites: Set<String>, reader: CachingReader)
+    async throws -> HLSFetchProgress.Snapshot
+  {
+    let progress = HLSFetchProgress(total: uris.count)
+    let terminal = isatty(STDERR_FILENO) == 1
+    let display = Task {
+      var lastLine = Date()
+      while !Task.isCancelled {
+        try? await Task.sleep(for: .milliseconds(200))
+        let snapshot = progress.snapshot()
+        if terminal {
+          FileHandle.standardError.write(Data(("\r" + snapshot.bar).utf8))
+        } else if Date().timeIntervalSince(lastLine) >= 1 {
+          lastLine = Date()
+          FileHandle.standardError.write(Data((snapshot.line + "\n").utf8))
+        }
+      }
+    }
+    do {
+      try await prefetchAll(uris, prerequisites: prerequisites, reader: reader, progress: progress)
+    } catch {
+      display.cancel()
+      if terminal { FileHandle.standardError.write(Data("\n".utf8)) }
+      throw error
+    }
+    display.cancel()
+    let final = progress.snapshot()
+    if terminal { FileHandle.standardError.write(Data(("\r" + final.bar + "\n").utf8)) }
+    return final
+  }
+
+  /// Throws `StoreError.notCached` (with the missing ranges) for the first of `uris` not completely cached.
+  static func requireComplete(_ uris: [String], reader: CachingReader) async throws {
+    for uri in uris {
+      guard case .complete = try await reader.cache.status(for: uri) else {
+        let manifest = try await reader.cache.manifest(for: uri)
+        throw StoreError.notCached(
+          reader.cache.objectID(for: uri),
+          missing: manifest?.missingByteRanges(in: 0..<Int64.max) ?? [0..<Int64.max])
+      }
+    }
   }
 
   /// Origin fetches running at once for `fetch --hls` (the reader's limiter caps requests at 6 anyway).

@@ -62,40 +62,9 @@ extension FetchCommand {
       }
     }
 
-    let progress = HLSFetchProgress(total: files.count)
-    let terminal = isatty(STDERR_FILENO) == 1
-    let display = Task {
-      var lastLine = Date()
-      while !Task.isCancelled {
-        try? await Task.sleep(for: .milliseconds(200))
-        let snapshot = progress.snapshot()
-        if terminal {
-          FileHandle.standardError.write(Data(("\r" + snapshot.bar).utf8))
-        } else if Date().timeIntervalSince(lastLine) >= 1 {
-          lastLine = Date()
-          FileHandle.standardError.write(Data((snapshot.line + "\n").utf8))
-        }
-      }
-    }
-    do {
-      try await Self.prefetchAll(files, prerequisites: prerequisites, reader: reader, progress: progress)
-    } catch {
-      display.cancel()
-      if terminal { FileHandle.standardError.write(Data("\n".utf8)) }
-      throw error
-    }
-    display.cancel()
-    let final = progress.snapshot()
-    if terminal { FileHandle.standardError.write(Data(("\r" + final.bar + "\n").utf8)) }
+    let final = try await Self.prefetchShowingProgress(files, prerequisites: prerequisites, reader: reader)
     // Everything a player of these representations needs is on disk, or the exit status says what is not.
-    for file in [url] + files {
-      guard case .complete = try await reader.cache.status(for: file) else {
-        let manifest = try await reader.cache.manifest(for: file)
-        throw StoreError.notCached(
-          reader.cache.objectID(for: file),
-          missing: manifest?.missingByteRanges(in: 0..<Int64.max) ?? [0..<Int64.max])
-      }
-    }
+    try await Self.requireComplete([url] + files, reader: reader)
     printOut(
       "cached DASH \(url): \(Self.count(chosen.count, "representation")), \(Self.count(files.count, "file")) "
         + "(\(Self.count(mediaSegments, "media segment")), \(Self.count(initSegments, "initialization segment"))), "
