@@ -160,6 +160,8 @@ let package = Package(
       dependencies: [
         "MediaCache", "mediacache", "cache-compactor", "cache-fsck", "mediacache-testhelper",
         "MediaCacheTestOrigin", "MediaCacheHTTP", "MediaCacheProxy",
+        // The blocking-call check's test runs a call on an event loop.
+        .product(name: "NIOPosix", package: "swift-nio"),
       ]
     ),
   ],

@@ -117,6 +117,8 @@ public final class MediaCache: Sendable {
   public let store: ShardedStore
   /// The memory tier.
   public let memory: MemoryTier
+  /// Objects whose data manager this process is closing on the I/O executor: questions about one wait for it.
+  package let closing = ClosingObjects()
 
   private struct Tracking {
     /// Bytes on disk as of the last pass plus chunks written since; nil until a pass has run.
@@ -166,12 +168,16 @@ public final class MediaCache: Sendable {
   ) async throws {
     let id = objectID(for: requested)
     if policy.usesDisk {
-      do {
-        try writeWholeObject(data, id: id, contentType: contentType, userMetadata: userMetadata)
-      } catch let error as StoreError {
-        // A full disk, and the app set limits: make room as the limits would, then try once more.
-        guard case .io(_, _, .noSpace) = error, try makeRoom(for: Int64(data.count)) > 0 else { throw error }
-        try writeWholeObject(data, id: id, contentType: contentType, userMetadata: userMetadata)
+      try await IOExecutor.shared.run { [self] in
+        do {
+          try writeWholeObject(data, id: id, contentType: contentType, userMetadata: userMetadata)
+        } catch let error as StoreError {
+          // A full disk, and the app set limits: make room as the limits would, then try once more.
+          guard case .io(_, _, .noSpace) = error, try makeRoom(for: Int64(data.count)) > 0 else {
+            throw error
+          }
+          try writeWholeObject(data, id: id, contentType: contentType, userMetadata: userMetadata)
+        }
       }
     }
     if policy.usesMemory { memory.insert(data, for: id) } else { memory.remove(id) }
@@ -220,6 +226,14 @@ public final class MediaCache: Sendable {
     let id = objectID(for: requested)
     if policy.usesMemory, let data = memory.data(for: id) { return data }
     guard policy.usesDisk else { return nil }
+    await closing.wait(for: id)
+    guard let data = try await IOExecutor.shared.run({ [self] in try diskData(id) }) else { return nil }
+    if policy.usesMemory { memory.insert(data, for: id) }
+    return data
+  }
+
+  /// The whole object `id` from disk, if complete there (on the I/O executor).
+  private func diskData(_ id: ObjectID) throws -> Data? {
     guard let manifest = try store.readManifest(id), manifest.isComplete, let length = manifest.contentLength
     else { return nil }
     let manager: FileHandleAssetDataManager
@@ -235,7 +249,6 @@ public final class MediaCache: Sendable {
     } catch StoreError.notCached {
       return nil  // evicted or reset between the manifest read and the open
     }
-    if policy.usesMemory { memory.insert(data, for: id) }
     return data
   }
 
@@ -243,14 +256,18 @@ public final class MediaCache: Sendable {
   /// holds it open; its bytes are not CRC-verified on this path.
   public func fileURL(for requested: String) async throws -> URL? {
     let id = objectID(for: requested)
-    guard let manifest = try store.readManifest(id), manifest.isComplete else { return nil }
+    await closing.wait(for: id)
+    guard let manifest = try await IOExecutor.shared.run({ [store] in try store.readManifest(id) }),
+      manifest.isComplete
+    else { return nil }
     return URL(fileURLWithPath: store.paths(for: id).data)
   }
 
   /// How much of the object is cached on disk (or `.complete` if it is held in memory only).
   public func status(for requested: String) async throws -> Status {
     let id = objectID(for: requested)
-    guard let manifest = try store.readManifest(id) else {
+    await closing.wait(for: id)
+    guard let manifest = try await IOExecutor.shared.run({ [store] in try store.readManifest(id) }) else {
       if let data = memory.data(for: id) { return .complete(length: Int64(data.count)) }
       return .none
     }
@@ -267,7 +284,9 @@ public final class MediaCache: Sendable {
 
   /// The committed manifest of the object, nil if it has none.
   public func manifest(for requested: String) async throws -> Manifest? {
-    try store.readManifest(objectID(for: requested))
+    let id = objectID(for: requested)
+    await closing.wait(for: id)
+    return try await IOExecutor.shared.run { [store] in try store.readManifest(id) }
   }
 
   // MARK: Range access
@@ -293,8 +312,10 @@ public final class MediaCache: Sendable {
   public func remove(_ requested: String) async throws -> Int64 {
     let id = objectID(for: requested)
     memory.remove(id)
-    let metadata = (try? store.readManifest(id))?.userMetadata ?? Data()
-    let bytes = try store.remove(id)
+    await closing.wait(for: id)
+    let (metadata, bytes) = try await IOExecutor.shared.run { [store] in
+      ((try? store.readManifest(id))?.userMetadata ?? Data(), try store.remove(id))
+    }
     if bytes > 0 {
       adjustTrackedBytes(by: -bytes)
       emit(.removed([RemovedObject(id: id, userMetadata: metadata, bytes: bytes, reason: .manual)]))
@@ -305,6 +326,11 @@ public final class MediaCache: Sendable {
   /// Removes every object that no process has open.
   @discardableResult
   public func removeAll() async throws -> RemovalReport {
+    await closing.waitForAll()
+    return try await IOExecutor.shared.run { [self] in try removeAllNow() }
+  }
+
+  private func removeAllNow() throws -> RemovalReport {
     let memoryFreed = Int64(memory.removeAll())
     var report = RemovalReport(objectsRemoved: 0, bytesFreed: 0, memoryBytesFreed: memoryFreed, busy: [])
     var removed: [RemovedObject] = []
@@ -327,10 +353,16 @@ public final class MediaCache: Sendable {
   }
 
   /// Pins the object: it is never evicted until unpinned. Throws `StoreError.notFound` if nothing is cached.
-  public func pin(_ requested: String) async throws { try setPinned(requested, true) }
+  public func pin(_ requested: String) async throws {
+    await closing.wait(for: objectID(for: requested))
+    try await IOExecutor.shared.run { [self] in try setPinned(requested, true) }
+  }
 
   /// Unpins the object.
-  public func unpin(_ requested: String) async throws { try setPinned(requested, false) }
+  public func unpin(_ requested: String) async throws {
+    await closing.wait(for: objectID(for: requested))
+    try await IOExecutor.shared.run { [self] in try setPinned(requested, false) }
+  }
 
   private func setPinned(_ requested: String, _ pinned: Bool) throws {
     let id = objectID(for: requested)
@@ -357,7 +389,8 @@ public final class MediaCache: Sendable {
   /// Runs a compaction pass now (age, size and free-space limits; tmp reaping) and returns what it did.
   @discardableResult
   public func purge() async throws -> CompactionReport {
-    let report = try compactor.runPass()
+    await closing.waitForAll()
+    let report = try await IOExecutor.shared.run { [compactor] in try compactor.runPass() }
     for object in report.removed { memory.remove(object.id) }
     tracking.withLock { tracking in
       tracking.approximateBytes = report.bytesAfter + tracking.writtenDuringPass

@@ -4,12 +4,18 @@ import MediaCache
 import NIOCore
 import NIOHTTP1
 
-/// Receives one origin response on its event loop: checks the head, writes every body part to the cache right
-/// there (no task switch per part; the data manager is thread-safe), and hands bytes to the flight's readers
-/// in batches, at once when a reader is waiting.
+/// Receives one origin response on its event loop: checks the head on the I/O executor, queues every body part
+/// for the I/O executor to write to the cache (never on the event loop), and hands the written bytes to the
+/// flight's readers in batches, at once when a reader is waiting.
+///
+/// The queue is bounded (`maxQueuedBytes`): past it the next body part is not read until a write is done
+/// (AsyncHTTPClient waits for the future `didReceiveBodyPart` returns), so a slow disk slows the origin
+/// instead of growing memory. Below it, parts are taken at once: a connection that breaks leaves nothing
+/// unread in AsyncHTTPClient's buffers (it drops them), so a retry resumes after every byte that arrived.
 final class BodyWriter: HTTPClientResponseDelegate, @unchecked Sendable {
-  // Mutable state is touched only on the request's event loop (AsyncHTTPClient calls the delegate there);
-  // it is read by the fetching task only after the task's future completed, which orders the accesses.
+  // Mutable state is touched only on the request's event loop (AsyncHTTPClient calls the delegate there, and
+  // write completions hop back to it); the fetching task reads it only after the event stream ended, which
+  // happens after the last write completed.
   typealias Response = Void
 
   /// What the fetching task learns, in order.
@@ -29,9 +35,13 @@ final class BodyWriter: HTTPClientResponseDelegate, @unchecked Sendable {
   private let events: AsyncStream<Event>.Continuation
 
   private(set) var head: ResponseHead?
+  /// Every body byte before this is written to the cache.
   private(set) var offset: Int64 = 0
+  /// Body bytes received (written or queued).
   private(set) var bodyBytes: Int64 = 0
   private(set) var stoppedAtEnd = false
+  /// Why a write failed: the response is given up on, and the fetching task reports this.
+  private(set) var writeError: (any Error)?
   private var versionTag: UInt32 = 0
   private var pending: [ByteBuffer] = []
   private var pendingOffset: Int64 = 0
@@ -40,6 +50,20 @@ final class BodyWriter: HTTPClientResponseDelegate, @unchecked Sendable {
   private var batchTimer: Scheduled<Void>?
   /// Whether this response's bytes were handed over yet.
   private var handedOver = false
+  /// Body parts received and not yet handed to the executor, and their bytes (with the batch being written).
+  private var queue: [ByteBuffer] = []
+  private var queuedBytes = 0
+  /// Where the next body part received goes.
+  private var receivedOffset: Int64 = 0
+  /// A batch is being written on the executor.
+  private var writing = false
+  /// Completed when the queue is below its bound again (the origin's next body part is read then).
+  private var roomPromise: EventLoopPromise<Void>?
+  /// Run once nothing is queued or being written.
+  private var drainWaiters: [() -> Void] = []
+
+  /// Bytes received and not yet written past which the next body part waits.
+  static let maxQueuedBytes = 1 << 20
 
   init(
     session: ObjectSession, flight: Flight, url: String, start: Int64, end: Int64?, stored: Manifest,
@@ -63,21 +87,56 @@ final class BodyWriter: HTTPClientResponseDelegate, @unchecked Sendable {
   static let maxBatchDelay = TimeAmount.milliseconds(5)
 
   func didReceiveHead(task: HTTPClient.Task<Void>, _ head: HTTPResponseHead) -> EventLoopFuture<Void> {
+    let parsed: ResponseHead
     do {
-      try session.checkDeclaredLength(status: head.status, headers: head.headers, stored: stored)
-      let parsed = try OriginClient.interpret(
+      parsed = try OriginClient.interpret(
         status: head.status, headers: head.headers, url: url, start: requestedStart, end: requestedEnd)
-      versionTag = try session.reconcile(parsed, stored: stored)
-      self.head = parsed
-      offset = parsed.start
-      events.yield(.head(parsed))
-      return task.eventLoop.makeSucceededVoidFuture()
     } catch {
-      return task.eventLoop.makeFailedFuture(error)
+      // A length declared against the stored entity tag is checked even for a response refused for its range
+      // (it may reset the object: on the executor).
+      let promise = task.eventLoop.makePromise(of: Void.self)
+      IOExecutor.shared.submit { [session, stored] in
+        let check = Result {
+          try session.checkDeclaredLength(status: head.status, headers: head.headers, stored: stored)
+        }
+        if case .failure(let declared) = check { promise.fail(declared) } else { promise.fail(error) }
+      }
+      return promise.futureResult
     }
+    self.head = parsed
+    offset = parsed.start
+    receivedOffset = parsed.start
+    // Checking the head against the manifest may commit it (new validators, a reset): on the executor, as the
+    // first job of the write queue. Body parts are taken meanwhile and written after it; the readers learn the
+    // head once the manifest says what it says.
+    writing = true
+    IOExecutor.shared.submit { [session, stored] in
+      let result = Result { () throws -> UInt32 in
+        try session.checkDeclaredLength(status: head.status, headers: head.headers, stored: stored)
+        return try session.reconcile(parsed, stored: stored)
+      }
+      task.eventLoop.execute { self.headChecked(parsed, result, task: task) }
+    }
+    return task.eventLoop.makeSucceededVoidFuture()
+  }
+
+  private func headChecked(
+    _ parsed: ResponseHead, _ result: Result<UInt32, any Error>, task: HTTPClient.Task<Void>
+  ) {
+    writing = false
+    switch result {
+    case .success(let tag):
+      versionTag = tag
+      events.yield(.head(parsed))
+      if !queue.isEmpty { writeQueue(task: task) }
+    case .failure(let error):
+      fail(error)
+    }
+    jobDone()
   }
 
   func didReceiveBodyPart(task: HTTPClient.Task<Void>, _ buffer: ByteBuffer) -> EventLoopFuture<Void> {
+    if let writeError { return task.eventLoop.makeFailedFuture(writeError) }
     var buffer = buffer
     var overlong = false
     if let expected = head?.expectedBodyLength, bodyBytes + Int64(buffer.readableBytes) > expected {
@@ -88,35 +147,146 @@ final class BodyWriter: HTTPClientResponseDelegate, @unchecked Sendable {
       overlong = true
     }
     let count = buffer.readableBytes
-    do {
-      let at = offset
-      let tag = versionTag
-      try buffer.withUnsafeReadableBytes { raw in
-        do {
-          do {
-            try session.manager.write(raw, at: at, ifVersion: tag)
-          } catch let error as StoreError {
-            // A full disk, and the app set limits: evict as the limits would (least recently used, never an
-            // object in use), then try once more; without limits, or if nothing could go, ENOSPC stands.
-            guard case .io(_, _, .noSpace) = error else { throw error }
-            let room = max(Self.roomAfterNoSpace, 16 * Int64(session.manager.manifest.chunkSize))
-            guard ((try? session.reader.cache.makeRoom(for: room)) ?? 0) > 0 else { throw error }
-            try session.manager.write(raw, at: at, ifVersion: tag)
-          }
-        } catch StoreError.outOfBounds {
-          throw OriginError.inconsistentResponse(
-            url: url, reason: "body runs past the length the origin declared")
+    if count > 0 {
+      queue.append(buffer)
+      queuedBytes += count
+      receivedOffset += Int64(count)
+      bodyBytes += Int64(count)
+      if !writing { writeQueue(task: task) }
+    }
+    if overlong {
+      let reason =
+        "body is longer than the \(head?.expectedBodyLength ?? 0) bytes its Content-Range or Content-Length says"
+      return drained(task.eventLoop).flatMapThrowing { [url] in
+        throw OriginError.inconsistentResponse(url: url, reason: reason)
+      }
+    }
+    var flightEnd = flight.endHint.load(ordering: .relaxed)
+    // An abandoned flight whose grace is over stops at the end of the chunk these bytes are in, as
+    // `Flight.endGrace` would have it, even if the flight's task has not run yet (a busy cooperative pool):
+    // meanwhile this loop would fetch on to the whole read-ahead bound.
+    let graceEnd = flight.graceDeadline.load(ordering: .relaxed)
+    if graceEnd > 0, NIODeadline.now().uptimeNanoseconds >= graceEnd {
+      let chunkSize = flight.chunkSize
+      let settled = max(((receivedOffset + chunkSize - 1) / chunkSize) * chunkSize, flight.start + chunkSize)
+      flightEnd = flightEnd >= 0 ? min(flightEnd, settled) : settled
+    }
+    // A 206 stops at the run's end; so does a 200 of known length that answers a request for the whole object
+    // (no Range sent). A 200 to a Range request (an origin that ignores Range) goes on: another request would
+    // get the same body from byte 0 again.
+    let wholeObjectAsked = requestedStart == 0 && requestedEnd == nil && head?.metadata.length != nil
+    if flightEnd >= 0, receivedOffset >= flightEnd, head?.isPartial == true || wholeObjectAsked {
+      stoppedAtEnd = true
+      return drained(task.eventLoop).flatMapThrowing { throw StopReading() }
+    }
+    guard queuedBytes > Self.maxQueuedBytes else { return task.eventLoop.makeSucceededVoidFuture() }
+    if roomPromise == nil { roomPromise = task.eventLoop.makePromise() }
+    return roomPromise!.futureResult
+  }
+
+  /// Hands everything queued to the executor as one batch; when it is written, hands it to the readers (on
+  /// the event loop) and starts the next batch.
+  private func writeQueue(task: HTTPClient.Task<Void>) {
+    let batch = queue
+    let at = receivedOffset - Int64(queuedBytes)
+    queue = []
+    writing = true
+    IOExecutor.shared.submit { [session, url, versionTag, flight] in
+      let result = Result {
+        var position = at
+        for part in batch {
+          // Said before the write: the part's chunk may show as present in the manifest as soon as it is
+          // written, and a reader that reads it from there must find the flight that far along (else it
+          // would start a request for what follows, which this flight is about to bring).
+          flight.writtenHint.store(position + Int64(part.readableBytes), ordering: .relaxed)
+          try Self.write(part, at: position, ifVersion: versionTag, session: session, url: url)
+          position += Int64(part.readableBytes)
         }
       }
-    } catch {
-      return task.eventLoop.makeFailedFuture(error)
+      task.eventLoop.execute { self.batchWritten(batch, result, task: task) }
     }
-    flight.writtenHint.store(offset + Int64(count), ordering: .relaxed)
+  }
+
+  private func batchWritten(
+    _ batch: [ByteBuffer], _ result: Result<Void, any Error>, task: HTTPClient.Task<Void>
+  ) {
+    writing = false
+    queuedBytes -= batch.reduce(0) { $0 + $1.readableBytes }
+    switch result {
+    case .success:
+      for part in batch { written(part, task: task) }
+      if !queue.isEmpty { writeQueue(task: task) }
+    case .failure(let error):
+      fail(error)
+    }
+    jobDone()
+  }
+
+  /// A job failed: the response is given up on (the next body part fails it; the fetching task reports it).
+  private func fail(_ error: any Error) {
+    writeError = error
+    queue = []
+    queuedBytes = 0
+  }
+
+  /// A job of the executor finished: lets the origin's next body part in if the queue has room, and runs what
+  /// waited for the queue to drain.
+  private func jobDone() {
+    if queuedBytes <= Self.maxQueuedBytes, let promise = roomPromise {
+      roomPromise = nil
+      if let writeError { promise.fail(writeError) } else { promise.succeed() }
+    }
+    if !writing {
+      let waiters = drainWaiters
+      drainWaiters = []
+      for waiter in waiters { waiter() }
+    }
+  }
+
+  /// Completes once nothing is queued or being written: failed with the write error if there was one.
+  private func drained(_ eventLoop: any EventLoop) -> EventLoopFuture<Void> {
+    let promise = eventLoop.makePromise(of: Void.self)
+    afterWrites { [self] in
+      if let writeError { promise.fail(writeError) } else { promise.succeed() }
+    }
+    return promise.futureResult
+  }
+
+  /// Runs `body` on the event loop once nothing is queued or being written.
+  func afterWrites(_ body: @escaping () -> Void) {
+    if writing { drainWaiters.append(body) } else { body() }
+  }
+
+  /// Writes one body part to the cache (on the I/O executor).
+  private static func write(
+    _ buffer: ByteBuffer, at offset: Int64, ifVersion tag: UInt32, session: ObjectSession, url: String
+  ) throws {
+    try buffer.withUnsafeReadableBytes { raw in
+      do {
+        do {
+          try session.manager.write(raw, at: offset, ifVersion: tag)
+        } catch let error as StoreError {
+          // A full disk, and the app set limits: evict as the limits would (least recently used, never an
+          // object in use), then try once more; without limits, or if nothing could go, ENOSPC stands.
+          guard case .io(_, _, .noSpace) = error else { throw error }
+          let room = max(Self.roomAfterNoSpace, 16 * Int64(session.manager.manifest.chunkSize))
+          guard ((try? session.reader.cache.makeRoom(for: room)) ?? 0) > 0 else { throw error }
+          try session.manager.write(raw, at: offset, ifVersion: tag)
+        }
+      } catch StoreError.outOfBounds {
+        throw OriginError.inconsistentResponse(
+          url: url, reason: "body runs past the length the origin declared")
+      }
+    }
+  }
+
+  /// A body part is in the cache (on the event loop): hands it to the readers.
+  private func written(_ buffer: ByteBuffer, task: HTTPClient.Task<Void>) {
+    let count = buffer.readableBytes
     if pending.isEmpty { pendingOffset = offset }
     pending.append(buffer)
     pendingBytes += count
     offset += Int64(count)
-    bodyBytes += Int64(count)
     // Bytes go to the readers in batches while none waits for them (fewer hops), but never later than
     // `maxBatchDelay` (a reader may start waiting after the last piece came, and the origin may pause), and
     // the response's first bytes at once: the player whose request started the flight is about to wait for
@@ -130,45 +300,21 @@ final class BodyWriter: HTTPClientResponseDelegate, @unchecked Sendable {
         self.flush()
       }
     }
-    if overlong {
-      flush()
-      return task.eventLoop.makeFailedFuture(
-        OriginError.inconsistentResponse(
-          url: url,
-          reason:
-            "body is longer than the \(head?.expectedBodyLength ?? 0) bytes its Content-Range or Content-Length says"
-        ))
-    }
-    var flightEnd = flight.endHint.load(ordering: .relaxed)
-    // An abandoned flight whose grace is over stops at the end of the chunk these bytes are in, as
-    // `Flight.endGrace` would have it, even if the flight's task has not run yet (a busy cooperative pool):
-    // meanwhile this loop would fetch on to the whole read-ahead bound.
-    let graceEnd = flight.graceDeadline.load(ordering: .relaxed)
-    if graceEnd > 0, NIODeadline.now().uptimeNanoseconds >= graceEnd {
-      let chunkSize = flight.chunkSize
-      let settled = max(((offset + chunkSize - 1) / chunkSize) * chunkSize, flight.start + chunkSize)
-      flightEnd = flightEnd >= 0 ? min(flightEnd, settled) : settled
-    }
-    // A 206 stops at the run's end; so does a 200 of known length that answers a request for the whole object
-    // (no Range sent). A 200 to a Range request (an origin that ignores Range) goes on: another request would
-    // get the same body from byte 0 again.
-    let wholeObjectAsked = requestedStart == 0 && requestedEnd == nil && head?.metadata.length != nil
-    if flightEnd >= 0, offset >= flightEnd, head?.isPartial == true || wholeObjectAsked {
-      stoppedAtEnd = true
-      flush()
-      return task.eventLoop.makeFailedFuture(StopReading())
-    }
-    return task.eventLoop.makeSucceededVoidFuture()
   }
 
   func didFinishRequest(task: HTTPClient.Task<Void>) throws {
-    flush()
-    events.finish()
+    afterWrites {
+      self.flush()
+      self.events.finish()
+    }
   }
 
   func didReceiveError(task: HTTPClient.Task<Void>, _ error: any Error) {
-    flush()  // what was written is valid; readers get it before the error
-    events.finish()
+    // What was written is valid: readers get it before the error, with what was still queued.
+    afterWrites {
+      self.flush()
+      self.events.finish()
+    }
   }
 
   private func flush() {

@@ -67,6 +67,15 @@ public final class CachedBytes: AsyncSequence, Sendable {
     session.reader.closeSession(session)
   }
 
+  /// Ends the read, as `close()` does, and returns once what this process fetched of the object is committed
+  /// (unless a flight still running on it, or another read, keeps it open: then when that ends). `close()`
+  /// hands the commit to the I/O executor and returns at once; a question to the cache about the object
+  /// (`MediaCache.status`, `data`, …) waits for it either way.
+  public func closeAndCommit() async {
+    close()
+    await session.reader.cache.closing.wait(for: session.manager.objectID)
+  }
+
   /// The object's total length, once known.
   public var length: Int64? { session.manager.contentLength ?? lengthHint }
   /// The bytes this read will deliver, once the length is known.
@@ -238,7 +247,7 @@ final class ReadCursor: @unchecked Sendable {
       if manifest.isPresent(chunk) {
         let pieceEnd = min(end, Int64(chunk + 1) * chunkSize)
         do {
-          let data = try manager.read(position..<pieceEnd)
+          let data = try await IOExecutor.shared.run { [position] in try manager.read(position..<pieceEnd) }
           position = pieceEnd
           noteDelivery()
           owner.noteDelivered(data.count, fromOrigin: !owner.manifestAtOpen.isPresent(chunk))

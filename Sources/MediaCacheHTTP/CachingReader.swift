@@ -1,5 +1,6 @@
 import Foundation
 import MediaCache
+import NIOPosix
 import Synchronization
 
 /// Which bytes of an object to read.
@@ -143,9 +144,15 @@ public final class CachingReader: Sendable {
     self.cache = cache
     self.client = client
     self.configuration = configuration
+    Self.installEventLoopCheck
     self.scheduler = RequestScheduler.shared(
       maxForeground: configuration.maxForegroundRequests,
       maxBackgroundPerHost: configuration.maxBackgroundRequestsPerHost)
+  }
+
+  /// Tells `BlockingCallCheck` that an event loop is no place for a blocking call (once per process).
+  private static let installEventLoopCheck: Void = BlockingCallCheck.setForbiddenThreadTest {
+    MultiThreadedEventLoopGroup.currentEventLoop != nil
   }
 
   // MARK: Sessions
@@ -191,7 +198,7 @@ public final class CachingReader: Sendable {
         // lock, so other objects' reads go on meanwhile.
         let manager: FileHandleAssetDataManager
         do {
-          manager = try await BlockingIO.run { [cache] in try cache.assetDataManager(for: url) }
+          manager = try await IOExecutor.shared.run { [cache] in try cache.assetDataManager(for: url) }
         } catch {
           let waiting = sessions.withLock { $0.opening.removeValue(forKey: id) ?? [] }
           for reader in waiting { reader.resume() }
@@ -247,12 +254,24 @@ public final class CachingReader: Sendable {
     // A first fetch that failed before anything was committed (an origin that never answered, an error status)
     // leaves a data file without a manifest: the manager's close removes it, unless another process has it open
     // or a manifest appeared meanwhile, so the cache does not keep an orphan for each failed URL.
+    // Closing and flushing commit (fsync, rename): on the I/O executor; reads of the object that arrive
+    // meanwhile wait for the close (`closing`).
     if close {
-      try? session.manager.close()
-      let waiting = sessions.withLock { $0.closing.removeValue(forKey: id) ?? [] }
-      for reader in waiting { reader.resume() }
+      cache.closing.begin(id)
+      IOExecutor.shared.submit { [self] in
+        try? session.manager.close()
+        let waiting = sessions.withLock { $0.closing.removeValue(forKey: id) ?? [] }
+        cache.closing.end(id)
+        for reader in waiting { reader.resume() }
+      }
     }
-    if flush { try? session.manager.flush() }
+    if flush {
+      cache.closing.begin(id)
+      IOExecutor.shared.submit { [cache] in
+        try? session.manager.flush()
+        cache.closing.end(id)
+      }
+    }
   }
 
   // MARK: Reading
@@ -383,7 +402,7 @@ public final class CachingReader: Sendable {
         defer { reporter.cancel() }
         try await bytes.fillMissing()
         let fetched = max(0, bytes.cachedBytes - cachedAtStart)
-        bytes.close()
+        await bytes.closeAndCommit()
         continuation.yield(bytes.progress(fetched: fetched, since: started))
         continuation.finish()
       } catch {

@@ -62,7 +62,8 @@ actor Flight {
   /// Readers blocked waiting for bytes right now; while there are none, the fetch hands bytes over in larger
   /// batches (fewer hops), since nobody is waiting for them.
   nonisolated let blockedReaders = Atomic<Int>(0)
-  /// How far bytes have been written to the cache (ahead of `received` by at most one undelivered batch).
+  /// How far bytes have been written to the cache, counting the body part the I/O executor is writing now
+  /// (ahead of `received` by the batches written and not yet handed over).
   nonisolated let writtenHint: Atomic<Int64>
   /// `end` as seen without a hop: -1 for none.
   nonisolated let endHint = Atomic<Int64>(-1)

@@ -129,7 +129,9 @@ final class ObjectSession: Sendable {
             // Two responses in a row ended at the same byte short of the length the origin declared: that
             // length is a lie, not a network cut. It is not kept as the object's length (nor the chunks
             // written under it, which were sized by it).
-            try? manager.reset(contentLength: nil, etag: nil, lastModified: nil)
+            _ = try? await IOExecutor.shared.run { [manager] in
+              try manager.reset(contentLength: nil, etag: nil, lastModified: nil)
+            }
             throw OriginError.inconsistentResponse(
               url: url,
               reason: "origin declared \(length) bytes but ends every response after \(received) bytes")
@@ -193,7 +195,8 @@ final class ObjectSession: Sendable {
     let task = reader.client.http.execute(request: prepared, delegate: writer)
     // However the request ends (some failures, such as too many redirects, never reach the delegate), the
     // event stream ends with it.
-    task.futureResult.whenComplete { _ in continuation.finish() }
+    // A part still being written is handed over first.
+    task.futureResult.whenComplete { _ in writer.afterWrites { continuation.finish() } }
     // An origin that trickles its head (each byte within the idle timeout) is given up on after `headTimeout`.
     // The delegate runs on the task's event loop, so `writer.head` is read there.
     let headTimedOut = reader.client.headTimedOut(url)
@@ -219,6 +222,8 @@ final class ObjectSession: Sendable {
       try await task.futureResult.get()
     } catch is BodyWriter.StopReading {
     } catch {
+      // The cache refused the response (its head or a write): that is the error, not the cut it caused.
+      if let refused = writer.writeError { throw await reader.client.describe(refused, url: url) }
       let mapped = await reader.client.describe(error, url: url)
       try Task.checkCancellation()
       if let head = writer.head, let expected = head.expectedBodyLength, mapped is OriginError,
@@ -230,6 +235,8 @@ final class ObjectSession: Sendable {
       }
       throw mapped
     }
+    // A write that failed after the last body part arrived (the request itself succeeded).
+    if let error = writer.writeError { throw await reader.client.describe(error, url: url) }
     guard let head = writer.head else {
       throw OriginError.inconsistentResponse(url: url, reason: "no response")
     }
@@ -242,7 +249,8 @@ final class ObjectSession: Sendable {
     }
     if head.metadata.length == nil && !head.isPartial {
       // A body without a declared length (chunked): its end is the object's end.
-      try manager.setContentLength(writer.offset)
+      let length = writer.offset
+      try await IOExecutor.shared.run { [manager] in try manager.setContentLength(length) }
     }
   }
 

@@ -62,11 +62,13 @@ public final class ProxyMetrics: Sendable {
   func responseStarted() { activeResponses.add(1, ordering: .relaxed) }
   func responseEnded() { activeResponses.subtract(1, ordering: .relaxed) }
 
-  private func cacheTotals() -> CacheTotals? {
+  /// The cache's totals, walked on the I/O executor at most every `totalsMaxAge`.
+  private func cacheTotals() async -> CacheTotals? {
     if let recent = totals.withLock({ $0 }), Date().timeIntervalSince(recent.taken) < Self.totalsMaxAge {
       return recent
     }
-    guard let scanned = try? cache.store.scanObjects() else { return nil }
+    let store = cache.store
+    guard let scanned = try? await IOExecutor.shared.run({ try store.scanObjects() }) else { return nil }
     let fresh = CacheTotals(
       objects: scanned.count, bytes: scanned.reduce(0) { $0 + $1.diskBytes }, taken: Date())
     totals.withLock { $0 = fresh }
@@ -74,7 +76,7 @@ public final class ProxyMetrics: Sendable {
   }
 
   /// The Prometheus text exposition of every counter.
-  public func render() -> String {
+  public func render() async -> String {
     var out = ""
     func metric(_ name: String, _ type: String, _ help: String, _ samples: [(String, String)]) {
       out += "# HELP \(name) \(help)\n# TYPE \(name) \(type)\n"
@@ -103,7 +105,7 @@ public final class ProxyMetrics: Sendable {
     metric(
       "mediacache_proxy_active_responses", "gauge", "Responses being streamed now.",
       [("", "\(activeResponses.load(ordering: .relaxed))")])
-    if let totals = cacheTotals() {
+    if let totals = await cacheTotals() {
       metric(
         "mediacache_cache_objects", "gauge", "Objects in the cache directory (refreshed every 2 s at most).",
         [("", "\(totals.objects)")])

@@ -29,7 +29,7 @@ struct ProxyResponder: Sendable {
     let urlParameter = isPathForm ? nil : request.queryValue("url")
     if request.path == "/metrics", urlParameter == nil {
       guard request.method == .GET || request.method == .HEAD else { throw Refusal.methodNotAllowed }
-      let text = metrics.render()
+      let text = await metrics.render()
       var headers = HTTPFields()
       headers[.contentType] = "text/plain; version=0.0.4; charset=utf-8"
       headers[.contentLength] = "\(text.utf8.count)"

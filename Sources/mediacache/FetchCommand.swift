@@ -113,6 +113,7 @@ struct FetchCommand: AsyncParsableCommand {
         }
       } catch {
         if terminal { FileHandle.standardError.write(Data("\n".utf8)) }
+        await mediaCache.closing.waitForAll()  // what was fetched is committed before the process ends
         try? await client.shutdown()
         if let originError = error as? OriginError { throw fail(originError.description, .failure) }
         throw error
@@ -175,6 +176,7 @@ extension FetchCommand {
     do {
       try await body(reader)
     } catch {
+      await mediaCache.closing.waitForAll()  // what was fetched is committed before the process ends
       try? await client.shutdown()
       switch error {
       case let error as OriginError: throw fail(error.description, .failure)
@@ -183,6 +185,7 @@ extension FetchCommand {
       default: throw error
       }
     }
+    await mediaCache.closing.waitForAll()
     try? await client.shutdown()
   }
 

@@ -88,7 +88,10 @@ struct ProxyCommand: AsyncParsableCommand {
       var configuration = cache.configuration(
         chunkSize: chunkSize, durability: durability, commitPolicy: .init(bytes: 32 << 20, interval: 1))
       configuration.maxSize = maxSize?.bytes
-      let mediaCache = try MediaCache(configuration: configuration)
+      // Opening the cache creates and checks its directories: on the I/O executor, like every file-system call
+      // of the running proxy.
+      let settings = configuration
+      let mediaCache = try await IOExecutor.shared.run { try MediaCache(configuration: settings) }
       let reader = CachingReader(
         cache: mediaCache, client: client, configuration: requestLimits.configuration(maxRetries: retries))
       let server = ProxyServer(
@@ -110,6 +113,8 @@ struct ProxyCommand: AsyncParsableCommand {
         try? await reader.client.shutdown()
         throw fail("cannot serve on \(host):\(port): \(error)", .failure)
       }
+      // Reads that ended last hand their commits to the I/O executor: they complete before the process ends.
+      await reader.cache.closing.waitForAll()
       try? await reader.client.shutdown()
     }
   }

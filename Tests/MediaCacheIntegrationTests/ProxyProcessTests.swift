@@ -16,8 +16,15 @@ struct ProxyProcess {
   let port: Int
 
   /// Starts the real binary on port 0 and waits for its `listening on` line, which must be the first.
-  init(cache: String, _ extra: [String] = []) throws {
-    child = try ChildProcess(binary("mediacache"), ["proxy", "--cache", cache, "--port", "0"] + extra)
+  ///
+  /// Every proxy of the tests runs with `MEDIACACHE_BLOCKING_CHECK=trap`: a blocking file-system call in a
+  /// Swift task or on an event loop stops it with that call named on standard error, and the test fails
+  /// (`withProxy` expects exit status 0).
+  init(cache: String, _ extra: [String] = [], blockingCheck: String = "trap") throws {
+    var environment = ProcessInfo.processInfo.environment
+    environment["MEDIACACHE_BLOCKING_CHECK"] = blockingCheck
+    child = try ChildProcess(
+      binary("mediacache"), ["proxy", "--cache", cache, "--port", "0"] + extra, environment: environment)
     let prefix = "listening on http://127.0.0.1:"
     guard child.waitForLine(timeout: 30, { $0.hasPrefix(prefix) }) else {
       let result = child.wait(timeout: 5)

@@ -5,6 +5,9 @@
 //                                                  [--durable] [--only even|odd] [--commit-bytes N]
 //   mediacache-testhelper read CACHE KEY SOURCE [--seconds S]  (verifies every byte it reads)
 //   mediacache-testhelper hold CACHE KEY     (prints "holding", waits for stdin to close, then exits)
+//   mediacache-testhelper open-cache CACHE in-task|on-executor
+//       opens a cache (creating its directories: blocking calls) in a Swift task, or in a task that hands the
+//       open to `IOExecutor.shared`; prints "opened". For the tests of `MEDIACACHE_BLOCKING_CHECK`.
 import Foundation
 import MediaCache
 
@@ -103,6 +106,28 @@ do {
     while readLine() != nil {}
     try manager.close()
     say("released")
+  case "open-cache":
+    guard arguments.count >= 3, ["in-task", "on-executor"].contains(arguments[2]) else {
+      die("usage: open-cache CACHE in-task|on-executor")
+    }
+    let (path, onExecutor) = (arguments[1], arguments[2] == "on-executor")
+    let done = DispatchSemaphore(value: 0)
+    // Detached: a task of top-level code would run on the main actor, which `done.wait()` holds.
+    Task.detached {
+      do {
+        let configuration = MediaCache.Configuration(directory: path)
+        if onExecutor {
+          _ = try await IOExecutor.shared.run { try MediaCache(configuration: configuration) }
+        } else {
+          _ = try MediaCache(configuration: configuration)
+        }
+        say("opened")
+      } catch {
+        die("\(error)")
+      }
+      done.signal()
+    }
+    done.wait()
   default:
     die("unknown command \(command)")
   }

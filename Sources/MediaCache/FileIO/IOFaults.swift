@@ -92,12 +92,14 @@ enum IOFaults {
   }
 }
 
-/// Runs `body` through the installed fault hook, if any: the one check production code pays.
+/// Runs `body` through the installed fault hook, if any, after the blocking-call check when that is on: the
+/// two relaxed loads production code pays.
 @inline(__always)
 func faultPoint<T>(
   _ event: @autoclosure () -> IOEvent, syscall: String, resultDescriptor: (T) -> Int32? = { _ in nil },
   _ body: () throws -> T
 ) throws -> T {
+  if BlockingCallCheck.isOn { BlockingCallCheck.check(syscall, path: event().path) }
   guard IOFaults.isActive else { return try body() }
   return try IOFaults.intercept(event(), syscall: syscall, resultDescriptor: resultDescriptor, body)
 }

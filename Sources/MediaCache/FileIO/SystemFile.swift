@@ -227,6 +227,7 @@ final class SystemFile: Sendable {
   ///
   /// The corresponding C function is `fstat`.
   func status() throws -> FileStatus {
+    if BlockingCallCheck.isOn { BlockingCallCheck.check("fstat", path: path) }
     var info = stat()
     _ = try retrying("fstat", path) { fstat(descriptor.rawValue, &info) }
     return FileStatus(info)
@@ -238,6 +239,7 @@ final class SystemFile: Sendable {
   /// The corresponding C function is `flock`.
   func lock(exclusive: Bool, wait: Bool) throws -> Bool {
     let operation = (exclusive ? LOCK_EX : LOCK_SH) | (wait ? 0 : LOCK_NB)
+    if BlockingCallCheck.isOn { BlockingCallCheck.check("flock", path: path) }
     do {
       _ = try retrying("flock", path) { flock(descriptor.rawValue, operation) }
       return true
@@ -260,6 +262,7 @@ final class SystemFile: Sendable {
   ///
   /// The corresponding C function is `fcntl` with `F_OFD_SETLKW` (Linux) or `F_SETLKW`.
   func commitLock(_ acquire: Bool) throws {
+    if BlockingCallCheck.isOn { BlockingCallCheck.check("fcntl", path: path) }
     var request = flock()
     request.l_type = Int16(acquire ? F_WRLCK : F_UNLCK)
     request.l_whence = Int16(SEEK_SET)
@@ -309,6 +312,7 @@ enum FileSystemCalls {
   ///
   /// The corresponding C function is `lstat` (or `stat` when following).
   static func status(_ path: String, followingSymlink: Bool = false) throws -> FileStatus? {
+    if BlockingCallCheck.isOn { BlockingCallCheck.check("lstat", path: path) }
     var info = stat()
     while (followingSymlink ? stat(path, &info) : lstat(path, &info)) != 0 {
       let code = errnoValue()
@@ -408,6 +412,7 @@ enum FileSystemCalls {
   ///
   /// The corresponding C functions are `opendir`, `readdir` and `closedir`.
   static func directoryEntries(_ path: String) throws -> [String]? {
+    if BlockingCallCheck.isOn { BlockingCallCheck.check("opendir", path: path) }
     guard let dir = opendir(path) else {
       let code = errnoValue()
       if code == ENOENT || code == ENOTDIR { return nil }
@@ -471,6 +476,7 @@ extension FileSystemCalls {
     statWhen: ((UnsafePointer<CChar>) -> Bool)?,
     _ body: (_ descriptor: Int32, _ entries: [(name: String, status: FileStatus)]) throws -> Result
   ) throws -> Result? {
+    if BlockingCallCheck.isOn { BlockingCallCheck.check("opendir", path: path) }
     let opened: OpaquePointer?
     if let parent {
       var fd: Int32
@@ -518,6 +524,7 @@ extension FileSystemCalls {
   ///
   /// The corresponding C function is `statvfs`.
   static func availableBytes(_ path: String) throws -> Int64 {
+    if BlockingCallCheck.isOn { BlockingCallCheck.check("statvfs", path: path) }
     var info = statvfs()
     _ = try retrying("statvfs", path) { statvfs(path, &info) }
     return Int64(info.f_bavail) * Int64(info.f_frsize)

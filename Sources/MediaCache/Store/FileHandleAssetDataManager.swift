@@ -773,7 +773,8 @@ public struct ChunkReadSequence: AsyncSequence, Sendable {
 
     public mutating func next() async throws -> Data? {
       guard cursor < end else { return nil }
-      let piece = try manager.readPiece(startingAt: cursor, end: end)
+      let (manager, start, end) = (manager, cursor, end)
+      let piece = try await IOExecutor.shared.run { try manager.readPiece(startingAt: start, end: end) }
       cursor += Int64(piece.count)
       return piece
     }

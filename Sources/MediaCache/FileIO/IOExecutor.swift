@@ -1,0 +1,112 @@
+import Foundation
+import Synchronization
+
+#if canImport(Glibc)
+  import Glibc
+#elseif canImport(Darwin)
+  import Darwin
+#endif
+
+/// A bounded pool of threads where the library's blocking file-system calls run, so that none runs on an event
+/// loop or on Swift's cooperative pool (whose few threads, one per core, every task of the process shares).
+///
+/// The async API of the library (`MediaCache.store`, `data`, `status`, `remove`, `ChunkReadSequence`) and the
+/// read engine (opening objects, reading cached chunks, writing origin bytes, evicting on a full disk, closing)
+/// hand their calls to `IOExecutor.shared` with `run(_:)`, as NIOFileSystem's `FileSystem` does with its
+/// `NIOThreadPool` (`runIfActive`). Calls are started in the order they were submitted.
+public final class IOExecutor: Sendable {
+  /// The executor the library uses: `max(4, cores)` threads (the calls wait on the disk more than they
+  /// compute).
+  public static let shared = IOExecutor(
+    threads: max(4, ProcessInfo.processInfo.activeProcessorCount), name: "MediaCache.io")
+
+  private struct State {
+    var queue: [@Sendable () -> Void] = []
+    /// Index of the next job in `queue` (the array is compacted when it is drained).
+    var head = 0
+  }
+
+  private let state = Mutex(State())
+  private let condition = NSCondition()
+  /// Jobs waiting (for `pending`, a figure for tests and metrics).
+  private let waiting = Atomic<Int>(0)
+
+  /// Starts `threads` threads named `name`; they live as long as the process (the shared executor's do).
+  public init(threads: Int, name: String) {
+    for index in 0..<max(1, threads) {
+      let thread = Thread { [self] in
+        markCurrentThreadIO()
+        work()
+      }
+      thread.name = "\(name)-\(index)"
+      thread.stackSize = 512 << 10
+      thread.start()
+    }
+  }
+
+  /// Jobs submitted and not yet started.
+  public var pending: Int { waiting.load(ordering: .relaxed) }
+
+  /// Runs `body` on one of the executor's threads and returns what it returns (or throws what it throws).
+  /// The calling task waits without holding a thread.
+  public func run<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    if Self.isCurrentThreadIO { return try body() }
+    return try await withCheckedThrowingContinuation { continuation in
+      submit { continuation.resume(with: Result { try body() }) }
+    }
+  }
+
+  /// Runs `body` on one of the executor's threads, later; the caller does not wait. `body` must not throw
+  /// away errors the caller needs: it reports them itself (a completion, a promise).
+  public func submit(_ body: @escaping @Sendable () -> Void) {
+    waiting.add(1, ordering: .relaxed)
+    condition.lock()
+    state.withLock { $0.queue.append(body) }
+    condition.signal()
+    condition.unlock()
+  }
+
+  private func work() {
+    while true {
+      condition.lock()
+      var job = takeJob()
+      while job == nil {
+        condition.wait()
+        job = takeJob()
+      }
+      condition.unlock()
+      waiting.subtract(1, ordering: .relaxed)
+      job!()
+    }
+  }
+
+  private func takeJob() -> (@Sendable () -> Void)? {
+    state.withLock { state in
+      guard state.head < state.queue.count else { return nil }
+      let job = state.queue[state.head]
+      state.head += 1
+      if state.head == state.queue.count {
+        state.queue.removeAll(keepingCapacity: true)
+        state.head = 0
+      } else if state.head >= 1024 {
+        state.queue.removeFirst(state.head)
+        state.head = 0
+      }
+      return job
+    }
+  }
+
+  /// Whether the calling thread is one of an `IOExecutor`'s.
+  public static var isCurrentThreadIO: Bool { pthread_getspecific(ioThreadKey) != nil }
+}
+
+/// Marks the threads of every `IOExecutor` (a thread-specific value, set once per thread).
+private let ioThreadKey: pthread_key_t = {
+  var key = pthread_key_t()
+  pthread_key_create(&key, nil)
+  return key
+}()
+
+private func markCurrentThreadIO() {
+  pthread_setspecific(ioThreadKey, UnsafeRawPointer(bitPattern: 1))
+}

@@ -1,0 +1,104 @@
+import Foundation
+import MediaCache
+import MediaCacheHTTP
+import MediaCacheProxy
+import MediaCacheTestOrigin
+import NIOPosix
+import Testing
+
+/// `BlockingCallCheck` (`MEDIACACHE_BLOCKING_CHECK`): it tells the places apart, it stops a process that makes
+/// a blocking call in a Swift task, and the proxy under many players makes none outside the I/O executor.
+/// (Every proxy the tests start runs with the check in `trap` mode: see `ProxyProcess`.)
+@Suite struct BlockingCallCheckTests {
+  @Test func theCheckTellsTheIOExecutorATaskAnEventLoopAndAThreadApart() async throws {
+    let directory = try TemporaryDirectory()
+    defer { directory.cleanup() }
+    // A reader installs the event-loop test (the core does not know SwiftNIO).
+    let cache = try await IOExecutor.shared.run {
+      try MediaCache(configuration: .init(directory: directory.path))
+    }
+    _ = CachingReader(cache: cache)
+    #expect(BlockingCallCheck.currentContext == .task)
+    #expect(!BlockingCallCheck.currentContext.allowsBlocking)
+    #expect(try await IOExecutor.shared.run { BlockingCallCheck.currentContext } == .ioExecutor)
+    let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+    let onLoop = try await group.next().submit { BlockingCallCheck.currentContext }.get()
+    try await group.shutdownGracefully()
+    #expect(onLoop == .forbiddenThread)
+    let onThread = await withCheckedContinuation { continuation in
+      Thread { continuation.resume(returning: BlockingCallCheck.currentContext) }.start()
+    }
+    #expect(onThread == .otherThread)
+    #expect(onThread.allowsBlocking)
+  }
+
+  /// In another process (the check is process-wide): opening a cache in a task trips it, the same open on the
+  /// executor does not, and without the variable nothing is checked.
+  @Test func aBlockingCallInATaskStopsAProcessRunningWithTrap() throws {
+    let directory = try TemporaryDirectory()
+    defer { directory.cleanup() }
+    func helper(_ place: String, _ mode: String?, _ name: String) throws -> CommandResult {
+      var environment = ProcessInfo.processInfo.environment
+      environment["MEDIACACHE_BLOCKING_CHECK"] = mode
+      return try run(
+        binary("mediacache-testhelper"), ["open-cache", directory.path + "/" + name, place],
+        environment: environment)
+    }
+    let trapped = try helper("in-task", "trap", "a")
+    #expect(trapped.status != 0)
+    #expect(trapped.text.isEmpty)
+    #expect(trapped.stderr.contains("mediacache: blocking call "), "\(trapped.stderr)")
+    #expect(trapped.stderr.contains(" on \(directory.path)/a"), "\(trapped.stderr)")
+    #expect(trapped.stderr.contains(" in a Swift task (the cooperative pool)"), "\(trapped.stderr)")
+    let logged = try helper("in-task", "log", "b")
+    #expect(logged.status == 0)
+    #expect(logged.text == "opened\n")
+    #expect(logged.stderr.contains("blocking call"), "\(logged.stderr)")
+    for (place, mode, name) in [("on-executor", "trap", "c"), ("in-task", nil, "d")] {
+      let quiet = try helper(place, mode, name)
+      #expect(quiet.status == 0, "\(place) \(mode ?? "off"): \(quiet.stderr)")
+      #expect(quiet.text == "opened\n")
+      #expect(!quiet.stderr.contains("blocking call"), "\(place) \(mode ?? "off"): \(quiet.stderr)")
+    }
+  }
+
+  /// 48 clients at once on 12 cold objects (whole bodies, ranges, suffixes, HEAD, metrics), then the same
+  /// warm: every byte right, and the proxy (running with `trap`) still up and exiting 0.
+  @Test func manyPlayersColdAndWarmMakeNoBlockingCallOutsideTheExecutor() async throws {
+    try await withProxy { proxy in
+      let size = 1_500_000
+      let names = (0..<12).map { "blocking-check-\($0)" }
+      for warm in [false, true] {
+        try await withThrowingTaskGroup(of: Void.self) { group in
+          for (index, name) in names.enumerated() {
+            let path = proxy.path(proxy.origin.url(index % 3 == 0 ? .slow : .normal, name, size: size))
+            let whole = TestOrigin.bytes(name: name, size: size)
+            group.addTask {
+              let response = try await proxy.request(path)
+              #expect(response.status == 200)
+              #expect(sameBytes(response.body, whole).equal, "\(name) warm \(warm)")
+            }
+            group.addTask {
+              let response = try await proxy.request(path, headers: [("Range", "bytes=700000-1299999")])
+              #expect(response.status == 206)
+              #expect(
+                sameBytes(response.body, Array(whole[700_000..<1_300_000])).equal, "\(name) warm \(warm)")
+            }
+            group.addTask {
+              let response = try await proxy.request(path, headers: [("Range", "bytes=-5000")])
+              #expect(response.status == 206)
+              #expect(sameBytes(response.body, Array(whole[(size - 5000)...])).equal, "\(name) warm \(warm)")
+            }
+            group.addTask {
+              let response = try await proxy.request(path, method: "HEAD")
+              #expect(response.status == 200)
+              _ = try await proxy.request("/metrics")
+            }
+          }
+          try await group.waitForAll()
+        }
+      }
+      #expect(try await proxy.metric("mediacache_proxy_requests_total{code=\"5xx\"}") == 0)
+    }
+  }
+}
