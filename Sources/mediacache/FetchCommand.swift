@@ -88,7 +88,7 @@ struct FetchCommand: AsyncParsableCommand {
       let client = try tls.client()
       // Commit often enough that an interrupted fetch loses at most a second (or 32 MiB) of work, and seldom
       // enough that durable mode does not fsync more than it must.
-      let mediaCache = try cache.open(
+      let mediaCache = try await cache.openOnExecutor(
         chunkSize: chunkSize, durability: durability, commitPolicy: .init(bytes: 32 << 20, interval: 1))
       let reader = CachingReader(
         cache: mediaCache, client: client, configuration: requestLimits.configuration())
@@ -169,7 +169,7 @@ extension FetchCommand {
   /// with its one line. `--hls` and `--dash` share it, so an option cannot apply to one and not the other.
   func withManifestReader(_ body: (CachingReader) async throws -> Void) async throws {
     let client = try tls.client()
-    let mediaCache = try cache.open(
+    let mediaCache = try await cache.openOnExecutor(
       chunkSize: chunkSize, durability: durability, commitPolicy: .init(bytes: 32 << 20, interval: 1))
     let reader = CachingReader(
       cache: mediaCache, client: client, configuration: requestLimits.configuration())

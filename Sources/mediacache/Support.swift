@@ -67,6 +67,16 @@ struct CacheOptions: ParsableArguments {
       configuration: configuration(chunkSize: chunkSize, durability: durability, commitPolicy: commitPolicy))
   }
 
+  /// `open` on the I/O executor, for commands that go on to run origin requests: the open's file-system calls
+  /// do not hold a thread of the cooperative pool.
+  func openOnExecutor(
+    chunkSize: Int = 1 << 20, durability: Durability = .durable,
+    commitPolicy: FileHandleAssetDataManager.CommitPolicy = .init()
+  ) async throws -> MediaCache {
+    let settings = configuration(chunkSize: chunkSize, durability: durability, commitPolicy: commitPolicy)
+    return try await IOExecutor.shared.run { try MediaCache(configuration: settings) }
+  }
+
   /// Opens an existing cache for commands that only look or remove; nil if the directory does not exist
   /// (nothing is created). `adjust` may change the configuration first (purge sets its limits).
   func openExisting(_ adjust: (inout MediaCache.Configuration) -> Void = { _ in }) throws -> MediaCache? {

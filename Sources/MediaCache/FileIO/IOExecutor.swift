@@ -16,9 +16,17 @@ import Synchronization
 /// `NIOThreadPool` (`runIfActive`). Calls are started in the order they were submitted.
 public final class IOExecutor: Sendable {
   /// The executor the library uses: `max(4, cores)` threads (the calls wait on the disk more than they
-  /// compute).
-  public static let shared = IOExecutor(
-    threads: max(4, ProcessInfo.processInfo.activeProcessorCount), name: "MediaCache.io")
+  /// compute), or `MEDIACACHE_IO_THREADS` (1…256) when set.
+  public static let shared = IOExecutor(threads: defaultThreads, name: "MediaCache.io")
+
+  static var defaultThreads: Int {
+    if let text = ProcessInfo.processInfo.environment["MEDIACACHE_IO_THREADS"], let count = Int(text),
+      (1...256).contains(count)
+    {
+      return count
+    }
+    return max(4, ProcessInfo.processInfo.activeProcessorCount)
+  }
 
   private struct State {
     var queue: [@Sendable () -> Void] = []
