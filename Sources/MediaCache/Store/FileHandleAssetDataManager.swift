@@ -52,6 +52,9 @@ public final class FileHandleAssetDataManager: Sendable {
   /// but before those names reached the disk). So the first commit that adds chunks flushes objects/ab/cd,
   /// objects/ab and objects first; later ones need not.
   private let nameSynced = Atomic<Bool>(false)
+  /// Chunk reads running without the state lock (`verifiedChunkData`): `close` waits for them before it closes
+  /// the descriptor they read through.
+  private let readsInFlight = Atomic<Int>(0)
 
   /// Callbacks for the owner of a manager (the `MediaCache` facade uses them for size tracking and events).
   /// They run on the calling thread while the manager is busy: they must not call back into it.
@@ -373,6 +376,9 @@ public final class FileHandleAssetDataManager: Sendable {
     var leftOrphan = false
     defer {
       state.closed = true
+      // Readers count themselves under the lock, which is held here: none starts now, and the ones running
+      // finish their `pread` without the lock.
+      while readsInFlight.load(ordering: .acquiring) > 0 { sched_yield() }
       file.close()
       // Nobody committed a manifest (this writer completed no chunk: its origin failed, its reader went away):
       // the data file it created would be an orphan, which `cache-fsck` reports as damage. It goes, through
@@ -406,29 +412,30 @@ public final class FileHandleAssetDataManager: Sendable {
   /// `StoreError.outOfBounds` past a known length, `StoreError.corruptChunk` if a chunk fails its CRC (the chunk
   /// is dropped from the manifest so it can be fetched again).
   public func read(_ range: Range<Int64>) throws -> Data {
-    try state.withLock { state in
+    let chunks = try state.withLock { state -> ClosedRange<Int>? in
       try ensureOpen(state)
       try checkCached(range, &state)
       store.noteAccess(objectID)
-      let chunkSize = Int64(state.manifest.chunkSize)
-      if !range.isEmpty, range.lowerBound % chunkSize == 0,
-        range == state.manifest.byteRange(ofChunk: Int(range.lowerBound / chunkSize))
-      {
-        // One whole chunk (the common piece of a streamed read): read straight into the result.
-        let index = Int(range.lowerBound / chunkSize)
-        return try verifiedChunkData(index, &state)
-      }
-      var out = Data()
-      out.reserveCapacity(Int(range.count))
-      for index in state.manifest.chunks(covering: range) {
-        try withVerifiedChunk(index, &state) { chunkStart, bytes in
-          let low = Int(max(range.lowerBound, chunkStart) - chunkStart)
-          let high = Int(min(range.upperBound, chunkStart + Int64(bytes.count)) - chunkStart)
-          out.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[low..<high]))
-        }
-      }
-      return out
+      let covering = state.manifest.chunks(covering: range)
+      return covering.isEmpty ? nil : covering.first!...covering.last!
     }
+    guard let chunks else { return Data() }
+    let chunkSize = Int64(manifest.chunkSize)
+    if chunks.count == 1, range.lowerBound == Int64(chunks.lowerBound) * chunkSize {
+      // One chunk from its start (the common piece of a streamed read): no copy when it is the whole chunk.
+      let data = try verifiedChunkData(chunks.lowerBound)
+      return data.count == range.count ? data : data.prefix(Int(range.count))
+    }
+    var out = Data()
+    out.reserveCapacity(Int(range.count))
+    for index in chunks {
+      let data = try verifiedChunkData(index)
+      let chunkStart = Int64(index) * chunkSize
+      let low = Int(max(range.lowerBound, chunkStart) - chunkStart)
+      let high = Int(min(range.upperBound, chunkStart + Int64(data.count)) - chunkStart)
+      out.append(data[data.startIndex + low..<data.startIndex + high])
+    }
+    return out
   }
 
   /// The bytes of `range` as chunk-sized pieces, read and verified one at a time as the sequence is iterated,
@@ -440,18 +447,18 @@ public final class FileHandleAssetDataManager: Sendable {
 
   /// One piece of a streamed read: the part of chunk-aligned `range`'s first chunk from `range.lowerBound`.
   func readPiece(startingAt offset: Int64, end: Int64) throws -> Data {
-    try state.withLock { state in
+    let (index, chunkStart, pieceEnd) = try state.withLock { state in
       try ensureOpen(state)
       let chunkSize = Int64(state.manifest.chunkSize)
       let pieceEnd = min(end, (offset / chunkSize + 1) * chunkSize)
       try checkCached(offset..<pieceEnd, &state)
       store.noteAccess(objectID)
       let index = Int(offset / chunkSize)
-      let chunkStart = Int64(index) * chunkSize
-      let chunk = try verifiedChunkData(index, &state)
-      if offset == chunkStart && pieceEnd - chunkStart == Int64(chunk.count) { return chunk }
-      return chunk.subdata(in: Int(offset - chunkStart)..<Int(pieceEnd - chunkStart))
+      return (index, Int64(index) * chunkSize, pieceEnd)
     }
+    let chunk = try verifiedChunkData(index)
+    if offset == chunkStart && pieceEnd - chunkStart == Int64(chunk.count) { return chunk }
+    return chunk.subdata(in: Int(offset - chunkStart)..<Int(pieceEnd - chunkStart))
   }
 
   private func checkCached(_ range: Range<Int64>, _ state: inout State) throws {
@@ -466,44 +473,54 @@ public final class FileHandleAssetDataManager: Sendable {
     if !missing.isEmpty { throw StoreError.notCached(objectID, missing: missing) }
   }
 
-  /// Reads chunk `index` whole, checks its CRC and hands its bytes to `body`. On a mismatch the chunk is
-  /// dropped (and the drop committed) and `StoreError.corruptChunk` is thrown; no byte of it reaches `body`.
-  private func withVerifiedChunk(
-    _ index: Int, _ state: inout State, _ body: (Int64, UnsafeRawBufferPointer) throws -> Void
-  ) throws {
-    let chunkStart = state.manifest.byteRange(ofChunk: index).lowerBound
-    let data = try verifiedChunkData(index, &state)
-    try data.withUnsafeBytes { try body(chunkStart, $0) }
-  }
-
-  /// Chunk `index` read whole into a pooled buffer and CRC-checked there (no copy after the read). On a mismatch the
-  /// chunk is dropped and `StoreError.corruptChunk` is thrown.
+  /// Chunk `index` read whole into a pooled buffer and CRC-checked there (no copy after the read). On a
+  /// mismatch the chunk is dropped and `StoreError.corruptChunk` is thrown.
+  ///
+  /// The read and the check run without the state lock, so readers of one object (the proxy's players of one
+  /// video) read in parallel, and neither waits for the other's disk: the lock is taken to see what to read
+  /// (and to count the read, so `close` does not close the descriptor under it), and again only when the
+  /// check fails, to drop the chunk if it is still the one that was read (a reset meanwhile changes the
+  /// version, and the bytes then mean nothing about the chunk).
   ///
   /// The chunk is offered to `VerifiedChunkCache` when it is an object's first or last chunk, where players
   /// look for the index again and again. Others are not: keeping chunks read at random or streamed in order
   /// would only push those out, take their buffers from `ReadBufferPool` (so every read would fault in fresh
   /// pages), and delay finding damage on disk in the chunks a scrub or a reader would otherwise check.
-  private func verifiedChunkData(_ index: Int, _ state: inout State) throws -> Data {
-    guard let expected = state.manifest.crc(ofChunk: index) else {
-      throw StoreError.notCached(objectID, missing: [state.manifest.byteRange(ofChunk: index)])
+  private func verifiedChunkData(_ index: Int) throws -> Data {
+    let plan = try state.withLock { state -> (range: Range<Int64>, expected: UInt32, version: UInt32, keep: Bool) in
+      try ensureOpen(state)
+      guard let expected = state.manifest.crc(ofChunk: index) else {
+        throw StoreError.notCached(objectID, missing: [state.manifest.byteRange(ofChunk: index)])
+      }
+      readsInFlight.add(1, ordering: .acquiring)
+      return (state.manifest.byteRange(ofChunk: index), expected, state.manifest.versionTag, isEdge(index, state))
     }
-    let range = state.manifest.byteRange(ofChunk: index)
+    let (range, expected) = (plan.range, plan.expected)
     // Only an object's first and last chunks are ever kept: no look-up (and no lock) for the others.
-    let keep = isEdge(index, state)
-    let key = VerifiedChunkCache.Key(
-      file: fileIdentity, version: state.manifest.versionTag, chunk: index, crc: expected)
-    if keep, let recent = VerifiedChunkCache.shared.data(for: key), recent.count == range.count {
-      return recent
-    }
-    let data = try ReadBufferPool.shared.data(count: Int(range.count)) { buffer in
-      try mapIO { try file.read(into: buffer, at: range.lowerBound) }
+    let key = VerifiedChunkCache.Key(file: fileIdentity, version: plan.version, chunk: index, crc: expected)
+    let data: Data
+    do {
+      defer { readsInFlight.subtract(1, ordering: .releasing) }
+      if plan.keep, let recent = VerifiedChunkCache.shared.data(for: key), recent.count == range.count {
+        return recent
+      }
+      data = try ReadBufferPool.shared.data(count: Int(range.count)) { buffer in
+        try mapIO { try file.read(into: buffer, at: range.lowerBound) }
+      }
     }
     let actual = data.withUnsafeBytes { CRC32.checksum($0) }
     guard data.count == range.count, actual == expected else {
-      try dropChunk(index, expected: expected, &state)
+      try state.withLock { state in
+        try ensureOpen(state)
+        guard state.manifest.versionTag == plan.version, state.manifest.crc(ofChunk: index) == expected else {
+          // Dropped or reset since the lock was let go: what was read says nothing about the chunk now.
+          throw StoreError.notCached(objectID, missing: [range])
+        }
+        try dropChunk(index, expected: expected, &state)
+      }
       throw StoreError.corruptChunk(objectID, chunk: index, expected: expected, actual: actual)
     }
-    if keep { VerifiedChunkCache.shared.insert(data, for: key) }
+    if plan.keep { VerifiedChunkCache.shared.insert(data, for: key) }
     return data
   }
 
