@@ -15,6 +15,10 @@ import Synchronization
 /// `flush()`, `close()` and `reset` first wait for the batch in flight and then commit the rest themselves.
 /// A background commit that fails is reported by the next `write`, `flush` or `close`.
 ///
+/// Reads of present chunks (the `pread` and the CRC check) run without the manager's lock, so any number of
+/// threads read one object at once; writes and commits take it. Every method blocks its caller on the disk:
+/// async code calls them through `IOExecutor.shared`.
+///
 /// Moving bytes uses positional `pread`/`pwrite` on the descriptor (swift-system), not `FileHandle`'s
 /// stream methods: see the note in `docs/FORMAT.md` and the benchmark `mediacache-bench fileio`.
 public final class FileHandleAssetDataManager: Sendable {
