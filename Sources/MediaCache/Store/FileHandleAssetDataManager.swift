@@ -491,13 +491,16 @@ public final class FileHandleAssetDataManager: Sendable {
   /// would only push those out, take their buffers from `ReadBufferPool` (so every read would fault in fresh
   /// pages), and delay finding damage on disk in the chunks a scrub or a reader would otherwise check.
   private func verifiedChunkData(_ index: Int) throws -> Data {
-    let plan = try state.withLock { state -> (range: Range<Int64>, expected: UInt32, version: UInt32, keep: Bool) in
+    let plan = try state.withLock {
+      state -> (range: Range<Int64>, expected: UInt32, version: UInt32, keep: Bool) in
       try ensureOpen(state)
       guard let expected = state.manifest.crc(ofChunk: index) else {
         throw StoreError.notCached(objectID, missing: [state.manifest.byteRange(ofChunk: index)])
       }
       readsInFlight.add(1, ordering: .acquiring)
-      return (state.manifest.byteRange(ofChunk: index), expected, state.manifest.versionTag, isEdge(index, state))
+      return (
+        state.manifest.byteRange(ofChunk: index), expected, state.manifest.versionTag, isEdge(index, state)
+      )
     }
     let (range, expected) = (plan.range, plan.expected)
     // Only an object's first and last chunks are ever kept: no look-up (and no lock) for the others.
