@@ -110,7 +110,11 @@ actor Flight {
     let ahead = position - arrived
     if ahead <= 2 * chunkSize { return true }
     // Farther ahead, a flight fast enough to get there within `joinHorizon` is joined: a new request would
-    // take about as long to answer, and stopping this one there would waste what is already in transit.
+    // take about as long to answer, and stopping this one there would waste what is already in transit. Not an
+    // abandoned one past the bound it settled for: its player went elsewhere, and joining it there would fetch
+    // everything between, which nobody asked for (an origin that sends in bursts makes any flight look fast:
+    // a scripted play once fetched the whole gap its player skipped).
+    if abandonedEnd != nil, end.map({ position >= $0 }) ?? true { return false }
     guard let firstByte else { return false }
     let elapsed = firstByte.instant.duration(to: .now)
     let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
@@ -131,7 +135,7 @@ actor Flight {
   /// once lets the rate decide.
   func warmUpRemaining(for position: Int64) -> Duration? {
     guard outcome == nil, !closing, position >= bufferStart, committedEnd.map({ position < $0 }) ?? true,
-      let firstByte
+      abandonedEnd == nil || end.map({ position < $0 }) ?? false, let firstByte
     else { return nil }
     let age = firstByte.instant.duration(to: .now)
     return age < Self.warmUp ? Self.warmUp - age : nil
