@@ -36,13 +36,18 @@ extension CacheChecker {
     var lock: SystemFile?
     var busy = false
     if let data = files.data {
+      // The lock must be on the file the path names now: an evictor that removed the object between our open
+      // and our lock (manifest, then data file) leaves us holding an unlinked inode that nobody else holds,
+      // whose manifest is gone. That is a completed removal, not an orphan; whatever is at the path now was
+      // created since and is left to the next check. So is a data file removed since the walk (an evictor or
+      // `rm` unlinks the manifest first, then the data file).
       do {
-        let file = try SystemFile(path: absolute(data), writable: options.repair)
-        if (try? file.lock(exclusive: true, wait: false)) == true { lock = file } else { busy = true }
-      } catch let error as SystemCallError where error.errno == .noSuchFileOrDirectory {
-        // Removed since the walk (an evictor or `rm` unlinks the manifest first, then the data file). Whatever is
-        // there now was created since, data file first, and is left to the next check.
-        return
+        switch try ObjectLock.acquire(absolute(data), writable: options.repair, exclusive: true, wait: false)
+        {
+        case .locked(let file, _): lock = file
+        case .held: busy = true
+        case .missing, .replaced: return
+        }
       } catch let error as SystemCallError {
         // Not "busy": nobody holds it, this process may not open it (another owner, no permission).
         report.findings.append(
@@ -55,15 +60,6 @@ extension CacheChecker {
       }
     }
     defer { lock?.close() }
-    // The lock must be on the file the path names now: an evictor that removed the object between our open and
-    // our lock (manifest, then data file) leaves us holding an unlinked inode that nobody else holds, whose
-    // manifest is gone. That is a completed removal, not an orphan; whatever is at the path now was created
-    // since and is left to the next check.
-    if let lock, let data = files.data {
-      let opened = try? lock.status()
-      let current = try? FileSystemCalls.status(absolute(data))
-      guard let opened, let current = current ?? nil, current.inode == opened.inode else { return }
-    }
     if busy {
       report.totals.busy += 1
       var outcome = evaluate(id, files, dataFile: nil, dataSize: nil, busy: true)
@@ -237,23 +233,23 @@ extension CacheChecker {
   private func verifyChunks(
     _ manifest: Manifest, _ chunks: [Int], file: SystemFile, data: String, into outcome: inout Evaluation
   ) {
-    let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: manifest.chunkSize, alignment: 64)
-    defer { buffer.deallocate() }
+    let verifier = ChunkVerifier(chunkSize: manifest.chunkSize)
     for index in chunks {
       let range = manifest.byteRange(ofChunk: index)
-      let target = UnsafeMutableRawBufferPointer(rebasing: buffer[..<Int(range.count)])
-      let count = (try? file.read(into: target, at: range.lowerBound)) ?? 0
-      let crc = CRC32.checksum(UnsafeRawBufferPointer(rebasing: buffer[..<count]))
       let expected = manifest.crc(ofChunk: index)!
+      // A read that fails counts as no bytes read: the chunk fails.
+      let check =
+        (try? verifier.check(index, of: manifest, in: file))
+        ?? ChunkCheck(range: range, expected: expected, bytesRead: 0, actual: 0)
       outcome.totals.chunksVerified += 1
-      outcome.totals.bytesVerified += Int64(count)
-      if crc != expected || count != target.count {
+      outcome.totals.bytesVerified += Int64(check.bytesRead)
+      if !check.passed {
         outcome.bad[index] = expected
         outcome.findings.append(
           CheckFinding(
             path: data, kind: .chunkChecksum, severity: .error,
             message: "chunk \(index) (bytes \(range.lowerBound)-\(range.upperBound - 1)) fails its CRC",
-            expected: hex32(expected), found: hex32(crc), chunk: index))
+            expected: hex32(expected), found: hex32(check.actual), chunk: index))
       }
     }
   }

@@ -180,18 +180,7 @@ public struct CacheChecker: Sendable {
   }
 
   private func writeMarker() -> CheckFinding.Action {
-    let staging = "\(root)/.FORMAT.\(getpid()).\(UInt32.random(in: 0...UInt32.max))"
-    do {
-      let file = try SystemFile(path: staging, writable: true, create: true)
-      try Array(CacheFormat.markerText.utf8).withUnsafeBytes { try file.write($0, at: 0) }
-      try file.sync()
-      file.close()
-      try FileSystemCalls.renameFile(staging, to: "\(root)/\(CacheFormat.fileName)")
-      return .repaired
-    } catch {
-      _ = try? FileSystemCalls.unlinkFile(staging)
-      return .failed
-    }
+    (try? CacheFormat.writeMarker(root: root)) != nil ? .repaired : .failed
   }
 
   // MARK: Tree walk
@@ -212,41 +201,39 @@ public struct CacheChecker: Sendable {
     func matches(_ files: ObjectFiles) -> Bool { files.data == data && files.manifest == manifest }
   }
 
-  /// What the walk found under one outer shard directory, in the order a single-threaded walk finds it.
+  /// What the walk found under one entry of `objects/`, in the order a single-threaded walk finds it.
   private struct OuterWalk: Sendable {
     var findings: [CheckFinding] = []
-    var files: [(id: ObjectID, isData: Bool, relative: String, status: FileStatus)] = []
+    var files: [ObjectTreeFile] = []
     var evaluations: [(id: ObjectID, evaluation: WalkEvaluation)] = []
+    /// Where the files of the next innermost directory start in `files`.
+    var shardStart = 0
   }
 
-  /// Walks `objects/`, reporting names that are not objects and files stored under the wrong shard. Outer shard
-  /// directories are walked by up to `maxWalkers` threads; their results are merged in listing order, so the
-  /// findings come out as from one thread. With `evaluate` (a `--fast` check), each object whose files sit
-  /// together is also looked at (`WalkEvaluation`) through the shard directory's open descriptor.
+  /// Walks `objects/` (`ObjectTreeWalker`, the store's own walk, with strays included and failures to list a
+  /// directory ignored), reporting names that are not objects and entries of the wrong type. Outer shard
+  /// directories are walked by up to `maxWalkers` threads; the findings come out as from one thread. With
+  /// `evaluate` (a `--fast` check), each object whose files sit together is also looked at (`WalkEvaluation`)
+  /// through the shard directory's open descriptor.
   func collectObjects(_ report: inout CheckReport, evaluate: Bool = false) -> (
     objects: [ObjectID: ObjectFiles], evaluations: [ObjectID: WalkEvaluation]
   ) {
-    let outers = (try? FileSystemCalls.scanDirectory("\(root)/objects", statWhen: { _ in false })) ?? []
-    var walks: [OuterWalk] = []
-    let workers = min(Self.maxWalkers, ProcessInfo.processInfo.activeProcessorCount, outers.count)
-    if workers <= 1 {
-      walks = outers.map { walkOuter($0.name, $0.status, evaluate: evaluate) }
-    } else {
-      let next = Atomic<Int>(0)
-      let results = Mutex<[Int: OuterWalk]>([:])
-      DispatchQueue.concurrentPerform(iterations: workers) { _ in
-        var mine: [(Int, OuterWalk)] = []
-        while true {
-          let index = next.add(1, ordering: .relaxed).oldValue
-          guard index < outers.count else { break }
-          mine.append((index, walkOuter(outers[index].name, outers[index].status, evaluate: evaluate)))
-        }
-        results.withLock { results in
-          for (index, walk) in mine { results[index] = walk }
-        }
-      }
-      walks = results.withLock { results in (0..<outers.count).map { results[$0]! } }
-    }
+    // Directories and manifests need only their type here (a manifest's size comes from reading it); data
+    // files are stat'ed for their length and allocated blocks.
+    let walker = ObjectTreeWalker(
+      root: root, includeStrays: true,
+      statWhen: { name in
+        let length = strlen(name)
+        return length >= 5 && strcmp(name + length - 5, ".data") == 0
+      }, threads: Self.maxWalkers, tolerant: true)
+    let checker = self
+    var shardListed: (@Sendable (inout OuterWalk, ObjectTreeShard) -> Void)?
+    if evaluate { shardListed = { walk, shard in checker.evaluateInWalk(shard, into: &walk) } }
+    let walks: [OuterWalk] =
+      (try? walker.walk(
+        { OuterWalk() }, visit: { walk, entry in checker.record(entry, into: &walk) },
+        shardListed: shardListed))
+      ?? []
     var objects: [ObjectID: ObjectFiles] = [:]
     objects.reserveCapacity(walks.reduce(0) { $0 + $1.files.count } / 2)
     var evaluations: [ObjectID: WalkEvaluation] = [:]
@@ -265,141 +252,62 @@ public struct CacheChecker: Sendable {
     return (objects, evaluations)
   }
 
-  /// The walk of one outer shard directory (see `collectObjects`).
-  private func walkOuter(_ outerName: String, _ outerStatus: FileStatus, evaluate: Bool) -> OuterWalk {
-    var walk = OuterWalk()
-    // Directories and manifests need only their type here (a manifest's size comes from reading it); data
-    // files are stat'ed for their length and allocated blocks.
-    let onlyData: (UnsafePointer<CChar>) -> Bool = { name in
-      let length = strlen(name)
-      return length >= 5 && strcmp(name + length - 5, ".data") == 0
-    }
-    let outerRelative = "objects/\(outerName)"
-    let outerValid = ShardedStore.isShardName(outerName)
-    guard outerStatus.isDirectory else {
+  /// What one entry of the walk means for the report.
+  private func record(_ entry: ObjectTreeEntry, into walk: inout OuterWalk) {
+    switch entry {
+    case .objectFile(let file) where file.status.isRegular:
+      walk.files.append(file)
+    case .objectFile(let file):
       walk.findings.append(
-        outerValid
-          ? wrongType(
-            outerRelative, expected: "directory", consequence: "objects of this shard cannot be used")
-          : CheckFinding(
-            path: outerRelative, kind: .unknownEntry, severity: .warning,
-            message: "unknown file in objects/; left alone"))
-      return walk
-    }
-    if !outerValid {
+        wrongType(file.relative, expected: "regular file", consequence: "the object cannot be used"))
+    case .wrongType(let relative):
+      walk.findings.append(
+        wrongType(relative, expected: "directory", consequence: "objects of this shard cannot be used"))
+    case .badShardName(let relative, let name):
       walk.findings.append(
         CheckFinding(
-          path: outerRelative, kind: .badShardName, severity: .warning,
+          path: relative, kind: .badShardName, severity: .warning,
           message: "shard directory name is not two lowercase hex digits", expected: "two hex digits",
-          found: outerName))
-    }
-    _ = try? FileSystemCalls.scanDirectory("\(root)/\(outerRelative)", statWhen: onlyData) {
-      outerFD, inners in
-      walkInner(
-        inners, outerRelative: outerRelative, outerFD: outerFD, outerValid: outerValid, evaluate: evaluate,
-        &walk)
-    }
-    return walk
-  }
-
-  /// The part of `walkOuter` below one outer shard directory, open as `outerFD`.
-  private func walkInner(
-    _ inners: [(name: String, status: FileStatus)], outerRelative: String, outerFD: Int32, outerValid: Bool,
-    evaluate: Bool, _ walk: inout OuterWalk
-  ) {
-    let onlyData: (UnsafePointer<CChar>) -> Bool = { name in
-      let length = strlen(name)
-      return length >= 5 && strcmp(name + length - 5, ".data") == 0
-    }
-    for inner in inners {
-      let innerRelative = "\(outerRelative)/\(inner.name)"
-      guard inner.status.isDirectory else {
-        if outerValid && ShardedStore.isShardName(inner.name) {
-          walk.findings.append(
-            wrongType(
-              innerRelative, expected: "directory", consequence: "objects of this shard cannot be used"))
-        } else {
-          collectFile(inner.name, directory: outerRelative, status: inner.status, into: &walk)
-        }
-        continue
-      }
-      let innerValid = ShardedStore.isShardName(inner.name)
-      if outerValid && !innerValid {
-        walk.findings.append(
-          CheckFinding(
-            path: innerRelative, kind: .badShardName, severity: .warning,
-            message: "shard directory name is not two lowercase hex digits", expected: "two hex digits",
-            found: inner.name))
-      }
-      _ = try? FileSystemCalls.scanDirectory(
-        "\(root)/\(innerRelative)", parent: (outerFD, inner.name), statWhen: onlyData
-      ) { fd, entries in
-        let first = walk.files.count
-        for entry in entries {
-          collectFile(entry.name, directory: innerRelative, status: entry.status, into: &walk)
-        }
-        if evaluate {
-          evaluateInWalk(
-            walk.files[first...], directory: (fd, innerRelative), shard: outerValid && innerValid,
-            into: &walk)
-        }
-      }
+          found: name))
+    case .unknown(let relative, let topLevel):
+      walk.findings.append(
+        CheckFinding(
+          path: relative, kind: .unknownEntry, severity: .warning,
+          message: topLevel ? "unknown file in objects/; left alone" : "not a cache object; left alone"))
     }
   }
 
-  /// Looks at the objects of one shard directory whose manifest is in it (see `WalkEvaluation`).
-  private func evaluateInWalk(
-    _ files: ArraySlice<(id: ObjectID, isData: Bool, relative: String, status: FileStatus)>,
-    directory: (fd: Int32, relative: String), shard: Bool, into walk: inout OuterWalk
-  ) {
-    var here: [ObjectID: ObjectFiles] = [:]
-    for file in files {
+  /// Looks at the objects of one innermost directory whose manifest is in it (see `WalkEvaluation`).
+  private func evaluateInWalk(_ shard: ObjectTreeShard, into walk: inout OuterWalk) {
+    let prefix = shard.relative + "/"
+    var here: [ObjectID: (files: ObjectFiles, placed: Bool)] = [:]
+    for file in walk.files[walk.shardStart...] where file.relative.hasPrefix(prefix) {
+      var entry = here[file.id] ?? (ObjectFiles(), true)
       if file.isData {
-        here[file.id, default: ObjectFiles()].data = file.relative
-        here[file.id]!.dataStatus = file.status
+        entry.files.data = file.relative
+        entry.files.dataStatus = file.status
       } else {
-        here[file.id, default: ObjectFiles()].manifest = file.relative
+        entry.files.manifest = file.relative
       }
+      entry.placed = entry.placed && file.placed
+      here[file.id] = entry
     }
-    for (id, objectFiles) in here {
+    walk.shardStart = walk.files.count
+    for (id, (objectFiles, placed)) in here {
       guard let manifest = objectFiles.manifest else { continue }
-      let name = String(manifest.utf8.dropFirst(directory.relative.utf8.count + 1))!
+      let name = String(manifest.utf8.dropFirst(prefix.utf8.count))!
       let look = evaluate(
         id, objectFiles, dataFile: nil, dataSize: objectFiles.dataStatus?.size, busy: false,
-        manifestBytes: { try readFile(named: name, in: directory) })
+        manifestBytes: { try readFile(named: name, in: (shard.descriptor, shard.relative)) })
       guard look.findings.isEmpty else { continue }
-      var placed = false
-      if shard, objectFiles.data != nil {
-        let hex = id.hex
-        let expected = "objects/\(hex.prefix(2))/\(hex.dropFirst(2).prefix(2))/\(hex)"
-        placed = objectFiles.data == expected + ".data" && manifest == expected + ".manifest"
-      }
       walk.evaluations.append(
-        (id, WalkEvaluation(data: objectFiles.data, manifest: manifest, placed: placed, totals: look.totals)))
+        (
+          id,
+          WalkEvaluation(
+            data: objectFiles.data, manifest: manifest, placed: placed && objectFiles.data != nil,
+            totals: look.totals)
+        ))
     }
-  }
-
-  private func collectFile(_ name: String, directory: String, status: FileStatus, into walk: inout OuterWalk)
-  {
-    let relative = "\(directory)/\(name)"
-    let isData = name.hasSuffix(".data")
-    let isManifest = name.hasSuffix(".manifest")
-    if !status.isRegular, isData || isManifest, name.utf8.count == 64 + (isData ? 5 : 9),
-      ObjectID(hex: name.prefix(64)) != nil
-    {
-      walk.findings.append(
-        wrongType(relative, expected: "regular file", consequence: "the object cannot be used"))
-      return
-    }
-    guard status.isRegular, isData || isManifest, name.utf8.count == 64 + (isData ? 5 : 9),
-      let id = ObjectID(hex: name.prefix(64))
-    else {
-      walk.findings.append(
-        CheckFinding(
-          path: relative, kind: .unknownEntry, severity: .warning, message: "not a cache object; left alone"))
-      return
-    }
-    walk.files.append((id, isData, relative, status))
   }
 
   /// A finding for an entry of the wrong type where the layout has a directory or a regular file.
@@ -415,8 +323,7 @@ public struct CacheChecker: Sendable {
   // MARK: tmp/
 
   private func checkTemporaryFiles(now: Double, _ report: inout CheckReport) {
-    for entry in ((try? FileSystemCalls.scanDirectory("\(root)/tmp")) ?? []).sorted(by: { $0.name < $1.name })
-    {
+    for entry in (try? store.temporaryEntries()) ?? [] {
       guard entry.status.isRegular else {
         report.findings.append(
           CheckFinding(

@@ -197,11 +197,7 @@ public struct Compactor: Sendable {
   }
 
   private func reapTemporaryFiles(now: Double) throws -> Int {
-    if policy.dryRun {
-      let entries = try mapIO { try FileSystemCalls.scanDirectory(store.tmpDirectory) } ?? []
-      return entries.filter { $0.status.isRegular && now - $0.status.modified > policy.tmpGracePeriod }.count
-    }
-    return try store.reapStaleTemporaryFiles(olderThan: policy.tmpGracePeriod, now: now)
+    try store.reapStaleTemporaryFiles(olderThan: policy.tmpGracePeriod, now: now, dryRun: policy.dryRun)
   }
 
   // MARK: Scrubbing

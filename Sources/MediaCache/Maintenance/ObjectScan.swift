@@ -24,37 +24,25 @@ extension ShardedStore {
   /// Every object under `objects/`, from directory listings and `fstatat` alone (no file is opened).
   /// Names that are not objects of this store are skipped here (`cache-fsck` reports them).
   public func scanObjects() throws -> [ScannedObject] {
-    var found: [ObjectID: ScannedObject] = [:]
-    try mapIO {
-      for outer in try FileSystemCalls.scanDirectory(objectsDirectory) ?? []
-      where outer.status.isDirectory && Self.isShardName(outer.name) {
-        let outerPath = "\(objectsDirectory)/\(outer.name)"
-        for inner in try FileSystemCalls.scanDirectory(outerPath) ?? []
-        where inner.status.isDirectory && Self.isShardName(inner.name) {
-          let prefix = outer.name + inner.name
-          for entry in try FileSystemCalls.scanDirectory("\(outerPath)/\(inner.name)") ?? []
-          where entry.status.isRegular {
-            let name = entry.name
-            let isData = name.hasSuffix(".data")
-            guard isData || name.hasSuffix(".manifest") else { continue }
-            let hex = name.prefix(64)
-            guard hex.hasPrefix(prefix), name.utf8.count == 64 + (isData ? 5 : 9), let id = ObjectID(hex: hex)
-            else { continue }
-            var object =
-              found[id]
-              ?? ScannedObject(
-                id: id, manifestModified: nil, manifestBytes: 0, dataBytes: 0, dataModified: nil)
-            if isData {
-              object.dataBytes = entry.status.allocatedBytes
-              object.dataModified = entry.status.modified
-            } else {
-              object.manifestBytes = entry.status.size
-              object.manifestModified = entry.status.modified
-            }
-            found[id] = object
-          }
-        }
+    let parts = try mapIO {
+      try ObjectTreeWalker(root: root).walk({ [ObjectTreeFile]() }) { files, entry in
+        if case .objectFile(let file) = entry, file.placed, file.status.isRegular { files.append(file) }
       }
+    }
+    var found: [ObjectID: ScannedObject] = [:]
+    for file in parts.joined() {
+      var object =
+        found[file.id]
+        ?? ScannedObject(
+          id: file.id, manifestModified: nil, manifestBytes: 0, dataBytes: 0, dataModified: nil)
+      if file.isData {
+        object.dataBytes = file.status.allocatedBytes
+        object.dataModified = file.status.modified
+      } else {
+        object.manifestBytes = file.status.size
+        object.manifestModified = file.status.modified
+      }
+      found[file.id] = object
     }
     return Array(found.values)
   }
@@ -64,14 +52,16 @@ extension ShardedStore {
   public func isBusy(_ id: ObjectID) throws -> Bool {
     try checkFileTypes(of: id)
     return try mapIO {
-      let file: SystemFile
-      do {
-        file = try SystemFile(path: paths(for: id).data, writable: false)
-      } catch let error as SystemCallError where error.errno == .noSuchFileOrDirectory {
+      // No inode check: whatever holds the path's file now, or held it a moment ago, is using it.
+      switch try ObjectLock.acquire(
+        paths(for: id).data, writable: false, exclusive: true, wait: false, checkingInode: false)
+      {
+      case .missing, .replaced: return false
+      case .held: return true
+      case .locked(let file, _):
+        file.close()
         return false
       }
-      defer { file.close() }
-      return !(try file.lock(exclusive: true, wait: false))
     }
   }
 
@@ -98,21 +88,15 @@ extension ShardedStore {
     let paths = paths(for: id)
     try checkFileTypes(of: id)
     return try mapIO {
-      let file: SystemFile
-      do {
-        file = try SystemFile(path: paths.data, writable: !dryRun)
-      } catch let error as SystemCallError where error.errno == .noSuchFileOrDirectory {
-        result.skipped = true
-        return result
-      }
-      defer { file.close() }
       // Shared, like any user; fails only while a remover holds it exclusively.
-      guard try file.lock(exclusive: false, wait: false),
-        let current = try FileSystemCalls.status(paths.data), try current.inode == file.status().inode
+      guard
+        case .locked(let file, _) = try ObjectLock.acquire(
+          paths.data, writable: !dryRun, exclusive: false, wait: false)
       else {
         result.skipped = true
         return result
       }
+      defer { file.close() }
       let manifest: Manifest
       do {
         guard let read = try readManifest(id) else {
@@ -125,19 +109,15 @@ extension ShardedStore {
         return result
       }
       var failed: [Int: UInt32] = [:]
-      let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: manifest.chunkSize, alignment: 16)
-      defer { buffer.deallocate() }
+      let verifier = ChunkVerifier(chunkSize: manifest.chunkSize)
       for index in manifest.chunkCRCs.keys.sorted() where index >= firstChunk {
         let range = manifest.byteRange(ofChunk: index)
         if result.bytesVerified > 0 && result.bytesVerified + Int64(range.count) > budget {
           result.resumeChunk = index
           break
         }
-        let target = UnsafeMutableRawBufferPointer(rebasing: buffer[..<Int(range.count)])
-        let count = try file.read(into: target, at: range.lowerBound)
-        let crc = CRC32.checksum(UnsafeRawBufferPointer(rebasing: buffer[..<count]))
-        let expected = manifest.crc(ofChunk: index)!
-        if count != target.count || crc != expected { failed[index] = expected }
+        let check = try verifier.check(index, of: manifest, in: file)
+        if !check.passed { failed[index] = check.expected }
         result.chunksVerified += 1
         result.bytesVerified += Int64(range.count)
       }

@@ -21,6 +21,25 @@ public enum CacheFormat {
     guard numbers.count == 2, let major = Int(numbers[0]), let minor = Int(numbers[1]) else { return nil }
     return (major, minor)
   }
+
+  /// Writes this build's marker into `root`: staged as `.FORMAT.<pid>.<random>`, always fsynced (whatever the
+  /// durability setting), renamed to `FORMAT`, then the root fsynced. Two processes doing it at once write the
+  /// same text and the last rename wins. The only writer of the marker: a new cache (`ShardedStore`) and
+  /// `cache-fsck --repair` both come here.
+  static func writeMarker(root: String) throws {
+    let staging = "\(root)/.FORMAT.\(getpid()).\(UInt32.random(in: 0...UInt32.max))"
+    do {
+      let file = try SystemFile(path: staging, writable: true, create: true)
+      defer { file.close() }
+      try Array(markerText.utf8).withUnsafeBytes { try file.write($0, at: 0) }
+      try file.sync()
+      try FileSystemCalls.renameFile(staging, to: "\(root)/\(fileName)")
+    } catch {
+      _ = try? FileSystemCalls.unlinkFile(staging)
+      throw error
+    }
+    try FileSystemCalls.syncDirectory(root)
+  }
 }
 
 /// How hard the store works to survive a power loss.

@@ -122,29 +122,27 @@ public final class FileHandleAssetDataManager: Sendable {
     var opened: SystemFile?
     var fileIdentity: FileIdentity?
     for _ in 0..<64 {
-      let candidate: SystemFile
-      do {
-        let existing = try mapIO { try SystemFile(path: paths.data, writable: writable) }
-        _ = try mapIO { try existing.lock(exclusive: false, wait: true) }
-        candidate = existing
-      } catch StoreError.io(_, _, .noSuchFileOrDirectory) where !writable {
+      switch try mapIO({
+        try ObjectLock.acquire(paths.data, writable: writable, exclusive: false, wait: true)
+      }) {
+      case .locked(let file, let status):
+        opened = file
+        fileIdentity = FileIdentity(device: status.device, inode: status.inode)
+      case .missing where !writable, .replaced where !writable:
         throw StoreError.notFound(id)
-      } catch StoreError.io(_, _, .noSuchFileOrDirectory) {
+      case .missing:
         // A new object: its data file appears already locked (see `createLockedDataFile`).
         // Its name, and those of shard directories made for it, are flushed before the first commit (see
         // `syncNameOnce`), not here: a miss's first bytes do not wait for three directory flushes.
         try store.ensureShard(for: id, syncingNewDirectories: false)
         guard let created = try store.createLockedDataFile(for: id) else { continue }
-        candidate = created
+        let status = try mapIO { try created.status() }
+        opened = created
+        fileIdentity = FileIdentity(device: status.device, inode: status.inode)
+      case .replaced, .held:
+        continue  // removed (or replaced) between our open and our lock: try again
       }
-      let locked = try mapIO { try candidate.status() }
-      if let current = try mapIO({ try FileSystemCalls.status(paths.data) }), current.inode == locked.inode {
-        opened = candidate
-        fileIdentity = FileIdentity(device: locked.device, inode: locked.inode)
-        break
-      }
-      candidate.close()
-      if !writable { throw StoreError.notFound(id) }
+      break
     }
     guard let opened, let fileIdentity else { throw StoreError.busy(id) }
     self.file = opened
@@ -506,17 +504,20 @@ public final class FileHandleAssetDataManager: Sendable {
     // Only an object's first and last chunks are ever kept: no look-up (and no lock) for the others.
     let key = VerifiedChunkCache.Key(file: fileIdentity, version: plan.version, chunk: index, crc: expected)
     let data: Data
+    var check: ChunkCheck?
     do {
       defer { readsInFlight.subtract(1, ordering: .releasing) }
       if plan.keep, let recent = VerifiedChunkCache.shared.data(for: key), recent.count == range.count {
         return recent
       }
       data = try ReadBufferPool.shared.data(count: Int(range.count)) { buffer in
-        try mapIO { try file.read(into: buffer, at: range.lowerBound) }
+        let read = try mapIO { try ChunkCheck.read(range, expected: expected, from: file, into: buffer) }
+        check = read
+        return read.bytesRead
       }
     }
-    let actual = data.withUnsafeBytes { CRC32.checksum($0) }
-    guard data.count == range.count, actual == expected else {
+    guard let check, check.passed else {
+      let actual = check?.actual ?? 0
       try state.withLock { state in
         try ensureOpen(state)
         guard state.manifest.versionTag == plan.version, state.manifest.crc(ofChunk: index) == expected else {

@@ -83,13 +83,7 @@ public final class ShardedStore: Sendable {
       guard entries.allSatisfy({ ours.contains($0) || $0.hasPrefix(".FORMAT.") }) else {
         throw StoreError.notACache(path: root)
       }
-      // Write the marker through a staging name; two processes creating the cache at once write the same text.
-      let staging = "\(root)/.FORMAT.\(getpid()).\(UInt32.random(in: 0...UInt32.max))"
-      let file = try SystemFile(path: staging, writable: true, create: true)
-      try Array(CacheFormat.markerText.utf8).withUnsafeBytes { try file.write($0, at: 0) }
-      try file.sync()
-      try FileSystemCalls.renameFile(staging, to: markerPath)
-      try FileSystemCalls.syncDirectory(root)
+      try CacheFormat.writeMarker(root: root)
     }
     if create {
       // Once per cache: their names are flushed whatever the durability setting, like the marker's.
@@ -328,20 +322,20 @@ public final class ShardedStore: Sendable {
     try checkFileTypes(of: id)
     return try mapIO {
       let file: SystemFile
-      do {
-        file = try SystemFile(path: paths.data, writable: false)
-      } catch let error as SystemCallError where error.errno == .noSuchFileOrDirectory {
+      let opened: FileStatus
+      switch try ObjectLock.acquire(paths.data, writable: false, exclusive: true, wait: false) {
+      case .missing:
         // A manifest without data: nothing can be using it.
         let size = try FileSystemCalls.status(paths.manifest)?.size ?? 0
         try FileSystemCalls.unlinkFile(paths.manifest)
         return size
-      }
-      guard try file.lock(exclusive: true, wait: false) else { throw StoreError.busy(id) }
-      let opened = try file.status()
-      guard let current = try FileSystemCalls.status(paths.data), current.inode == opened.inode else {
-        // Replaced or removed since we opened it: someone else is in charge of it now.
+      case .held, .replaced:
+        // In use, or replaced or removed since we opened it: someone else is in charge of it now.
         throw StoreError.busy(id)
+      case .locked(let locked, let status):
+        (file, opened) = (locked, status)
       }
+      defer { file.close() }
       if let keepIf, keepIf(try? readManifest(id)) { throw StoreError.kept(id) }
       let manifestSize = try FileSystemCalls.status(paths.manifest)?.size ?? 0
       // Manifest first: a crash in between leaves an orphan data file, never a manifest without data. In the
@@ -361,31 +355,18 @@ public final class ShardedStore: Sendable {
   /// Every object id that has a data file or a manifest. This walks the tree: for tools and `ls`, never for
   /// opening the cache.
   public func allObjectIDs() throws -> [ObjectID] {
-    var ids = Set<ObjectID>()
-    try mapIO {
-      // Shard directories only: a symlink in their place is never followed.
-      for outerEntry in try FileSystemCalls.scanDirectory(objectsDirectory) ?? []
-      where outerEntry.status.isDirectory && Self.isShardName(outerEntry.name) {
-        let first = outerEntry.name
-        let outer = "\(objectsDirectory)/\(first)"
-        for innerEntry in try FileSystemCalls.scanDirectory(outer) ?? []
-        where innerEntry.status.isDirectory && Self.isShardName(innerEntry.name) {
-          let second = innerEntry.name
-          for name in try FileSystemCalls.directoryEntries("\(outer)/\(second)") ?? [] {
-            guard let dot = name.firstIndex(of: "."), let id = ObjectID(hex: name[..<dot]) else { continue }
-            let suffix = name[dot...]
-            guard suffix == ".data" || suffix == ".manifest" else { continue }
-            if id.hex.hasPrefix(first + second) { ids.insert(id) }
-          }
-        }
+    // Names only: an object whose file is not a regular file is listed too (using it then throws
+    // `unexpectedFileType`, and `mediacache clear` leaves it in place).
+    let walker = ObjectTreeWalker(root: root, statWhen: { _ in false })
+    let parts = try mapIO {
+      try walker.walk({ Set<ObjectID>() }) { ids, entry in
+        if case .objectFile(let file) = entry, file.placed { ids.insert(file.id) }
       }
     }
-    return ids.sorted()
+    return parts.reduce(into: Set<ObjectID>()) { $0.formUnion($1) }.sorted()
   }
 
-  static func isShardName(_ name: String) -> Bool {
-    name.utf8.count == 2 && name.utf8.allSatisfy { (48...57).contains($0) || (97...102).contains($0) }
-  }
+  static func isShardName(_ name: String) -> Bool { ObjectTreeWalker.isShardName(name) }
 
   /// Bytes the object occupies on disk: allocated blocks of the data file plus the manifest's size.
   public func diskUsage(_ id: ObjectID) throws -> Int64 {
@@ -396,21 +377,24 @@ public final class ShardedStore: Sendable {
     }
   }
 
-  /// Removes files in `tmp/` last modified more than `age` seconds ago; returns how many were removed.
-  /// Younger files may belong to a live writer and are left alone.
+  /// The entries of `tmp/` (names and `lstat`s), sorted by name; empty when there is no `tmp/`. The one listing
+  /// of it: the reaper below, the compactor's dry run and `cache-fsck` all come here.
+  func temporaryEntries() throws -> [(name: String, status: FileStatus)] {
+    try mapIO { try FileSystemCalls.scanDirectory(tmpDirectory) ?? [] }.sorted { $0.name < $1.name }
+  }
+
+  /// Removes the regular files in `tmp/` last modified more than `age` seconds ago (with `dryRun`, only counts
+  /// them); returns how many. Younger files may belong to a live writer and are left alone.
   @discardableResult
-  public func reapStaleTemporaryFiles(olderThan age: Double, now: Double = Date().timeIntervalSince1970)
-    throws
-    -> Int
-  {
+  public func reapStaleTemporaryFiles(
+    olderThan age: Double, now: Double = Date().timeIntervalSince1970, dryRun: Bool = false
+  ) throws -> Int {
     var removed = 0
-    try mapIO {
-      for name in try FileSystemCalls.directoryEntries(tmpDirectory) ?? [] {
-        let path = "\(tmpDirectory)/\(name)"
-        guard let info = try FileSystemCalls.status(path), info.isRegular, now - info.modified > age else {
-          continue
-        }
-        if try FileSystemCalls.unlinkFile(path) { removed += 1 }
+    for entry in try temporaryEntries() where entry.status.isRegular && now - entry.status.modified > age {
+      if dryRun {
+        removed += 1
+      } else if try mapIO({ try FileSystemCalls.unlinkFile("\(tmpDirectory)/\(entry.name)") }) {
+        removed += 1
       }
     }
     return removed
