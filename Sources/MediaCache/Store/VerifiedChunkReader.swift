@@ -1,0 +1,117 @@
+import Foundation
+
+/// The reading half of an open object: any range of its present chunks, every chunk read whole and checked
+/// against its CRC (`ChunkCheck`) before a byte of it is returned. It plans under the `ObjectView`'s lock and
+/// reads without it, so any number of threads read one object at once and none waits for a writer's disk.
+///
+/// A chunk that fails is dropped (`ObjectWriter.dropChunk`) and `StoreError.corruptChunk` thrown, so it is
+/// fetched again. An object's first and last chunks are offered to `VerifiedChunkCache`, where players look
+/// for the index again and again; others are not (keeping chunks read at random or streamed in order would
+/// only push those out, take their buffers from `ReadBufferPool`, and delay finding damage on disk in the
+/// chunks a scrub or a reader would otherwise check).
+struct VerifiedChunkReader: Sendable {
+  let objectID: ObjectID
+  let store: ShardedStore
+  let file: SystemFile
+  /// The data file this handle opened (names it in `VerifiedChunkCache`, whatever store it is in).
+  let fileIdentity: FileIdentity
+  let view: ObjectView
+  let writer: ObjectWriter
+
+  /// See `FileHandleAssetDataManager.read(_:)`.
+  func read(_ range: Range<Int64>) throws -> Data {
+    let chunkSize = try checkCached(range)
+    store.noteAccess(objectID)
+    guard !range.isEmpty else { return Data() }
+    let first = Int(range.lowerBound / chunkSize)
+    let last = Int((range.upperBound - 1) / chunkSize)
+    if first == last, range.lowerBound == Int64(first) * chunkSize {
+      // One chunk from its start (the common piece of a streamed read): no copy when it is the whole chunk.
+      let data = try verifiedChunkData(first)
+      return data.count == range.count ? data : data.prefix(Int(range.count))
+    }
+    var out = Data()
+    out.reserveCapacity(Int(range.count))
+    for index in first...last {
+      let data = try verifiedChunkData(index)
+      let chunkStart = Int64(index) * chunkSize
+      let low = Int(max(range.lowerBound, chunkStart) - chunkStart)
+      let high = Int(min(range.upperBound, chunkStart + Int64(data.count)) - chunkStart)
+      out.append(data[data.startIndex + low..<data.startIndex + high])
+    }
+    return out
+  }
+
+  /// One piece of a streamed read: the part of the chunk holding `offset` from `offset`, up to `end`.
+  func readPiece(startingAt offset: Int64, end: Int64) throws -> Data {
+    let chunkSize = Int64(view.withLock { $0.manifest.chunkSize })
+    let pieceEnd = min(end, (offset / chunkSize + 1) * chunkSize)
+    _ = try checkCached(offset..<pieceEnd)
+    store.noteAccess(objectID)
+    let index = Int(offset / chunkSize)
+    let chunkStart = Int64(index) * chunkSize
+    let chunk = try verifiedChunkData(index)
+    if offset == chunkStart && pieceEnd - chunkStart == Int64(chunk.count) { return chunk }
+    return chunk.subdata(in: Int(offset - chunkStart)..<Int(pieceEnd - chunkStart))
+  }
+
+  /// Throws unless every byte of `range` is in a present chunk (re-reading the manifest on disk first, without
+  /// the view's lock, when the view lacks some: another writer may have committed them). Returns the chunk
+  /// size.
+  private func checkCached(_ range: Range<Int64>) throws -> Int64 {
+    let known = try view.withLock { view -> Int64? in
+      try self.view.ensureOpen(view)
+      guard range.lowerBound >= 0, view.manifest.contentLength.map({ range.upperBound <= $0 }) ?? true else {
+        throw StoreError.outOfBounds(objectID, range: range, length: view.manifest.contentLength)
+      }
+      // Per chunk, not through the byte-range set: this runs for every piece of a streamed read.
+      let present = view.manifest.chunks(covering: range).allSatisfy { view.manifest.isPresent($0) }
+      return present ? Int64(view.manifest.chunkSize) : nil
+    }
+    if let known { return known }
+    try view.refresh(from: store)
+    return try view.withLock { view in
+      try self.view.ensureOpen(view)
+      let missing = view.manifest.missingByteRanges(in: range)
+      if !missing.isEmpty { throw StoreError.notCached(objectID, missing: missing) }
+      return Int64(view.manifest.chunkSize)
+    }
+  }
+
+  /// Chunk `index` read whole into a pooled buffer and CRC-checked there (no copy after the read). On a
+  /// mismatch the chunk is dropped and `StoreError.corruptChunk` is thrown.
+  private func verifiedChunkData(_ index: Int) throws -> Data {
+    let plan = try view.withLock {
+      view -> (range: Range<Int64>, expected: UInt32, version: UInt32, keep: Bool) in
+      try self.view.ensureOpen(view)
+      guard let expected = view.manifest.crc(ofChunk: index) else {
+        throw StoreError.notCached(objectID, missing: [view.manifest.byteRange(ofChunk: index)])
+      }
+      self.view.readsInFlight.add(1, ordering: .acquiring)
+      let isEdge = index == 0 || view.manifest.chunkCount.map { index == $0 - 1 } ?? false
+      return (view.manifest.byteRange(ofChunk: index), expected, view.manifest.versionTag, isEdge)
+    }
+    let (range, expected) = (plan.range, plan.expected)
+    // Only an object's first and last chunks are ever kept: no look-up (and no lock) for the others.
+    let key = VerifiedChunkCache.Key(file: fileIdentity, version: plan.version, chunk: index, crc: expected)
+    let data: Data
+    var check: ChunkCheck?
+    do {
+      defer { view.readsInFlight.subtract(1, ordering: .releasing) }
+      if plan.keep, let recent = VerifiedChunkCache.shared.data(for: key), recent.count == range.count {
+        return recent
+      }
+      data = try ReadBufferPool.shared.data(count: Int(range.count)) { buffer in
+        let read = try mapIO { try ChunkCheck.read(range, expected: expected, from: file, into: buffer) }
+        check = read
+        return read.bytesRead
+      }
+    }
+    guard let check, check.passed else {
+      try writer.dropChunk(index, expected: expected, version: plan.version, range: range)
+      throw StoreError.corruptChunk(objectID, chunk: index, expected: expected, actual: check?.actual ?? 0)
+    }
+    if plan.keep { VerifiedChunkCache.shared.insert(data, for: key) }
+    return data
+  }
+}
