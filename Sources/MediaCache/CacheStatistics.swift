@@ -4,7 +4,7 @@ import Foundation
 ///
 /// The memory tier is not counted. The numbers are a snapshot: objects written or removed while the walk runs
 /// may or may not be included.
-public struct CacheStatistics: Sendable, Equatable {
+public struct CacheStatistics: Sendable, Equatable, Codable {
   /// Objects found: every id with a data file or a manifest (`complete + partial + empty + unreadable`).
   public var objects = 0
   /// Objects with every byte cached.

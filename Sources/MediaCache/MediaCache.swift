@@ -100,7 +100,7 @@ public final class MediaCache: Sendable {
   }
 
   /// What `removeAll()` did.
-  public struct RemovalReport: Sendable, Equatable {
+  public struct RemovalReport: Sendable, Equatable, Codable {
     /// Objects removed from disk.
     public var objectsRemoved: Int
     /// Bytes freed on disk (allocated blocks and manifests).

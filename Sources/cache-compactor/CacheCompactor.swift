@@ -40,7 +40,7 @@ struct CacheCompactor: ParsableCommand {
   @Option(help: ArgumentHelp("Reap tmp/ files older than this.", valueName: "DURATION"))
   var tmpGrace: String = "1h"
   @Flag(help: "Decide and report; change nothing.") var dryRun = false
-  @Flag(help: "Print one JSON object per pass.") var json = false
+  @Flag(help: "Print one JSON object per pass (its schema: docs/REPORTS.md).") var json = false
 
   var parsedPolicy: (CompactionPolicy, Double?) {
     get throws {
@@ -100,7 +100,16 @@ struct CacheCompactor: ParsableCommand {
         FileHandle.standardError.write(Data("cache-compactor: pass \(pass) failed: \(error)\n".utf8))
         throw ExitCode(1)
       }
-      let line = json ? Self.json(report, pass: pass) : Self.summary(report, pass: pass)
+      let line: String
+      do {
+        line =
+          json
+          ? try ReportJSON.encode(PassReport(pass: pass, report: report)) : Self.summary(report, pass: pass)
+      } catch {
+        FileHandle.standardError.write(
+          Data("cache-compactor: pass \(pass): cannot encode its report: \(error)\n".utf8))
+        throw ExitCode(1)
+      }
       FileHandle.standardOutput.write(Data((line + "\n").utf8))
       guard let interval else { break }
       let wakeAt = Date().addingTimeInterval(interval)
@@ -120,26 +129,30 @@ struct CacheCompactor: ParsableCommand {
       \(String(format: "%.3f", report.duration)) s\(report.incomplete ? "; incomplete" : "")\(report.errors.isEmpty ? "" : "; \(report.errors.count) object(s) failed: \(report.errors.prefix(3).joined(separator: "; "))")
       """
   }
+}
 
-  static func json(_ report: CompactionReport, pass: Int) -> String {
-    var evicted: [String: Int] = [:]
-    for reason in RemovalReason.allCases { evicted[reason.rawValue] = report.evicted[reason] ?? 0 }
-    let object: [String: Any] = [
-      "pass": pass, "dryRun": report.dryRun, "objectsScanned": report.objectsScanned,
-      "bytesBefore": report.bytesBefore, "bytesAfter": report.bytesAfter, "evicted": evicted,
-      "evictedTotal": report.evictedCount, "bytesFreed": report.bytesFreed, "skippedBusy": report.skippedBusy,
-      "pinnedKept": report.pinnedKept, "vetoed": report.vetoed, "tmpReaped": report.tmpReaped,
-      "orphansRemoved": report.orphansRemoved,
-      "chunksScrubbed": report.chunksScrubbed, "bytesScrubbed": report.bytesScrubbed,
-      "chunksDropped": report.chunksDropped,
-      "droppedChunks": Dictionary(uniqueKeysWithValues: report.droppedChunks.map { ($0.key.hex, $0.value) }),
-      "removed": report.removed.map {
-        ["objectID": $0.id.hex, "bytes": $0.bytes, "reason": $0.reason.rawValue]
-      },
-      "incomplete": report.incomplete, "durationSeconds": report.duration, "errors": report.errors,
-    ]
-    let data =
-      (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])) ?? Data("{}".utf8)
-    return String(decoding: data, as: UTF8.self)
+/// One line of `cache-compactor --json`: the pass number beside the compaction report's keys (the report's JSON
+/// as `mediacache purge --json` prints it, plus `pass`; docs/REPORTS.md).
+struct PassReport: Codable, Equatable {
+  /// 1 for the first pass of this run.
+  var pass: Int
+  var report: CompactionReport
+
+  private enum CodingKeys: String, CodingKey { case pass }
+
+  init(pass: Int, report: CompactionReport) {
+    self.pass = pass
+    self.report = report
+  }
+
+  init(from decoder: any Decoder) throws {
+    report = try CompactionReport(from: decoder)
+    pass = try decoder.container(keyedBy: CodingKeys.self).decode(Int.self, forKey: .pass)
+  }
+
+  func encode(to encoder: any Encoder) throws {
+    try report.encode(to: encoder)
+    var container = encoder.container(keyedBy: CodingKeys.self)
+    try container.encode(pass, forKey: .pass)
   }
 }

@@ -94,17 +94,24 @@ struct CacheFsck: ParsableCommand {
       }
     } catch {
       if json {
-        print(#"{"error":\#(Self.quoted(error.description)),"exitCode":\#(FsckExit.operational)}"#)
+        print((try? ReportJSON.encode(FsckFailure(error: error.description))) ?? "")
       }
       FileHandle.standardError.write(Data("cache-fsck: \(error)\n".utf8))
       return FsckExit.operational
     }
     if showProgress { FileHandle.standardError.write(Data("\n".utf8)) }
     let elapsed = Date().timeIntervalSince(started)
-    print(
-      json
-        ? Self.json(report, root: directory, repair: repair, fast: fast)
-        : Self.human(report, root: directory, elapsed: elapsed))
+    if json {
+      let output = FsckOutput(root: directory, repair: repair, fast: fast, report: report)
+      do {
+        print(try ReportJSON.encode(output))
+      } catch {
+        FileHandle.standardError.write(Data("cache-fsck: cannot encode the report: \(error)\n".utf8))
+        return FsckExit.operational
+      }
+    } else {
+      print(Self.human(report, root: directory, elapsed: elapsed))
+    }
     return report.exitStatus
   }
 
@@ -143,39 +150,53 @@ struct CacheFsck: ParsableCommand {
     lines.append(summary)
     return lines.joined(separator: "\n")
   }
+}
 
-  static func json(_ report: CheckReport, root: String, repair: Bool, fast: Bool) -> String {
-    func value(_ text: String?) -> String { text.map(quoted) ?? "null" }
-    let findings = report.findings.map { finding in
-      "{"
-        + [
-          "\"path\":\(quoted(finding.path))", "\"kind\":\(quoted(finding.kind.rawValue))",
-          "\"severity\":\(quoted(finding.severity.rawValue))", "\"message\":\(quoted(finding.message))",
-          "\"expected\":\(value(finding.expected))", "\"found\":\(value(finding.found))",
-          "\"chunk\":\(finding.chunk.map(String.init) ?? "null")",
-          "\"action\":\(quoted(finding.action.rawValue))",
-        ].joined(separator: ",") + "}"
-    }
-    let totals = report.totals
-    let totalsJSON = """
-      {"objects":\(totals.objects),"complete":\(totals.complete),"partial":\(totals.partial),\
-      "pinned":\(totals.pinned),"busy":\(totals.busy),"bytes":\(totals.bytes),\
-      "chunksVerified":\(totals.chunksVerified),"bytesVerified":\(totals.bytesVerified)}
-      """
-    return """
-      {"root":\(quoted(root)),"mode":"\(repair ? "repair" : "check")","fast":\(fast),\
-      "findings":[\(findings.joined(separator: ","))],"totals":\(totalsJSON),\
-      "corrected":\(report.corrected),"uncorrected":\(report.uncorrected),"cancelled":\(report.cancelled),\
-      "exitCode":\(report.exitStatus)}
-      """
+/// `cache-fsck --json` (docs/REPORTS.md): the check report's keys, plus the directory checked, the mode, whether
+/// it was `--fast`, and the exit status.
+struct FsckOutput: Codable, Equatable {
+  /// The cache directory as given.
+  var root: String
+  /// `check` or `repair`.
+  var mode: String
+  var fast: Bool
+  var report: CheckReport
+  /// The exit status the run ends with (e2fsck's bits; see `CheckReport.exitStatus`).
+  var exitCode: Int32
+
+  private enum CodingKeys: String, CodingKey { case root, mode, fast, exitCode }
+
+  init(root: String, repair: Bool, fast: Bool, report: CheckReport) {
+    self.root = root
+    mode = repair ? "repair" : "check"
+    self.fast = fast
+    self.report = report
+    exitCode = report.exitStatus
   }
 
-  static func quoted(_ text: String) -> String {
-    let data =
-      (try? JSONSerialization.data(withJSONObject: [text], options: [.withoutEscapingSlashes]))
-      ?? Data("[\"\"]".utf8)
-    return String(decoding: data.dropFirst().dropLast(), as: UTF8.self)
+  init(from decoder: any Decoder) throws {
+    report = try CheckReport(from: decoder)
+    let container = try decoder.container(keyedBy: CodingKeys.self)
+    root = try container.decode(String.self, forKey: .root)
+    mode = try container.decode(String.self, forKey: .mode)
+    fast = try container.decode(Bool.self, forKey: .fast)
+    exitCode = try container.decode(Int32.self, forKey: .exitCode)
   }
+
+  func encode(to encoder: any Encoder) throws {
+    try report.encode(to: encoder)
+    var container = encoder.container(keyedBy: CodingKeys.self)
+    try container.encode(root, forKey: .root)
+    try container.encode(mode, forKey: .mode)
+    try container.encode(fast, forKey: .fast)
+    try container.encode(exitCode, forKey: .exitCode)
+  }
+}
+
+/// `cache-fsck --json` when the check could not run: the error and exit status 8.
+struct FsckFailure: Codable, Equatable {
+  var error: String
+  var exitCode: Int32 = FsckExit.operational
 }
 
 CacheFsck.main()

@@ -161,7 +161,7 @@ struct StatusCommand: AsyncParsableCommand {
   func run() async throws {
     try await reportingErrors {
       let status = try await cache.openExisting()?.status(for: key) ?? MediaCache.Status.none
-      printOut(json ? status.json.serialized : status.humanLine)
+      if json { try printJSON(status) } else { printOut(status.humanLine) }
     }
   }
 }
@@ -185,45 +185,14 @@ struct InspectCommand: AsyncParsableCommand {
       let mediaCache = try cache.openExisting(for: key)
       let id = mediaCache.objectID(for: key)
       guard let manifest = try mediaCache.store.readManifest(id) else { throw StoreError.notFound(id) }
-      let fields = try describe(manifest, store: mediaCache.store)
+      let description = try ObjectDescription(manifest, store: mediaCache.store)
       if json {
-        printOut(JSONValue.object(fields).serialized)
+        try printJSON(description)
       } else {
-        for (name, value) in fields { printOut("\(name): \(value.serialized)") }
+        for line in try description.humanLines() { printOut(line) }
       }
     }
   }
-}
-
-/// The manifest fields `inspect` and `ls` show.
-func describe(_ manifest: Manifest, store: ShardedStore) throws -> [(String, JSONValue)] {
-  let status = MediaCache.status(of: manifest)
-  let paths = store.paths(for: manifest.objectID)
-  return [
-    ("objectID", .string(manifest.objectID.hex)),
-    ("state", .string(status.stateName)),
-    ("contentLength", .optional(manifest.contentLength)),
-    ("chunkSize", .int(Int64(manifest.chunkSize))),
-    ("chunkCount", .optional(manifest.chunkCount.map(Int64.init))),
-    ("presentChunks", .int(Int64(manifest.chunkCRCs.count))),
-    (
-      "presentChunkRuns",
-      .array(
-        manifest.presentChunks.ranges.map {
-          .array([.int(Int64($0.lowerBound)), .int(Int64($0.upperBound))])
-        })
-    ),
-    ("cachedBytes", .int(manifest.cachedBytes)),
-    ("contentType", .optional(manifest.contentType)),
-    ("etag", .optional(manifest.etag)),
-    ("lastModified", .optional(manifest.lastModified)),
-    ("createdAt", .string(manifest.createdAt.formatted(.iso8601))),
-    ("pinned", .bool(manifest.isPinned)),
-    ("userMetadataBytes", .int(Int64(manifest.userMetadata.count))),
-    ("diskBytes", .int(try store.diskUsage(manifest.objectID))),
-    ("dataPath", .string(paths.data)),
-    ("manifestPath", .string(paths.manifest)),
-  ]
 }
 
 struct ListCommand: AsyncParsableCommand {
@@ -242,40 +211,32 @@ struct ListCommand: AsyncParsableCommand {
   func run() async throws {
     try await reportingErrors {
       guard let mediaCache = try cache.openExisting() else {
-        if json { printOut("[]") }
+        if json { try printJSON([ListEntry]()) }
         return
       }
-      var rows: [JSONValue] = []
+      var entries: [ListEntry] = []
       for id in try mediaCache.store.allObjectIDs() {
-        let row: [(String, JSONValue)]
         do {
           guard let manifest = try mediaCache.store.readManifest(id) else {
-            row = [
-              ("objectID", .string(id.hex)), ("state", .string("none")), ("error", .string("no manifest")),
-            ]
-            rows.append(.object(row))
+            entries.append(ListEntry(objectID: id, state: "none", error: "no manifest"))
             if !json { printOut("\(id.hex)  none  (data file without manifest)") }
             continue
           }
           let status = MediaCache.status(of: manifest)
-          row = [
-            ("objectID", .string(id.hex)), ("state", .string(status.stateName)),
-            ("cachedBytes", .int(status.cachedBytes)), ("length", .optional(manifest.contentLength)),
-            ("pinned", .bool(manifest.isPinned)), ("diskBytes", .int(try mediaCache.store.diskUsage(id))),
-          ]
+          entries.append(
+            ListEntry(
+              objectID: id, state: status.stateName, cachedBytes: status.cachedBytes,
+              length: manifest.contentLength, pinned: manifest.isPinned,
+              diskBytes: try mediaCache.store.diskUsage(id)))
           if !json {
             printOut("\(id.hex)  \(status.humanLine)\(manifest.isPinned ? "  pinned" : "")")
           }
         } catch let error as StoreError {
-          row = [
-            ("objectID", .string(id.hex)), ("state", .string("unreadable")),
-            ("error", .string(error.description)),
-          ]
+          entries.append(ListEntry(objectID: id, state: "unreadable", error: error.description))
           if !json { printOut("\(id.hex)  unreadable: \(error)") }
         }
-        rows.append(.object(row))
       }
-      if json { printOut(JSONValue.array(rows).serialized) }
+      if json { try printJSON(entries) }
     }
   }
 }

@@ -12,7 +12,8 @@ struct PurgeCommand: AsyncParsableCommand {
       accessed for longer than --max-age are evicted, then the least recently accessed ones until the bytes \
       on disk are at most --max-size. Pinned objects, and objects any process has open (busy), are kept and \
       counted. Stale staging files in tmp/ are removed. Give at least one limit. Prints one summary line, or \
-      a JSON object with --json.
+      with --json the compaction report as one JSON object (the keys cache-compactor --json prints, but pass; \
+      docs/REPORTS.md).
 
       Exit status: 0 once the pass has run (even if pinned or busy objects keep the cache above the size), \
       1 if some object could not be evicted, 4 if the cache directory does not exist or is not a cache, \
@@ -62,7 +63,7 @@ struct PurgeCommand: AsyncParsableCommand {
         throw fail("no cache at \(cache.resolvedDirectory): nothing to purge", .badCache)
       }
       let report = try await mediaCache.purge()
-      printOut(json ? Self.json(report).serialized : Self.summary(report))
+      if json { try printJSON(report) } else { printOut(Self.summary(report)) }
       if let first = report.errors.first {
         throw fail(
           "\(report.errors.count) object(s) could not be evicted; first: \(first)", .failure)
@@ -81,34 +82,6 @@ struct PurgeCommand: AsyncParsableCommand {
       + (report.tmpReaped > 0 ? "; removed \(report.tmpReaped) stale tmp files" : "")
       + (report.orphansRemoved > 0 ? "; removed \(report.orphansRemoved) orphan data files" : "")
       + (report.incomplete ? "; stopped at the time limit, run again" : "")
-  }
-
-  static func json(_ report: CompactionReport) -> JSONValue {
-    let evicted: [(String, JSONValue)] = RemovalReason.allCases.map {
-      ($0.rawValue, JSONValue.int(Int64(report.evicted[$0] ?? 0)))
-    }
-    let removed: [JSONValue] = report.removed.map { object in
-      let fields: [(String, JSONValue)] = [
-        ("objectID", .string(object.id.hex)), ("bytes", .int(object.bytes)),
-        ("reason", .string(object.reason.rawValue)),
-      ]
-      return .object(fields)
-    }
-    var fields: [(String, JSONValue)] = []
-    fields.append(("objectsScanned", .int(Int64(report.objectsScanned))))
-    fields.append(("objectsRemoved", .int(Int64(report.evictedCount))))
-    fields.append(("evicted", .object(evicted)))
-    fields.append(("bytesFreed", .int(report.bytesFreed)))
-    fields.append(("bytesBefore", .int(report.bytesBefore)))
-    fields.append(("bytesAfter", .int(report.bytesAfter)))
-    fields.append(("pinnedKept", .int(Int64(report.pinnedKept))))
-    fields.append(("skippedBusy", .int(Int64(report.skippedBusy))))
-    fields.append(("tmpReaped", .int(Int64(report.tmpReaped))))
-    fields.append(("orphansRemoved", .int(Int64(report.orphansRemoved))))
-    fields.append(("incomplete", .bool(report.incomplete)))
-    fields.append(("removed", .array(removed)))
-    fields.append(("errors", .array(report.errors.map { .string($0) })))
-    return .object(fields)
   }
 }
 
@@ -136,7 +109,7 @@ struct StatsCommand: AsyncParsableCommand {
   func run() async throws {
     try await reportingErrors {
       let statistics = try await cache.openExisting()?.statistics() ?? CacheStatistics()
-      printOut(json ? Self.json(statistics).serialized : Self.summary(statistics))
+      if json { try printJSON(statistics) } else { printOut(Self.summary(statistics)) }
     }
   }
 
@@ -144,16 +117,5 @@ struct StatsCommand: AsyncParsableCommand {
     "\(statistics.objects) objects: \(statistics.complete) complete, \(statistics.partial) partial, "
       + "\(statistics.empty) empty, \(statistics.unreadable) unreadable; \(statistics.pinned) pinned; "
       + "\(statistics.cachedBytes) bytes cached, \(statistics.diskBytes) bytes on disk"
-  }
-
-  static func json(_ statistics: CacheStatistics) -> JSONValue {
-    let counts: [(String, Int)] = [
-      ("objects", statistics.objects), ("complete", statistics.complete), ("partial", statistics.partial),
-      ("empty", statistics.empty), ("unreadable", statistics.unreadable), ("pinned", statistics.pinned),
-    ]
-    let bytes: [(String, JSONValue)] = [
-      ("diskBytes", .int(statistics.diskBytes)), ("cachedBytes", .int(statistics.cachedBytes)),
-    ]
-    return .object(counts.map { ($0.0, JSONValue.int(Int64($0.1))) } + bytes)
   }
 }

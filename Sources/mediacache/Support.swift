@@ -206,47 +206,6 @@ func reportingErrors(_ body: () async throws -> Void) async throws {
 }
 
 extension MediaCache.Status {
-  var stateName: String {
-    switch self {
-    case .none: "none"
-    case .partial: "partial"
-    case .complete: "complete"
-    }
-  }
-
-  var cachedBytes: Int64 {
-    switch self {
-    case .none: 0
-    case .partial(let cached, _, _): cached
-    case .complete(let length): length
-    }
-  }
-
-  var length: Int64? {
-    switch self {
-    case .none: nil
-    case .partial(_, let length, _): length
-    case .complete(let length): length
-    }
-  }
-
-  var ranges: [Range<Int64>] {
-    switch self {
-    case .none: []
-    case .partial(_, _, let ranges): ranges
-    case .complete(let length): length > 0 ? [0..<length] : []
-    }
-  }
-
-  var json: JSONValue {
-    .object([
-      ("state", .string(stateName)),
-      ("cachedBytes", .int(cachedBytes)),
-      ("length", .optional(length)),
-      ("ranges", .array(ranges.map { .array([.int($0.lowerBound), .int($0.upperBound)]) })),
-    ])
-  }
-
   var humanLine: String {
     switch self {
     case .none: return "none"

@@ -9,8 +9,9 @@ import Testing
 @Suite struct CLIMaintenanceTests {
   let mediacache = binary("mediacache")
 
-  func json(_ result: CommandResult) throws -> [String: Any] {
-    try #require(try JSONSerialization.jsonObject(with: result.stdout) as? [String: Any], "\(result.text)")
+  /// What `stats --json` prints for `cache`.
+  func statistics(_ cache: String) throws -> CacheStatistics {
+    try decodeReport(CacheStatistics.self, try run(mediacache, ["stats", "--cache", cache, "--json"]))
   }
 
   /// Imports `keys` (`bytes` each) and stamps their last access an hour apart, the first the oldest (5 h ago
@@ -49,19 +50,21 @@ import Testing
     // Room for three objects: the two oldest unpinned ones go, the pinned oldest stays.
     let purge = try run(mediacache, ["purge", "--cache", cache, "--max-size", "\(perObject * 3)", "--json"])
     #expect(purge.status == 0, "\(purge.stderr)")
-    let report = try json(purge)
-    #expect(report["objectsScanned"] as? Int == 5)
-    #expect(report["objectsRemoved"] as? Int == 2)
-    #expect(report["pinnedKept"] as? Int == 1)
-    #expect(report["skippedBusy"] as? Int == 0)
-    #expect(report["bytesFreed"] as? Int == Int(perObject) * 2)
-    #expect((report["bytesAfter"] as? Int ?? .max) <= Int(perObject) * 3)
-    let removed = (report["removed"] as? [[String: Any]] ?? []).compactMap { $0["objectID"] as? String }
-    #expect(removed == [keys[1], keys[2]].map { CacheKey($0).objectID.hex })
-    #expect((report["evicted"] as? [String: Int])?["size"] == 2)
+    let report = try decodeReport(CompactionReport.self, purge)
+    #expect(report.objectsScanned == 5)
+    #expect(report.evictedCount == 2)
+    #expect(report.pinnedKept == 1)
+    #expect(report.skippedBusy == 0)
+    #expect(report.bytesFreed == perObject * 2)
+    #expect(report.bytesAfter <= perObject * 3)
+    #expect(report.removed.map(\.id) == [keys[1], keys[2]].map { CacheKey($0).objectID })
+    #expect(report.removed.allSatisfy { $0.reason == .size && $0.bytes == perObject })
+    #expect(report.evicted == [.size: 2])
+    #expect(!report.dryRun && !report.incomplete && report.errors.isEmpty)
     for (key, state) in zip(keys, ["complete", "none", "none", "complete", "complete"]) {
-      let status = try json(try run(mediacache, ["status", "--cache", cache, key, "--json"]))
-      #expect(status["state"] as? String == state, "\(key)")
+      let status = try decodeReport(
+        MediaCache.Status.self, try run(mediacache, ["status", "--cache", cache, key, "--json"]))
+      #expect(status.stateName == state, "\(key)")
     }
 
     // Under the limit: nothing to do, said in one line.
@@ -81,9 +84,10 @@ import Testing
     #expect(try run(mediacache, ["status", "--cache", cache, keys[4]]).text.hasPrefix("complete"))
 
     // Down to nothing: only the pinned object is left.
-    let all = try json(try run(mediacache, ["purge", "--cache", cache, "--max-size", "0", "--json"]))
-    #expect(all["objectsRemoved"] as? Int == 1)
-    #expect(all["pinnedKept"] as? Int == 1)
+    let all = try decodeReport(
+      CompactionReport.self, try run(mediacache, ["purge", "--cache", cache, "--max-size", "0", "--json"]))
+    #expect(all.evictedCount == 1)
+    #expect(all.pinnedKept == 1)
     #expect(try run(mediacache, ["status", "--cache", cache, keys[0]]).text.hasPrefix("complete"))
   }
 
@@ -123,9 +127,9 @@ import Testing
     let dir = try TemporaryDirectory()
     defer { dir.cleanup() }
     let cache = dir.file("cache")
-    let empty = try json(try run(mediacache, ["stats", "--cache", cache, "--json"]))
-    #expect(empty["objects"] as? Int == 0)
-    #expect(empty["diskBytes"] as? Int == 0)
+    let empty = try decodeReport(
+      CacheStatistics.self, try run(mediacache, ["stats", "--cache", cache, "--json"]))
+    #expect(empty == CacheStatistics())
     #expect(!FileManager.default.fileExists(atPath: cache))
 
     try randomBytes(200_000, seed: 12).write(to: URL(fileURLWithPath: dir.file("src")))
@@ -141,17 +145,18 @@ import Testing
     #expect(partial.status == 0, "\(partial.stderr)")
     #expect(try run(mediacache, ["pin", "--cache", cache, "b"]).status == 0)
 
-    let stats = try json(try run(mediacache, ["stats", "--cache", cache, "--json"]))
-    #expect(stats["objects"] as? Int == 4)
-    #expect(stats["complete"] as? Int == 3)
-    #expect(stats["partial"] as? Int == 1)
-    #expect(stats["empty"] as? Int == 0)
-    #expect(stats["unreadable"] as? Int == 0)
-    #expect(stats["pinned"] as? Int == 1)
-    #expect(stats["cachedBytes"] as? Int == 3 * 200_000 + 65536)
+    let stats = try decodeReport(
+      CacheStatistics.self, try run(mediacache, ["stats", "--cache", cache, "--json"]))
+    #expect(stats.objects == 4)
+    #expect(stats.complete == 3)
+    #expect(stats.partial == 1)
+    #expect(stats.empty == 0)
+    #expect(stats.unreadable == 0)
+    #expect(stats.pinned == 1)
+    #expect(stats.cachedBytes == 3 * 200_000 + 65536)
     let store = try ShardedStore(root: cache)
     let disk = try ["a", "b", "c", "p"].reduce(Int64(0)) { $0 + (try store.diskUsage(CacheKey($1).objectID)) }
-    #expect(stats["diskBytes"] as? Int == Int(disk))
+    #expect(stats.diskBytes == disk)
 
     let line = try run(mediacache, ["stats", "--cache", cache])
     #expect(
@@ -176,15 +181,16 @@ import Testing
     #expect(
       try run(mediacache, ["status", "--cache", cache, signedB] + ignore).text == "complete 70000 bytes\n")
     #expect(try run(mediacache, ["cat", "--cache", cache, signedB] + ignore).stdout == source)
-    let inspect = try json(try run(mediacache, ["inspect", "--cache", cache, signedB, "--json"] + ignore))
-    #expect(inspect["objectID"] as? String == CacheKey("https://cdn.example.com/v.mp4?id=7").objectID.hex)
+    let inspect = try decodeReport(
+      ObjectDescription.self, try run(mediacache, ["inspect", "--cache", cache, signedB, "--json"] + ignore))
+    #expect(inspect.objectID == CacheKey("https://cdn.example.com/v.mp4?id=7").objectID)
     #expect(try run(mediacache, ["pin", "--cache", cache, signedB] + ignore).status == 0)
-    #expect(try json(try run(mediacache, ["stats", "--cache", cache, "--json"]))["pinned"] as? Int == 1)
+    #expect(try statistics(cache).pinned == 1)
     #expect(try run(mediacache, ["unpin", "--cache", cache, signedA] + ignore).status == 0)
-    #expect(try json(try run(mediacache, ["stats", "--cache", cache, "--json"]))["objects"] as? Int == 1)
+    #expect(try statistics(cache).objects == 1)
     let removed = try run(mediacache, ["rm", "--cache", cache, signedB] + ignore)
     #expect(removed.status == 0, "\(removed.stderr)")
-    #expect(try json(try run(mediacache, ["stats", "--cache", cache, "--json"]))["objects"] as? Int == 0)
+    #expect(try statistics(cache).objects == 0)
     // A missing object named through the key function: exit 2 naming the id of the reduced key.
     let gone = try run(mediacache, ["rm", "--cache", cache, signedA] + ignore)
     #expect(gone.status == 2)

@@ -2,12 +2,22 @@ import Foundation
 import MediaCache
 import Testing
 
+@testable import mediacache
+
 /// The built `mediacache` binary run as a user would, against temporary cache directories.
 @Suite struct CLITests {
   let mediacache = binary("mediacache")
 
-  func json(_ result: CommandResult) throws -> Any {
-    try JSONSerialization.jsonObject(with: result.stdout, options: [.fragmentsAllowed])
+  /// What `status --json` prints for `key`.
+  func status(_ cache: String, _ key: String) throws -> MediaCache.Status {
+    try decodeReport(
+      MediaCache.Status.self, try run(mediacache, ["status", "--cache", cache, key, "--json"]))
+  }
+
+  /// What `inspect --json` prints for `key`.
+  func inspect(_ cache: String, _ key: String) throws -> ObjectDescription {
+    try decodeReport(
+      ObjectDescription.self, try run(mediacache, ["inspect", "--cache", cache, key, "--json"]))
   }
 
   @Test func importStatusCatRoundTrip() throws {
@@ -25,11 +35,10 @@ import Testing
 
     let status = try run(mediacache, ["status", "--cache", cache, "https://cdn/v.mp4", "--json"])
     #expect(status.status == 0)
-    let object = try #require(try json(status) as? [String: Any])
-    #expect(object["state"] as? String == "complete")
-    #expect(object["cachedBytes"] as? Int == 2_500_000)
-    #expect(object["length"] as? Int == 2_500_000)
-    #expect(object["ranges"] as? [[Int]] == [[0, 2_500_000]])
+    #expect(try decodeReport(MediaCache.Status.self, status) == .complete(length: 2_500_000))
+    #expect(
+      status.text == #"{"cachedBytes":2500000,"length":2500000,"ranges":[[0,2500000]],"state":"complete"}"#
+        + "\n")
 
     let whole = try run(mediacache, ["cat", "--cache", cache, "https://cdn/v.mp4"])
     #expect(whole.status == 0)
@@ -44,14 +53,27 @@ import Testing
     #expect(tail.stdout == source[2_499_990...])
 
     let inspect = try run(mediacache, ["inspect", "--cache", cache, "https://cdn/v.mp4", "--json"])
-    let fields = try #require(try json(inspect) as? [String: Any])
-    #expect(fields["objectID"] as? String == CacheKey("https://cdn/v.mp4").objectID.hex)
-    #expect(fields["contentType"] as? String == "video/mp4")
-    #expect(fields["chunkSize"] as? Int == 1 << 20)
-    #expect(fields["chunkCount"] as? Int == 3)
-    #expect(fields["presentChunks"] as? Int == 3)
-    #expect(fields["pinned"] as? Bool == false)
-    #expect(fields["etag"] is NSNull)
+    let fields = try decodeReport(ObjectDescription.self, inspect)
+    #expect(fields.objectID == CacheKey("https://cdn/v.mp4").objectID)
+    #expect(fields.state == "complete")
+    #expect(fields.contentType == "video/mp4")
+    #expect(fields.contentLength == 2_500_000 && fields.cachedBytes == 2_500_000)
+    #expect(fields.chunkSize == 1 << 20)
+    #expect(fields.chunkCount == 3)
+    #expect(fields.presentChunks == 3)
+    #expect(fields.presentChunkRuns == [0..<3])
+    #expect(fields.pinned == false)
+    #expect(fields.etag == nil && fields.lastModified == nil)
+    #expect(abs(fields.createdAt.timeIntervalSinceNow) < 600)
+    let store = try ShardedStore(root: cache)
+    #expect(fields.dataPath == store.paths(for: fields.objectID).data)
+    #expect(fields.diskBytes == (try store.diskUsage(fields.objectID)))
+    // Unknown values are null, not left out; the human listing shows the same values in the same order.
+    #expect(inspect.text.contains(#""etag":null"#) && inspect.text.contains(#""lastModified":null"#))
+    let human = try run(mediacache, ["inspect", "--cache", cache, "https://cdn/v.mp4"])
+    #expect(
+      human.text.hasPrefix("objectID: \"\(fields.objectID.hex)\"\nstate: \"complete\"\n"), "\(human.text)")
+    #expect(human.text.contains("\npresentChunkRuns: [[0,3]]\n") && human.text.contains("\netag: null\n"))
   }
 
   @Test func partialImportAndMissingBytes() throws {
@@ -66,11 +88,9 @@ import Testing
       mediacache, ["import"] + common + ["--range", "65000-196607", "--length", "\(source.count)"])
     #expect(imported.status == 0, "\(imported.stderr)")
 
-    let status = try json(try run(mediacache, ["status", "--cache", cache, "k", "--json"])) as? [String: Any]
-    #expect(status?["state"] as? String == "partial")
-    #expect(status?["cachedBytes"] as? Int == 131_072)
-    #expect(status?["length"] as? Int == source.count)
-    #expect(status?["ranges"] as? [[Int]] == [[65536, 196_608]])
+    #expect(
+      try status(cache, "k")
+        == .partial(cachedBytes: 131_072, length: Int64(source.count), ranges: [65536..<196_608]))
 
     let inside = try run(mediacache, ["cat", "--cache", cache, "k", "--range", "70000-70009"])
     #expect(inside.stdout == source[70000...70009])
@@ -86,8 +106,7 @@ import Testing
     let last = try run(
       mediacache, ["import"] + common + ["--range", "327680-", "--length", "\(source.count)"])
     #expect(last.status == 0, "\(last.stderr)")
-    let after = try json(try run(mediacache, ["status", "--cache", cache, "k", "--json"])) as? [String: Any]
-    #expect(after?["ranges"] as? [[Int]] == [[65536, 196_608], [327_680, source.count]])
+    #expect(try status(cache, "k").ranges == [65536..<196_608, 327_680..<Int64(source.count)])
 
     let conflicting = try run(mediacache, ["import"] + common + ["--range", "0-99", "--length", "999"])
     #expect(conflicting.status == 1)
@@ -96,10 +115,9 @@ import Testing
     let none = try run(mediacache, ["cat", "--cache", cache, "never-stored"])
     #expect(none.status == 2)
     #expect(none.stdout.isEmpty)
-    let noStatus =
-      try json(try run(mediacache, ["status", "--cache", cache, "never-stored", "--json"])) as? [String: Any]
-    #expect(noStatus?["state"] as? String == "none")
-    #expect(noStatus?["length"] is NSNull)
+    let noStatus = try run(mediacache, ["status", "--cache", cache, "never-stored", "--json"])
+    #expect(try decodeReport(MediaCache.Status.self, noStatus) == MediaCache.Status.none)
+    #expect(noStatus.text == #"{"cachedBytes":0,"length":null,"ranges":[],"state":"none"}"# + "\n")
   }
 
   @Test func listPinRemoveClear() throws {
@@ -111,17 +129,16 @@ import Testing
       #expect(try run(mediacache, ["import", "--cache", cache, key, dir.file("a")]).status == 0)
     }
     #expect(try run(mediacache, ["pin", "--cache", cache, "one"]).status == 0)
-    let listed = try #require(
-      try json(try run(mediacache, ["ls", "--cache", cache, "--json"])) as? [[String: Any]])
+    let listed = try decodeReport([ListEntry].self, try run(mediacache, ["ls", "--cache", cache, "--json"]))
     #expect(listed.count == 2)
-    let one = try #require(listed.first { $0["objectID"] as? String == CacheKey("one").objectID.hex })
-    #expect(one["pinned"] as? Bool == true)
-    #expect(one["state"] as? String == "complete")
-    #expect((one["diskBytes"] as? Int ?? 0) >= 10_000)
+    let one = try #require(listed.first { $0.objectID == CacheKey("one").objectID })
+    #expect(one.pinned == true)
+    #expect(one.state == "complete")
+    #expect(one.cachedBytes == 10_000 && one.length == 10_000 && one.error == nil)
+    #expect((one.diskBytes ?? 0) >= 10_000)
+    #expect(listed.first { $0.objectID == CacheKey("two").objectID }?.pinned == false)
     #expect(try run(mediacache, ["unpin", "--cache", cache, "one"]).status == 0)
-    let inspect =
-      try json(try run(mediacache, ["inspect", "--cache", cache, "one", "--json"])) as? [String: Any]
-    #expect(inspect?["pinned"] as? Bool == false)
+    #expect(try inspect(cache, "one").pinned == false)
 
     let removed = try run(mediacache, ["rm", "--cache", cache, "two"])
     #expect(removed.status == 0)

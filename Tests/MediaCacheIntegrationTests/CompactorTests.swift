@@ -2,6 +2,8 @@ import Foundation
 import MediaCache
 import Testing
 
+@testable import cache_compactor
+
 #if canImport(Glibc)
   import Glibc
 #elseif canImport(Darwin)
@@ -36,10 +38,9 @@ struct CompactorTests {
       [.modificationDate: Date(timeIntervalSince1970: seconds)], ofItemAtPath: store.paths(for: id).manifest)
   }
 
-  func passJSON(_ result: CommandResult) throws -> [[String: Any]] {
-    try result.text.split(separator: "\n").map {
-      try #require(try JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any])
-    }
+  /// The passes `--json` printed, one JSON object a line, decoded into the type cache-compactor encodes.
+  func passJSON(_ result: CommandResult) throws -> [PassReport] {
+    try result.text.split(separator: "\n").map { try decodeReport(PassReport.self, Data($0.utf8)) }
   }
 
   func exists(_ store: ShardedStore, _ key: String) -> Bool {
@@ -74,16 +75,18 @@ struct CompactorTests {
     let result = try run(compactor, [cache, "--max-size", "\(limit)", "--json"])
     #expect(result.status == 0, "\(result.stderr)")
     let pass = try #require(try passJSON(result).first)
-    let removed = try #require(pass["removed"] as? [[String: Any]])
-    let expectedOrder = (0..<5).map { CacheKey("obj-\($0)").objectID.hex }
-    #expect(removed.map { $0["objectID"] as? String } == expectedOrder)
-    #expect(removed.allSatisfy { $0["reason"] as? String == "size" })
-    #expect((pass["bytesAfter"] as? Int ?? .max) <= Int(Double(limit) * 0.9))
+    #expect(pass.pass == 1)
+    let removed = pass.report.removed
+    let expectedOrder = (0..<5).map { CacheKey("obj-\($0)").objectID }
+    #expect(removed.map(\.id) == expectedOrder)
+    #expect(removed.allSatisfy { $0.reason == .size })
+    #expect(pass.report.evicted == [.size: 5] && pass.report.evictedCount == 5)
+    #expect(pass.report.bytesAfter <= Int64(Double(limit) * 0.9))
     for index in 0..<10 { #expect(exists(store, "obj-\(index)") == (index >= 5), "obj-\(index)") }
     // Under the limit now: a second pass evicts nothing.
     let again = try #require(
       try passJSON(try run(compactor, [cache, "--max-size", "\(limit)", "--json"])).first)
-    #expect(again["evictedTotal"] as? Int == 0)
+    #expect(again.report.evictedCount == 0)
   }
 
   @Test func ageLimitPinsAndDryRun() throws {
@@ -103,13 +106,15 @@ struct CompactorTests {
     let before = try treeFingerprint(cache)
     let dry = try #require(
       try passJSON(try run(compactor, [cache, "--max-age", "90d", "--dry-run", "--json"])).first)
-    #expect(dry["evictedTotal"] as? Int == 2)
-    #expect(dry["pinnedKept"] as? Int == 1)
+    #expect(dry.report.dryRun)
+    #expect(dry.report.evictedCount == 2)
+    #expect(dry.report.pinnedKept == 1)
     #expect(try treeFingerprint(cache) == before)
 
     let real = try #require(try passJSON(try run(compactor, [cache, "--max-age", "90d", "--json"])).first)
-    #expect((real["evicted"] as? [String: Int])?["age"] == 2)
-    #expect(real["pinnedKept"] as? Int == 1)
+    #expect(!real.report.dryRun)
+    #expect(real.report.evicted == [.age: 2])
+    #expect(real.report.pinnedKept == 1)
     #expect(!exists(store, "obj-0") && exists(store, "obj-1") && !exists(store, "obj-2"))
     #expect((3..<6).allSatisfy { exists(store, "obj-\($0)") })
   }
@@ -122,14 +127,14 @@ struct CompactorTests {
     let holder = try ChildProcess(binary("mediacache-testhelper"), ["hold", cache, "obj-0"])
     #expect(holder.waitForLine { $0 == "holding" })
     let first = try #require(try passJSON(try run(compactor, [cache, "--max-size", "1", "--json"])).first)
-    #expect(first["skippedBusy"] as? Int == 1)
-    #expect(first["evictedTotal"] as? Int == 2)
+    #expect(first.report.skippedBusy == 1)
+    #expect(first.report.evictedCount == 2)
     #expect(exists(store, "obj-0"))
     holder.closeInput()
     #expect(holder.wait().status == 0)
     let second = try #require(try passJSON(try run(compactor, [cache, "--max-size", "1", "--json"])).first)
-    #expect(second["evictedTotal"] as? Int == 1)
-    #expect(second["skippedBusy"] as? Int == 0)
+    #expect(second.report.evictedCount == 1)
+    #expect(second.report.skippedBusy == 0)
     #expect(!exists(store, "obj-0"))
   }
 
@@ -215,9 +220,10 @@ struct CompactorTests {
     try handle.close()
 
     let pass = try #require(try passJSON(try run(compactor, [cache, "--scrub", "100M", "--json"])).first)
-    #expect(pass["chunksDropped"] as? Int == 1)
-    #expect((pass["droppedChunks"] as? [String: [Int]]) == [id.hex: [6]])
-    #expect(pass["chunksScrubbed"] as? Int == 30)
+    #expect(pass.report.chunksDropped == 1)
+    #expect(pass.report.droppedChunks == [id: [6]])
+    #expect(pass.report.chunksScrubbed == 30)
+    #expect(pass.report.bytesScrubbed == Int64(30 * chunkSize))
     let manifest = try #require(try store.readManifest(id))
     #expect(manifest.presentChunks == ChunkSet([0..<6, 7..<10]))
     #expect(try store.readManifest(CacheKey("obj-0").objectID)?.isComplete == true)
@@ -227,8 +233,8 @@ struct CompactorTests {
     for _ in 0..<3 {
       let small = try #require(
         try passJSON(try run(compactor, [cache, "--scrub", "\(12 * chunkSize)", "--json"])).first)
-      seen += small["chunksScrubbed"] as? Int ?? 0
-      #expect(small["chunksDropped"] as? Int == 0)
+      seen += small.report.chunksScrubbed
+      #expect(small.report.chunksDropped == 0)
     }
     #expect(seen >= 29)
   }

@@ -1,4 +1,5 @@
 import Foundation
+import MediaCache
 import MediaCacheTestOrigin
 import Testing
 
@@ -14,9 +15,10 @@ import Testing
       + (1...count).map { "dash/chunk-stream\(representation)-0000\($0).m4s" }
   }
 
-  func status(_ cache: String, _ url: String) throws -> [String: Any] {
-    let result = try run(mediacache, ["status", "--cache", cache, url, "--json"])
-    return try #require(try JSONSerialization.jsonObject(with: result.stdout) as? [String: Any])
+  /// What `status --json` prints for `url`.
+  func status(_ cache: String, _ url: String) throws -> MediaCache.Status {
+    try decodeReport(
+      MediaCache.Status.self, try run(mediacache, ["status", "--cache", cache, url, "--json"]))
   }
 
   /// Every file is complete in the cache, with exactly the fixture's bytes.
@@ -25,7 +27,7 @@ import Testing
       let url = origin.url(file: file)
       let fixture = try mediaFixture(file)
       let state = try status(cache, url)
-      #expect(state["state"] as? String == "complete", "\(file): \(state)")
+      #expect(state.stateName == "complete", "\(file): \(state)")
       let cat = try run(mediacache, ["cat", "--cache", cache, url])
       #expect(cat.status == 0, "\(file): \(cat.stderr)")
       #expect([UInt8](cat.stdout) == fixture, "\(file): cached bytes differ from the fixture")
@@ -159,7 +161,7 @@ import Testing
       for file in copies {
         let url = origin.url(file: "media/v/\((file as NSString).lastPathComponent)")
         let state = try status(cache, url)
-        #expect(state["state"] as? String == "complete", "\(url): \(state)")
+        #expect(state.stateName == "complete", "\(url): \(state)")
       }
 
       let limited = dir.file("limited")

@@ -1,4 +1,5 @@
 import Foundation
+import MediaCache
 import MediaCacheTestOrigin
 import Testing
 
@@ -14,9 +15,10 @@ import Testing
     ["hls/v2/init.mp4", "hls/v2/seg000.m4s", "hls/v2/seg001.m4s", "hls/v2/seg002.m4s", "hls/v2/seg003.m4s"],
   ]
 
-  func status(_ cache: String, _ url: String) throws -> [String: Any] {
-    let result = try run(mediacache, ["status", "--cache", cache, url, "--json"])
-    return try #require(try JSONSerialization.jsonObject(with: result.stdout) as? [String: Any])
+  /// What `status --json` prints for `url`.
+  func status(_ cache: String, _ url: String) throws -> MediaCache.Status {
+    try decodeReport(
+      MediaCache.Status.self, try run(mediacache, ["status", "--cache", cache, url, "--json"]))
   }
 
   /// Every file is complete in the cache, with exactly the fixture's bytes.
@@ -25,8 +27,8 @@ import Testing
       let url = origin.url(file: file)
       let fixture = try mediaFixture(file)
       let state = try status(cache, url)
-      #expect(state["state"] as? String == "complete", "\(file): \(state)")
-      #expect(state["length"] as? Int == fixture.count, "\(file)")
+      #expect(state.stateName == "complete", "\(file): \(state)")
+      #expect(state.length == Int64(fixture.count), "\(file)")
       let cat = try run(mediacache, ["cat", "--cache", cache, url])
       #expect(cat.status == 0, "\(file): \(cat.stderr)")
       #expect([UInt8](cat.stdout) == fixture, "\(file): cached bytes differ from the fixture")
@@ -98,10 +100,10 @@ import Testing
       try expectFirst("hls/v1/key.bin", before: Self.variantFiles[1].dropFirst(), origin: origin)
 
       let stats = try run(mediacache, ["stats", "--cache", cache, "--json"])
-      let counts = try #require(try JSONSerialization.jsonObject(with: stats.stdout) as? [String: Any])
+      let counts = try decodeReport(CacheStatistics.self, stats)
       // master, two media playlists, 5 + 5 files.
-      #expect(counts["objects"] as? Int == 13)
-      #expect(counts["complete"] as? Int == 13)
+      #expect(counts.objects == 13)
+      #expect(counts.complete == 13)
     }
   }
 

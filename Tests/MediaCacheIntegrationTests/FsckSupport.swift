@@ -2,6 +2,8 @@ import Foundation
 import MediaCache
 import Testing
 
+@testable import cache_fsck
+
 #if canImport(Glibc)
   import Glibc
 #elseif canImport(Darwin)
@@ -25,20 +27,8 @@ let cacheFixtureNames: [String] = {
 }()
 
 /// One finding as the tests compare it (what `expected.json` holds and what `cache-fsck --json` prints, minus
-/// the message and the expected/found texts).
-struct FsckFinding: Codable, Hashable, Comparable, CustomStringConvertible {
-  var path: String
-  var kind: String
-  var severity: String
-  var chunk: Int?
-  var action: String
-
-  static func < (lhs: FsckFinding, rhs: FsckFinding) -> Bool { lhs.description < rhs.description }
-
-  var description: String {
-    "\(path) \(kind) \(severity)\(chunk.map { " chunk \($0)" } ?? "") \(action)"
-  }
-}
+/// the message and the expected/found texts): the library's type, which the fixture generator writes too.
+typealias FsckFinding = CheckFinding.Identity
 
 /// Object counts, from `expected.json` or from the `totals` of `cache-fsck --json`.
 struct FsckTotals: Codable, Hashable {
@@ -67,38 +57,40 @@ struct FixtureExpectation: Codable {
 
   init(fixture name: String) throws {
     let url = URL(fileURLWithPath: "\(cacheFixturesDirectory)/\(name)/expected.json")
-    self = try JSONDecoder().decode(FixtureExpectation.self, from: Data(contentsOf: url))
+    self = try ReportJSON.decode(FixtureExpectation.self, from: Data(contentsOf: url))
   }
 }
 
-/// What `cache-fsck --json` printed, parsed.
+/// What `cache-fsck --json` printed, decoded into the types cache-fsck encodes: its report (`FsckOutput`), or
+/// the failure object it prints when the check cannot run (`FsckFailure`).
 struct FsckReport {
   var status: Int32
-  var findings: [FsckFinding]
-  var totals: [String: Int]
-  var exitCodeField: Int?
+  var output: FsckOutput?
+  var failure: FsckFailure?
   var raw: String
 
   init(_ result: CommandResult) throws {
     status = result.status
     raw = result.text + result.stderr
-    let object = try #require(
-      try JSONSerialization.jsonObject(with: result.stdout) as? [String: Any],
-      "cache-fsck printed no JSON object: \(raw)")
-    exitCodeField = object["exitCode"] as? Int
-    totals = (object["totals"] as? [String: Any] ?? [:]).compactMapValues { $0 as? Int }
-    findings = (object["findings"] as? [[String: Any]] ?? []).map { entry in
-      FsckFinding(
-        path: entry["path"] as? String ?? "?", kind: entry["kind"] as? String ?? "?",
-        severity: entry["severity"] as? String ?? "?", chunk: entry["chunk"] as? Int,
-        action: entry["action"] as? String ?? "?")
+    do {
+      output = try ReportJSON.decode(FsckOutput.self, from: result.stdout)
+    } catch {
+      failure = try #require(
+        try? ReportJSON.decode(FsckFailure.self, from: result.stdout),
+        "cache-fsck printed neither a report (\(error)) nor a failure: \(raw)")
     }
   }
 
-  var objectTotals: FsckTotals {
-    FsckTotals(
-      objects: totals["objects"] ?? -1, complete: totals["complete"] ?? -1, partial: totals["partial"] ?? -1,
-      pinned: totals["pinned"] ?? -1)
+  /// The `exitCode` of either object.
+  var exitCodeField: Int32? { output?.exitCode ?? failure?.exitCode }
+  var findings: [FsckFinding] { output?.report.findings.map(\.identity) ?? [] }
+  /// The totals (nil when cache-fsck printed a failure).
+  var totals: CheckTotals? { output?.report.totals }
+
+  var objectTotals: FsckTotals? {
+    totals.map {
+      FsckTotals(objects: $0.objects, complete: $0.complete, partial: $0.partial, pinned: $0.pinned)
+    }
   }
 }
 

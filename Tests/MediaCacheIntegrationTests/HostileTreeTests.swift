@@ -237,8 +237,8 @@ import Testing
 
     let check = try fsckJSON([tree.cache, "-n"])
     #expect(check.status == 4)
-    #expect(check.findings.filter { $0.kind == "stale-tmp" }.count == 10_000)
-    #expect(check.findings.filter { $0.kind == "unknown-entry" }.count == 4)
+    #expect(check.findings.filter { $0.kind == .staleTemporaryFile }.count == 10_000)
+    #expect(check.findings.filter { $0.kind == .unknownEntry }.count == 4)
     // A writer opening the cache reaps the stale staging files (regular files only) and writes as usual.
     let write = try command(
       mediacache,
@@ -288,10 +288,10 @@ import Testing
     let report = try FsckReport(check)
     #expect(report.status == 4, "\(report.raw)")
     #expect(
-      report.findings.contains { $0.kind == "unreadable" && $0.path.hasSuffix(".data") }, "\(report.raw)")
+      report.findings.contains { $0.kind == .unreadable && $0.path.hasSuffix(".data") }, "\(report.raw)")
     #expect(
-      report.findings.contains { $0.kind == "unreadable" && $0.path.hasSuffix(".manifest") }, "\(report.raw)")
-    #expect(report.totals["busy"] == 0, "\(report.raw)")
+      report.findings.contains { $0.kind == .unreadable && $0.path.hasSuffix(".manifest") }, "\(report.raw)")
+    #expect(report.totals?.busy == 0, "\(report.raw)")
     let repair = try asNobody(fsck, [tree.cache, "--repair"])
     #expect(repair.status == 4, "\(repair.text)")
     for path in [tree.paths(tree.a).data, tree.paths(c).manifest] {

@@ -4,6 +4,8 @@ import MediaCacheProxy
 import MediaCacheTestOrigin
 import Testing
 
+@testable import mediacache
+
 #if canImport(Glibc)
   import Glibc
 #elseif canImport(Darwin)
@@ -105,10 +107,9 @@ struct ProxyProcess {
     #expect(response.status == 200)
     #expect(sameBytes(response.body, TestOrigin.bytes(name: "quarter", size: size)).equal)
     let inspect = try run(binary("mediacache"), ["inspect", "--cache", directory.path, url, "--json"])
-    let fields = try #require(
-      try JSONSerialization.jsonObject(with: Data(inspect.text.utf8)) as? [String: Any], "\(inspect.text)")
-    #expect(fields["chunkSize"] as? Int == 262_144)
-    #expect(fields["chunkCount"] as? Int == 6 && fields["presentChunks"] as? Int == 6, "\(fields)")
+    let fields = try decodeReport(ObjectDescription.self, inspect)
+    #expect(fields.chunkSize == 262_144)
+    #expect(fields.chunkCount == 6 && fields.presentChunks == 6, "\(fields)")
     let bad = try run(binary("mediacache"), ["proxy", "--cache", directory.path, "--chunk-size", "1000"])
     #expect(bad.status == 64)
     #expect(bad.stderr.contains("--chunk-size must be 4096...67108864 bytes, not 1000"), "\(bad.stderr)")

@@ -87,7 +87,7 @@ func allCases() -> [FixtureCase] {
       try tree.put(damaged)
       let others = try bystander(tree, "flipped-chunk-byte")
       return singleError(
-        finding(damaged.dataPath, "chunk-crc", chunk: 1),
+        finding(damaged.dataPath, .chunkChecksum, chunk: 1),
         recheck: totals(objects: 2, complete: 1, partial: 1), untouched: others + [damaged.dataPath])
     },
 
@@ -102,7 +102,7 @@ func allCases() -> [FixtureCase] {
       try tree.put(short)
       let others = try bystander(tree, "truncated-data")
       return singleError(
-        finding(short.dataPath, "short-data", chunk: 1),
+        finding(short.dataPath, .shortData, chunk: 1),
         recheck: totals(objects: 2, complete: 1, partial: 1), untouched: others + [short.dataPath])
     },
 
@@ -117,7 +117,7 @@ func allCases() -> [FixtureCase] {
       try tree.put(cut)
       let others = try bystander(tree, "truncated-manifest")
       return singleError(
-        finding(cut.manifestPath, "truncated-manifest"), recheck: totals(objects: 1, complete: 1),
+        finding(cut.manifestPath, .truncatedManifest), recheck: totals(objects: 1, complete: 1),
         untouched: others)
     },
 
@@ -131,7 +131,7 @@ func allCases() -> [FixtureCase] {
       try tree.put(zeroed)
       let others = try bystander(tree, "wrong-magic")
       return singleError(
-        finding(zeroed.manifestPath, "bad-magic"), recheck: totals(objects: 1, complete: 1), untouched: others
+        finding(zeroed.manifestPath, .badMagic), recheck: totals(objects: 1, complete: 1), untouched: others
       )
     },
 
@@ -153,7 +153,7 @@ func allCases() -> [FixtureCase] {
       try tree.put(newer)
       let others = try bystander(tree, "future-version")
       return singleError(
-        finding(future.manifestPath, "unsupported-version"), recheck: totals(objects: 2, complete: 2),
+        finding(future.manifestPath, .unsupportedManifestVersion), recheck: totals(objects: 2, complete: 2),
         untouched: others + [newer.dataPath, newer.manifestPath])
     },
 
@@ -168,7 +168,7 @@ func allCases() -> [FixtureCase] {
       try tree.put(altered)
       let others = try bystander(tree, "bad-manifest-crc")
       return singleError(
-        finding(altered.manifestPath, "bad-manifest-crc"), recheck: totals(objects: 1, complete: 1),
+        finding(altered.manifestPath, .manifestChecksum), recheck: totals(objects: 1, complete: 1),
         untouched: others)
     },
 
@@ -181,7 +181,7 @@ func allCases() -> [FixtureCase] {
       try tree.put(orphan, manifest: false)
       let others = try bystander(tree, "orphan-data")
       return singleError(
-        finding(orphan.dataPath, "orphan-data"), recheck: totals(objects: 1, complete: 1), untouched: others)
+        finding(orphan.dataPath, .orphanData), recheck: totals(objects: 1, complete: 1), untouched: others)
     },
 
     FixtureCase(
@@ -192,7 +192,7 @@ func allCases() -> [FixtureCase] {
       try tree.put(orphan, data: false)
       let others = try bystander(tree, "orphan-manifest")
       return singleError(
-        finding(orphan.manifestPath, "missing-data"), recheck: totals(objects: 1, complete: 1),
+        finding(orphan.manifestPath, .missingData), recheck: totals(objects: 1, complete: 1),
         untouched: others)
     },
 
@@ -213,8 +213,8 @@ func allCases() -> [FixtureCase] {
       try tree.put(shallow)
       let others = try bystander(tree, "misplaced-object")
       let found = [
-        finding(elsewhere.dataPath, "misplaced"), finding(elsewhere.manifestPath, "misplaced"),
-        finding(shallow.dataPath, "misplaced"), finding(shallow.manifestPath, "misplaced"),
+        finding(elsewhere.dataPath, .misplacedFile), finding(elsewhere.manifestPath, .misplacedFile),
+        finding(shallow.dataPath, .misplacedFile), finding(shallow.manifestPath, .misplacedFile),
       ]
       return Expectations(
         check: clean(4, found), repair: clean(1, found.map { $0.repaired() }),
@@ -233,7 +233,7 @@ func allCases() -> [FixtureCase] {
       try tree.put(host)
       let others = try bystander(tree, "hash-path-mismatch")
       return singleError(
-        finding(host.manifestPath, "hash-path-mismatch"), recheck: totals(objects: 1, complete: 1),
+        finding(host.manifestPath, .hashPathMismatch), recheck: totals(objects: 1, complete: 1),
         untouched: others)
     },
 
@@ -251,7 +251,9 @@ func allCases() -> [FixtureCase] {
       try tree.write(youngStaging, object.manifestBytes)
       try tree.write(".FORMAT.4242.stale", CacheFormat.markerText)
       let others = try bystander(tree, "stale-tmp")
-      let found = [finding(".FORMAT.4242.stale", "stale-tmp"), finding(staleStaging, "stale-tmp")]
+      let found = [
+        finding(".FORMAT.4242.stale", .staleTemporaryFile), finding(staleStaging, .staleTemporaryFile),
+      ]
       return Expectations(
         check: clean(4, found), repair: clean(1, found.map { $0.repaired() }),
         recheck: clean(totals: totals(objects: 2, complete: 2)),
@@ -275,14 +277,14 @@ func allCases() -> [FixtureCase] {
       for stray in strays { try tree.write(stray, "not a cache file: \(stray)\n") }
       let others = try bystander(tree, "unknown-file")
       let found = [
-        finding("backup", "unknown-entry", "warning"),
-        finding("notes.txt", "unknown-entry", "warning"),
-        finding("objects/README", "unknown-entry", "warning"),
-        finding("objects/zz", "bad-shard-name", "warning"),
-        finding("objects/zz/readme.txt", "unknown-entry", "warning"),
-        finding("\(shard)/\(object.id.hex).data.bak", "unknown-entry", "warning"),
-        finding("\(shard)/\(object.id.hex.uppercased()).manifest", "unknown-entry", "warning"),
-        finding("tmp/subdir", "unknown-entry", "warning"),
+        finding("backup", .unknownEntry, .warning),
+        finding("notes.txt", .unknownEntry, .warning),
+        finding("objects/README", .unknownEntry, .warning),
+        finding("objects/zz", .badShardName, .warning),
+        finding("objects/zz/readme.txt", .unknownEntry, .warning),
+        finding("\(shard)/\(object.id.hex).data.bak", .unknownEntry, .warning),
+        finding("\(shard)/\(object.id.hex.uppercased()).manifest", .unknownEntry, .warning),
+        finding("tmp/subdir", .unknownEntry, .warning),
       ]
       return Expectations(
         check: clean(0, found), repair: clean(0, found),
@@ -299,7 +301,7 @@ func allCases() -> [FixtureCase] {
       try tree.put(object)
       let others = try bystander(tree, "missing-format")
       return singleError(
-        finding(CacheFormat.fileName, "missing-format"), recheck: totals(objects: 2, complete: 2),
+        finding(CacheFormat.fileName, .missingFormatMarker), recheck: totals(objects: 2, complete: 2),
         untouched: others + [object.dataPath, object.manifestPath])
     },
 
@@ -319,7 +321,7 @@ func allCases() -> [FixtureCase] {
       try tree.put(damaged)
       let others = try bystander(tree, "pinned-partial")
       return singleError(
-        finding(damaged.dataPath, "chunk-crc", chunk: 1),
+        finding(damaged.dataPath, .chunkChecksum, chunk: 1),
         recheck: totals(objects: 3, complete: 1, partial: 2, pinned: 2),
         untouched: others + [healthy.dataPath, healthy.manifestPath, damaged.dataPath])
     },
@@ -335,7 +337,7 @@ func allCases() -> [FixtureCase] {
       try tree.put(flagged)
       let others = try bystander(tree, "invalid-manifest-field")
       return singleError(
-        finding(flagged.manifestPath, "invalid-manifest"), recheck: totals(objects: 1, complete: 1),
+        finding(flagged.manifestPath, .invalidManifest), recheck: totals(objects: 1, complete: 1),
         untouched: others)
     },
 
@@ -371,36 +373,36 @@ func allCases() -> [FixtureCase] {
       try tree.write(youngStaging, badCRC.manifestBytes)
       let others = try bystander(tree, name)
       let check = [
-        finding(CacheFormat.fileName, "bad-format"),
-        finding("notes.txt", "unknown-entry", "warning"),
-        finding(staleStaging, "stale-tmp"),
-        finding(moved.dataPath, "misplaced"),
-        finding(moved.manifestPath, "misplaced"),
-        finding(moved.dataPath, "chunk-crc", chunk: 1),
-        finding(twoBad.dataPath, "chunk-crc", chunk: 0),
-        finding(twoBad.dataPath, "chunk-crc", chunk: 2),
-        finding(orphanData.dataPath, "orphan-data"),
-        finding(badCRC.manifestPath, "bad-manifest-crc"),
-        finding(orphanManifest.manifestPath, "missing-data"),
+        finding(CacheFormat.fileName, .badFormatMarker),
+        finding("notes.txt", .unknownEntry, .warning),
+        finding(staleStaging, .staleTemporaryFile),
+        finding(moved.dataPath, .misplacedFile),
+        finding(moved.manifestPath, .misplacedFile),
+        finding(moved.dataPath, .chunkChecksum, chunk: 1),
+        finding(twoBad.dataPath, .chunkChecksum, chunk: 0),
+        finding(twoBad.dataPath, .chunkChecksum, chunk: 2),
+        finding(orphanData.dataPath, .orphanData),
+        finding(badCRC.manifestPath, .manifestChecksum),
+        finding(orphanManifest.manifestPath, .missingData),
       ]
       let repair = [
-        finding(CacheFormat.fileName, "bad-format", action: "repaired"),
-        finding("notes.txt", "unknown-entry", "warning"),
-        finding(staleStaging, "stale-tmp", action: "repaired"),
-        finding(moved.dataPath, "misplaced", action: "repaired"),
-        finding(moved.manifestPath, "misplaced", action: "repaired"),
-        finding(moved.rightDataPath, "chunk-crc", chunk: 1, action: "repaired"),
-        finding(twoBad.dataPath, "chunk-crc", chunk: 0, action: "repaired"),
-        finding(twoBad.dataPath, "chunk-crc", chunk: 2, action: "repaired"),
-        finding(orphanData.dataPath, "orphan-data", action: "repaired"),
-        finding(badCRC.manifestPath, "bad-manifest-crc", action: "repaired"),
-        finding(orphanManifest.manifestPath, "missing-data", action: "repaired"),
+        finding(CacheFormat.fileName, .badFormatMarker, action: .repaired),
+        finding("notes.txt", .unknownEntry, .warning),
+        finding(staleStaging, .staleTemporaryFile, action: .repaired),
+        finding(moved.dataPath, .misplacedFile, action: .repaired),
+        finding(moved.manifestPath, .misplacedFile, action: .repaired),
+        finding(moved.rightDataPath, .chunkChecksum, chunk: 1, action: .repaired),
+        finding(twoBad.dataPath, .chunkChecksum, chunk: 0, action: .repaired),
+        finding(twoBad.dataPath, .chunkChecksum, chunk: 2, action: .repaired),
+        finding(orphanData.dataPath, .orphanData, action: .repaired),
+        finding(badCRC.manifestPath, .manifestChecksum, action: .repaired),
+        finding(orphanManifest.manifestPath, .missingData, action: .repaired),
       ]
       return Expectations(
         check: clean(4, check), repair: clean(1, repair),
         recheck: clean(
           0, totals: totals(objects: 3, complete: 1, partial: 2),
-          [finding("notes.txt", "unknown-entry", "warning")]),
+          [finding("notes.txt", .unknownEntry, .warning)]),
         untouched: others + ["notes.txt", youngStaging, twoBad.dataPath])
     },
   ]

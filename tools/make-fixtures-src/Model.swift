@@ -1,33 +1,22 @@
 import Foundation
 import MediaCache
 
-/// One finding a person expects `cache-fsck --json` to report: the fields the tests compare.
-struct ExpectedFinding: Codable, Hashable {
-  var path: String
-  var kind: String
-  var severity: String
-  var chunk: Int?
-  var action: String
+/// One finding a person expects `cache-fsck --json` to report: the library's `CheckFinding.Identity`, the
+/// fields the tests compare, encoded as cache-fsck encodes them.
+typealias ExpectedFinding = CheckFinding.Identity
 
+extension CheckFinding.Identity {
   /// The same finding after a repair that fixed it (a warning is never acted on).
   func repaired(at newPath: String? = nil) -> ExpectedFinding {
     var copy = self
-    copy.action = severity == "error" ? "repaired" : "none"
+    copy.action = severity == .error ? .repaired : .none
     if let newPath { copy.path = newPath }
     return copy
   }
-
-  func encode(to encoder: any Encoder) throws {
-    var container = encoder.container(keyedBy: CodingKeys.self)
-    try container.encode(path, forKey: .path)
-    try container.encode(kind, forKey: .kind)
-    try container.encode(severity, forKey: .severity)
-    try container.encode(chunk, forKey: .chunk)  // null when not a chunk finding, so the file says so
-    try container.encode(action, forKey: .action)
-  }
 }
 
-/// Object counts a person expects once the tree is repaired.
+/// Object counts a person expects once the tree is repaired: the keys of `CheckTotals` a person can count by hand
+/// (a test decodes the real `CheckTotals` and compares these four).
 struct ExpectedTotals: Codable, Hashable {
   var objects: Int
   var complete: Int
@@ -57,7 +46,8 @@ struct Expected: Codable {
 
 /// Shorthand for authoring findings.
 func finding(
-  _ path: String, _ kind: String, _ severity: String = "error", chunk: Int? = nil, action: String = "none"
+  _ path: String, _ kind: CheckFinding.Kind, _ severity: CheckFinding.Severity = .error, chunk: Int? = nil,
+  action: CheckFinding.Action = .none
 ) -> ExpectedFinding {
   ExpectedFinding(path: path, kind: kind, severity: severity, chunk: chunk, action: action)
 }

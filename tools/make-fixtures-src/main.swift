@@ -66,8 +66,8 @@ if let existing = try? FileManager.default.contentsOfDirectory(atPath: output), 
   fail("\(output) is not empty; tools/make-fixtures writes to a fresh directory")
 }
 
-let encoder = JSONEncoder()
-encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+// The reports' encoder (sorted keys, slashes as they are), pretty-printed for people reading the fixtures.
+let encoder = ReportJSON.encoder(pretty: true)
 let cases = allCases()
 do {
   try FileManager.default.createDirectory(atPath: output, withIntermediateDirectories: true)

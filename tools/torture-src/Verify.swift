@@ -108,7 +108,8 @@ func compare(_ output: [UInt8], _ object: OriginObject, _ range: Range<Int64>) -
 
 // MARK: cache-fsck
 
-/// One finding of `cache-fsck --json`.
+/// One finding of `cache-fsck --json`, with its kind, severity and action as their JSON strings (the trials
+/// compare them with the kinds they planted).
 struct FsckFinding: CustomStringConvertible {
   var path: String
   var kind: String
@@ -117,10 +118,20 @@ struct FsckFinding: CustomStringConvertible {
   var action: String
   var message: String
 
+  init(_ finding: CheckFinding) {
+    path = finding.path
+    kind = finding.kind.rawValue
+    severity = finding.severity.rawValue
+    chunk = finding.chunk
+    action = finding.action.rawValue
+    message = finding.message
+  }
+
   var description: String { "\(kind) \(path)\(chunk.map { " chunk \($0)" } ?? ""): \(message) [\(action)]" }
 }
 
-/// What `cache-fsck --json` reported.
+/// What `cache-fsck --json` reported, decoded into the library's `CheckReport` (the keys cache-fsck adds
+/// around it, root, mode, fast and exitCode, are not needed here).
 struct FsckResult {
   var finished: Finished
   var findings: [FsckFinding] = []
@@ -131,18 +142,15 @@ struct FsckResult {
 
   init(_ finished: Finished) {
     self.finished = finished
-    guard let object = try? JSONSerialization.jsonObject(with: Data(finished.stdout)) as? [String: Any] else {
-      parseError = "cache-fsck printed no JSON (\(finished.summary))"
+    let report: CheckReport
+    do {
+      report = try ReportJSON.decode(CheckReport.self, from: Data(finished.stdout))
+    } catch {
+      parseError = "cache-fsck printed no report (\(finished.summary)): \(error)"
       return
     }
-    let totals = object["totals"] as? [String: Any] ?? [:]
-    bytesVerified = Int64(totals["bytesVerified"] as? Int ?? 0)
-    findings = (object["findings"] as? [[String: Any]] ?? []).map { entry in
-      FsckFinding(
-        path: entry["path"] as? String ?? "?", kind: entry["kind"] as? String ?? "?",
-        severity: entry["severity"] as? String ?? "?", chunk: entry["chunk"] as? Int,
-        action: entry["action"] as? String ?? "?", message: entry["message"] as? String ?? "")
-    }
+    bytesVerified = report.totals.bytesVerified
+    findings = report.findings.map(FsckFinding.init)
   }
 }
 

@@ -100,3 +100,32 @@ public struct ObjectID: Sendable, Hashable, Comparable, CustomStringConvertible 
     }
   }
 }
+
+/// In reports and other JSON: the 64 lowercase hex digits, as a string and as a dictionary key.
+extension ObjectID: Codable, CodingKeyRepresentable {
+  public init(from decoder: any Decoder) throws {
+    let container = try decoder.singleValueContainer()
+    let text = try container.decode(String.self)
+    guard let id = ObjectID(hex: text) else {
+      throw DecodingError.dataCorruptedError(
+        in: container, debugDescription: "'\(text)' is not an object id (64 lowercase hex digits)")
+    }
+    self = id
+  }
+
+  public func encode(to encoder: any Encoder) throws {
+    var container = encoder.singleValueContainer()
+    try container.encode(hex)
+  }
+
+  private struct HexKey: CodingKey {
+    var stringValue: String
+    var intValue: Int? { nil }
+    init(stringValue: String) { self.stringValue = stringValue }
+    init?(intValue: Int) { nil }
+  }
+
+  public var codingKey: any CodingKey { HexKey(stringValue: hex) }
+
+  public init?<Key: CodingKey>(codingKey: Key) { self.init(hex: codingKey.stringValue) }
+}

@@ -1,7 +1,7 @@
 import Foundation
 
 /// Why an object left the cache.
-public enum RemovalReason: String, Sendable, Codable, CaseIterable {
+public enum RemovalReason: String, Sendable, Codable, CodingKeyRepresentable, CaseIterable {
   /// Evicted to bring the cache under its size limit (or above its free-space floor).
   case size
   /// Not accessed for longer than the age limit.
@@ -22,6 +22,31 @@ public struct RemovedObject: Sendable, Equatable {
   public var bytes: Int64
   /// Why it was removed.
   public var reason: RemovalReason
+}
+
+/// In reports: `objectID`, `bytes` and `reason`. The app's metadata is left out (it is the app's, and may be
+/// large); decoding gives an empty one.
+extension RemovedObject: Codable {
+  private enum CodingKeys: String, CodingKey {
+    case id = "objectID"
+    case bytes
+    case reason
+  }
+
+  public init(from decoder: any Decoder) throws {
+    let container = try decoder.container(keyedBy: CodingKeys.self)
+    id = try container.decode(ObjectID.self, forKey: .id)
+    userMetadata = Data()
+    bytes = try container.decode(Int64.self, forKey: .bytes)
+    reason = try container.decode(RemovalReason.self, forKey: .reason)
+  }
+
+  public func encode(to encoder: any Encoder) throws {
+    var container = encoder.container(keyedBy: CodingKeys.self)
+    try container.encode(id, forKey: .id)
+    try container.encode(bytes, forKey: .bytes)
+    try container.encode(reason, forKey: .reason)
+  }
 }
 
 /// Something the cache did that an app may want to know.

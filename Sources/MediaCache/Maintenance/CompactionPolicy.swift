@@ -76,3 +76,64 @@ public struct CompactionReport: Sendable, Equatable {
   /// Objects evicted, all reasons.
   public var evictedCount: Int { evicted.values.reduce(0, +) }
 }
+
+/// The compaction report's JSON (`mediacache purge --json`, `cache-compactor --json`; see docs/REPORTS.md):
+/// one key per field, named as the field, plus `evictedCount`. `evicted` lists every reason, 0 when none was
+/// evicted for it; decoding drops the zeros again, so a report survives the round trip unchanged.
+extension CompactionReport: Codable {
+  private enum CodingKeys: String, CodingKey {
+    case objectsScanned, bytesBefore, bytesAfter, evicted, evictedCount, bytesFreed, removed, skippedBusy
+    case pinnedKept, vetoed, tmpReaped, orphansRemoved, chunksScrubbed, bytesScrubbed, chunksDropped
+    case droppedChunks, incomplete, duration, dryRun, errors
+  }
+
+  public init(from decoder: any Decoder) throws {
+    let container = try decoder.container(keyedBy: CodingKeys.self)
+    self.init()
+    objectsScanned = try container.decode(Int.self, forKey: .objectsScanned)
+    bytesBefore = try container.decode(Int64.self, forKey: .bytesBefore)
+    bytesAfter = try container.decode(Int64.self, forKey: .bytesAfter)
+    evicted = try container.decode([RemovalReason: Int].self, forKey: .evicted).filter { $0.value != 0 }
+    bytesFreed = try container.decode(Int64.self, forKey: .bytesFreed)
+    removed = try container.decode([RemovedObject].self, forKey: .removed)
+    skippedBusy = try container.decode(Int.self, forKey: .skippedBusy)
+    pinnedKept = try container.decode(Int.self, forKey: .pinnedKept)
+    vetoed = try container.decode(Int.self, forKey: .vetoed)
+    tmpReaped = try container.decode(Int.self, forKey: .tmpReaped)
+    orphansRemoved = try container.decode(Int.self, forKey: .orphansRemoved)
+    chunksScrubbed = try container.decode(Int.self, forKey: .chunksScrubbed)
+    bytesScrubbed = try container.decode(Int64.self, forKey: .bytesScrubbed)
+    chunksDropped = try container.decode(Int.self, forKey: .chunksDropped)
+    droppedChunks = try container.decode([ObjectID: [Int]].self, forKey: .droppedChunks)
+    incomplete = try container.decode(Bool.self, forKey: .incomplete)
+    duration = try container.decode(Double.self, forKey: .duration)
+    dryRun = try container.decode(Bool.self, forKey: .dryRun)
+    errors = try container.decode([String].self, forKey: .errors)
+  }
+
+  public func encode(to encoder: any Encoder) throws {
+    var container = encoder.container(keyedBy: CodingKeys.self)
+    try container.encode(objectsScanned, forKey: .objectsScanned)
+    try container.encode(bytesBefore, forKey: .bytesBefore)
+    try container.encode(bytesAfter, forKey: .bytesAfter)
+    var everyReason: [RemovalReason: Int] = [:]
+    for reason in RemovalReason.allCases { everyReason[reason] = evicted[reason] ?? 0 }
+    try container.encode(everyReason, forKey: .evicted)
+    try container.encode(evictedCount, forKey: .evictedCount)
+    try container.encode(bytesFreed, forKey: .bytesFreed)
+    try container.encode(removed, forKey: .removed)
+    try container.encode(skippedBusy, forKey: .skippedBusy)
+    try container.encode(pinnedKept, forKey: .pinnedKept)
+    try container.encode(vetoed, forKey: .vetoed)
+    try container.encode(tmpReaped, forKey: .tmpReaped)
+    try container.encode(orphansRemoved, forKey: .orphansRemoved)
+    try container.encode(chunksScrubbed, forKey: .chunksScrubbed)
+    try container.encode(bytesScrubbed, forKey: .bytesScrubbed)
+    try container.encode(chunksDropped, forKey: .chunksDropped)
+    try container.encode(droppedChunks, forKey: .droppedChunks)
+    try container.encode(incomplete, forKey: .incomplete)
+    try container.encode(duration, forKey: .duration)
+    try container.encode(dryRun, forKey: .dryRun)
+    try container.encode(errors, forKey: .errors)
+  }
+}
