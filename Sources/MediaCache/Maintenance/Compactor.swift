@@ -37,7 +37,6 @@ public struct Compactor: Sendable {
     func mustStop() -> Bool { isCancelled() || Date() >= deadline }
     var report = CompactionReport()
     report.dryRun = policy.dryRun
-    defer { report.duration = Date().timeIntervalSince(started) }
 
     report.tmpReaped = try reapTemporaryFiles(now: now)
     let objects = try store.scanObjects()
@@ -111,6 +110,7 @@ public struct Compactor: Sendable {
       let remaining = objects.lazy.map(\.id).filter { !removedIDs.contains($0) }
       try scrub(Array(remaining).sorted(), into: &report, mustStop: mustStop)
     }
+    report.duration = Date().timeIntervalSince(started)
     return report
   }
 
