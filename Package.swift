@@ -152,6 +152,10 @@ let package = Package(
       ]
     ),
     .testTarget(
+      name: "MediaCacheHTTPTests",
+      dependencies: ["MediaCacheHTTP", .product(name: "NIOCore", package: "swift-nio")]
+    ),
+    .testTarget(
       name: "MediaCacheProxyTests",
       dependencies: ["MediaCacheProxy", .product(name: "NIOHTTP1", package: "swift-nio")]
     ),

@@ -1,0 +1,313 @@
+import MediaCache
+import NIOCore
+
+/// What the `Flight` actor must do after a transition of its `FlightState`.
+enum FlightAction: Equatable {
+  /// Wake every reader waiting for the flight to change.
+  case wake
+  /// Cancel the origin request (the flight is closing; readers are not told: none is attached).
+  case cancelRequest
+  /// Start the grace timer of abandonment `number`: after `duration`, call `endGrace(of: number)`.
+  case startGrace(Duration, number: Int)
+}
+
+/// The state of one origin request filling a run of chunks of one object, and every rule about it, as a value:
+/// each transition returns the actions its owner (`Flight`, an actor) carries out — waking readers, cancelling
+/// the request, starting a timer. No clock, task or lock in here: the time and how far the writer has got are
+/// passed in, so every transition is tested on its own (`FlightStateTests`).
+///
+/// A run starts on a chunk boundary and ends at `end` (nil: the object's end). Bytes arrive in order
+/// (`deliver`), already written to the cache; only the chunk being filled is kept (`parts`): a reader behind it
+/// reads the cache.
+struct FlightState {
+  /// What a reader gets for a position.
+  enum Piece {
+    /// Bytes from memory, starting at the position asked: slices of the response's buffers, in order.
+    case memory([ByteBuffer])
+    /// The position lies in a chunk this flight completed: read it from the cache.
+    case disk
+    /// The flight ended before the position (it was cut short, or the object ended).
+    case end
+  }
+
+  /// What `next(from:limit:)` decided.
+  enum Next {
+    case piece(Piece)
+    /// Nothing yet: wait for a change (a reader blocked here makes the writer hand bytes over sooner).
+    case wait
+    case fail(any Error)
+  }
+
+  /// First byte (chunk-aligned).
+  let start: Int64
+  let chunkSize: Int64
+  /// Bytes fetched past the current chunk once the last reader left.
+  let readAhead: Int64
+  /// How long an abandoned flight takes what arrives before it settles on the chunk it is then in.
+  let grace: Duration
+  /// Exclusive end of the run; nil: to the end of the object. The least of the end asked for, a `limit` (another
+  /// flight fetches what follows) and the read-ahead bound of an abandoned flight.
+  private(set) var end: Int64?
+  /// The end before any read-ahead bound: what a reader joining an abandoned flight gets back.
+  private(set) var committedEnd: Int64?
+  /// Set while no reader is attached: the flight stops here (a chunk boundary) unless a reader joins.
+  private(set) var abandonedEnd: Int64?
+  /// Counts abandonments, so the grace timer of an earlier one does nothing.
+  private(set) var abandonment = 0
+  /// The abandonment whose grace is running, if any.
+  private(set) var graceRunning: Int?
+  /// Foreground once any foreground reader attached.
+  private(set) var priority: ReadPriority
+  /// Every byte before this has arrived and been written to the cache.
+  private(set) var received: Int64
+  /// Start of the chunk being filled (the bytes kept in memory belong to it).
+  private(set) var bufferStart: Int64
+  /// Where `parts` start: `bufferStart`, or later when bytes were skipped (in the cache, not handed over).
+  private(set) var memoryStart: Int64
+  /// The incomplete chunk's bytes from `memoryStart` to `received`, as received.
+  private(set) var parts: [ByteBuffer] = []
+  private(set) var outcome: Result<Void, any Error>?
+  /// What the origin said in its response head, once it answered.
+  private(set) var head: OriginMetadata?
+  /// The last reader left and the request is being cancelled: nobody may join any more.
+  private(set) var closing = false
+  private(set) var readers = 0
+  /// When and where the first body byte arrived (for the flight's rate).
+  private(set) var firstByte: (instant: ContinuousClock.Instant, offset: Int64)?
+
+  /// How soon (seconds, at its rate so far) a flight must reach a position for a reader there to join it.
+  static let joinHorizon = 0.15
+  /// How long after its first byte a flight's rate is too uncertain to judge by (see `warmUpRemaining`).
+  static let warmUp = Duration.milliseconds(50)
+
+  init(start: Int64, end: Int64?, chunkSize: Int, priority: ReadPriority, readAhead: Int64, grace: Duration) {
+    self.start = start
+    self.end = end
+    self.committedEnd = end
+    self.chunkSize = Int64(chunkSize)
+    self.priority = priority
+    self.readAhead = max(0, readAhead)
+    self.grace = grace
+    self.received = start
+    self.bufferStart = start
+    self.memoryStart = start
+  }
+
+  /// Whether the flight is still fetching (or about to): a new flight must not overlap it.
+  var isLive: Bool { outcome == nil && !closing }
+
+  // MARK: Joining
+
+  /// Whether a reader at `position` can be served soon: inside the run, and not more than two chunks ahead of
+  /// what has arrived (`written`: how far the writer has got, ahead of `received`), or farther ahead if the
+  /// flight's rate gets it there within `joinHorizon` — but never past the bound an abandoned flight settled
+  /// for: its player went elsewhere, and joining there would fetch everything between, which nobody asked for.
+  func canServe(_ position: Int64, written: Int64, now: ContinuousClock.Instant) -> Bool {
+    // An abandoned flight's read-ahead bound goes away when a reader joins: it may serve up to its committed end.
+    guard isLive, position >= start, committedEnd.map({ position < $0 }) ?? true else { return false }
+    // Bytes before the in-memory chunk are complete in the cache: a reader that needs them from a flight
+    // found them dropped, and must start a new request.
+    guard position >= bufferStart else { return false }
+    let arrived = max(received, written)
+    let ahead = position - arrived
+    if ahead <= 2 * chunkSize { return true }
+    if abandonedEnd != nil, end.map({ position >= $0 }) ?? true { return false }
+    guard let firstByte else { return false }
+    let seconds = Self.seconds(firstByte.instant.duration(to: now))
+    guard seconds >= 0.01, arrived > firstByte.offset else { return false }
+    let rate = Double(arrived - firstByte.offset) / seconds
+    return Double(ahead) / rate <= Self.joinHorizon
+  }
+
+  /// For a reader at `position` that the run covers but `canServe` turned down: how long until the flight has
+  /// run `warmUp` since its first byte, if it has not yet (a player that seeks right after opening would
+  /// otherwise start a new request just before a fast origin's response got there).
+  func warmUpRemaining(for position: Int64, now: ContinuousClock.Instant) -> Duration? {
+    guard isLive, position >= bufferStart, committedEnd.map({ position < $0 }) ?? true,
+      abandonedEnd == nil || end.map({ position < $0 }) ?? false, let firstByte
+    else { return nil }
+    let age = firstByte.instant.duration(to: now)
+    return age < Self.warmUp ? Self.warmUp - age : nil
+  }
+
+  /// A reader joins. Returns whether that promoted the flight from background to foreground (its owner tells
+  /// the scheduler), and the actions.
+  mutating func attach(priority: ReadPriority, written: Int64) -> (promoted: Bool, actions: [FlightAction]) {
+    readers += 1
+    var actions: [FlightAction] = []
+    if abandonedEnd != nil {
+      abandonedEnd = nil
+      graceRunning = nil
+      actions = setEnd(committedEnd, written: written)
+    }
+    guard priority == .foreground, self.priority == .background else { return (false, actions) }
+    self.priority = .foreground
+    return (true, actions)
+  }
+
+  /// A reader left. When the last one leaves the request is not cancelled: a reader that reached the end of
+  /// its range (`finishingChunk`) lets it finish the chunk it is in; a reader that gave up early lets it take
+  /// what arrives within `grace`, at most `readAhead` past the chunk it is in, then finish the chunk it is in
+  /// (`endGrace`). A background flight whose reader left stops at once.
+  mutating func detach(finishingChunk: Bool, written: Int64) -> [FlightAction] {
+    readers -= 1
+    guard readers <= 0, isLive else { return [] }
+    let chunkEnd = ((received + chunkSize - 1) / chunkSize) * chunkSize
+    if finishingChunk && received > start && chunkEnd > received {
+      return limit(to: chunkEnd, written: written)
+    }
+    if finishingChunk || priority == .background {
+      closing = true
+      return [.cancelRequest]
+    }
+    let bound = chunkEnd + ((readAhead + chunkSize - 1) / chunkSize) * chunkSize
+    abandonedEnd = bound
+    var actions = setEnd(committedEnd.map { min($0, bound) } ?? bound, written: written)
+    abandonment += 1
+    if grace > .zero {
+      graceRunning = abandonment
+      actions.append(.startGrace(grace, number: abandonment))
+    } else {
+      actions += endGrace(of: abandonment, written: written)
+    }
+    return actions
+  }
+
+  /// The grace of abandonment `number` is over: unless a reader joined since, the flight stops at the end of
+  /// the chunk it is in now.
+  mutating func endGrace(of number: Int, written: Int64) -> [FlightAction] {
+    guard number == abandonment, let bound = abandonedEnd, readers <= 0, isLive else { return [] }
+    let arrived = max(received, written)
+    let chunkEnd = ((arrived + chunkSize - 1) / chunkSize) * chunkSize
+    let settled = min(bound, max(chunkEnd, start + chunkSize))
+    graceRunning = nil
+    abandonedEnd = settled
+    return setEnd(committedEnd.map { min($0, settled) } ?? settled, written: written)
+  }
+
+  /// Stops the run at `newEnd` (another flight fetches what follows).
+  mutating func limit(to newEnd: Int64, written: Int64) -> [FlightAction] {
+    if committedEnd.map({ newEnd < $0 }) ?? true { committedEnd = max(newEnd, received) }
+    let bounded = abandonedEnd.map { bound in committedEnd.map { min($0, bound) } ?? bound } ?? committedEnd
+    return setEnd(bounded, written: written)
+  }
+
+  /// An abandoned flight that already has every byte it is to keep stops its request now (left open, it would
+  /// end only when the origin next sent, and an origin that sends in bursts would send a whole burst first).
+  /// Bytes written but not yet handed over (`written`) count: nobody is left to hand them to.
+  private mutating func setEnd(_ newEnd: Int64?, written: Int64) -> [FlightAction] {
+    end = newEnd.map { max($0, received) }
+    if readers <= 0, let end, end <= max(received, written), isLive {
+      closing = true
+      return [.cancelRequest] + finish(.success(()))
+    }
+    return [.wake]
+  }
+
+  /// Cancels the request; readers waiting get `CancellationError`.
+  mutating func cancel() -> [FlightAction] {
+    [.cancelRequest] + finish(.failure(CancellationError()))
+  }
+
+  // MARK: The origin's side
+
+  mutating func setHead(_ metadata: OriginMetadata) -> [FlightAction] {
+    head = metadata
+    return [.wake]
+  }
+
+  /// Bytes that arrived at `offset` (already written to the cache). Bytes before `received` (a retry's overlap,
+  /// or a 200 body's bytes before the run) are not delivered again.
+  mutating func deliver(_ pieces: [ByteBuffer], at offset: Int64, now: ContinuousClock.Instant)
+    -> [FlightAction]
+  {
+    if firstByte == nil { firstByte = (now, offset) }
+    var position = offset
+    for piece in pieces {
+      deliver(piece, at: position)
+      position += Int64(piece.readableBytes)
+    }
+    return [.wake]
+  }
+
+  private mutating func deliver(_ bytes: ByteBuffer, at offset: Int64) {
+    let newEnd = offset + Int64(bytes.readableBytes)
+    guard newEnd > received else { return }
+    var fresh = bytes
+    fresh.moveReaderIndex(forwardBy: Int(max(offset, received) - offset))
+    received = newEnd
+    let chunkStart = (received / chunkSize) * chunkSize
+    if chunkStart > bufferStart {
+      // The earlier chunks are complete in the cache; keep only the incomplete one.
+      bufferStart = max(chunkStart, start)
+      memoryStart = bufferStart
+      fresh.moveReaderIndex(forwardBy: fresh.readableBytes - Int(received - bufferStart))
+      parts = fresh.readableBytes > 0 ? [fresh] : []
+    } else if fresh.readableBytes > 0 {
+      parts.append(fresh)
+    }
+  }
+
+  /// Bytes up to `offset` were written to the cache but not handed over (the fetching task fell behind):
+  /// readers get the incomplete chunk's bytes from there on only, the earlier ones from the cache.
+  mutating func skip(to offset: Int64, now: ContinuousClock.Instant) -> [FlightAction] {
+    guard offset > received else { return [] }
+    if firstByte == nil { firstByte = (now, received) }
+    received = offset
+    let chunkStart = (received / chunkSize) * chunkSize
+    if chunkStart > bufferStart { bufferStart = max(chunkStart, start) }
+    memoryStart = received
+    parts = []
+    return [.wake]
+  }
+
+  /// The request ended (the first outcome counts).
+  mutating func finish(_ result: Result<Void, any Error>) -> [FlightAction] {
+    if outcome == nil { outcome = result }
+    parts = []
+    bufferStart = received
+    memoryStart = received
+    return [.wake]
+  }
+
+  // MARK: Readers
+
+  /// The next bytes for a reader at `position` (at most `limit`).
+  func next(from position: Int64, limit: Int) -> Next {
+    if position < bufferStart { return .piece(.disk) }
+    if position < memoryStart {
+      // Skipped bytes of the incomplete chunk: in the cache once the chunk completes.
+      return outcome != nil ? .piece(.disk) : .wait
+    }
+    if position < received { return .piece(.memory(slices(from: position, limit: limit))) }
+    if let end, position >= end { return .piece(.end) }
+    switch outcome {
+    case .failure(let error): return .fail(error)
+    case .success: return .piece(.end)
+    case nil: return .wait
+    }
+  }
+
+  /// Up to `limit` bytes of `parts` from `position` (between `memoryStart` and `received`), sharing storage.
+  private func slices(from position: Int64, limit: Int) -> [ByteBuffer] {
+    var skip = Int(position - memoryStart)
+    var wanted = limit
+    var result: [ByteBuffer] = []
+    for part in parts where wanted > 0 {
+      let count = part.readableBytes
+      if skip >= count {
+        skip -= count
+        continue
+      }
+      let take = min(count - skip, wanted)
+      result.append(part.getSlice(at: part.readerIndex + skip, length: take)!)
+      wanted -= take
+      skip = 0
+    }
+    return result
+  }
+
+  static func seconds(_ duration: Duration) -> Double {
+    Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+  }
+}

@@ -1,0 +1,266 @@
+import NIOCore
+import Testing
+
+@testable import MediaCacheHTTP
+
+/// Every transition of `FlightState`, the rules of one origin request shared by readers, driven directly: no
+/// origin, no clock, no task.
+@Suite struct FlightStateTests {
+  static let chunk = 1000
+  let t0 = ContinuousClock.now
+
+  func flight(
+    start: Int64 = 0, end: Int64? = nil, priority: ReadPriority = .foreground, readAhead: Int64 = 0,
+    grace: Duration = .zero
+  ) -> FlightState {
+    FlightState(
+      start: start, end: end, chunkSize: Self.chunk, priority: priority, readAhead: readAhead, grace: grace)
+  }
+
+  func bytes(_ count: Int, from first: UInt8 = 0) -> ByteBuffer {
+    ByteBuffer(bytes: (0..<count).map { first &+ UInt8(truncatingIfNeeded: $0) })
+  }
+
+  func memory(_ next: FlightState.Next) -> [UInt8]? {
+    guard case .piece(.memory(let buffers)) = next else { return nil }
+    return buffers.flatMap { Array($0.readableBytesView) }
+  }
+
+  // MARK: Delivering and reading
+
+  @Test func bytesAreHandedOverFromMemoryAndOnlyTheIncompleteChunkIsKept() {
+    var state = flight()
+    #expect(state.deliver([bytes(600)], at: 0, now: t0) == [.wake])
+    #expect(memory(state.next(from: 100, limit: 50)) == Array(bytes(50, from: 100).readableBytesView))
+    // Into the second chunk: the first is complete in the cache, only the second's bytes stay in memory.
+    _ = state.deliver([bytes(700, from: 88)], at: 600, now: t0)
+    #expect(state.received == 1300)
+    #expect(state.bufferStart == 1000)
+    guard case .piece(.disk) = state.next(from: 500, limit: 100) else {
+      Issue.record("a position in a completed chunk is read from the cache")
+      return
+    }
+    #expect(memory(state.next(from: 1000, limit: 10))?.count == 10)
+    #expect(state.parts.reduce(0) { $0 + $1.readableBytes } == 300)
+  }
+
+  @Test func bytesBeforeWhatArrivedAreNotDeliveredTwice() {
+    var state = flight()
+    _ = state.deliver([bytes(500)], at: 0, now: t0)
+    // A retry's response overlaps what arrived: only the new bytes count.
+    _ = state.deliver([bytes(300, from: 200)], at: 200, now: t0)
+    #expect(state.received == 500)
+    _ = state.deliver([bytes(300, from: 244)], at: 400, now: t0)
+    #expect(state.received == 700)
+    #expect(memory(state.next(from: 0, limit: 700))?.count == 700)
+  }
+
+  @Test func aReaderAtTheFrontWaitsAndAFailureReachesIt() {
+    var state = flight()
+    guard case .wait = state.next(from: 0, limit: 10) else {
+      Issue.record("nothing arrived: wait")
+      return
+    }
+    struct Broken: Error {}
+    #expect(state.finish(.failure(Broken())) == [.wake])
+    guard case .fail(let error) = state.next(from: 0, limit: 10) else {
+      Issue.record("the flight failed: the reader is told")
+      return
+    }
+    #expect(error is Broken)
+    #expect(!state.isLive)
+  }
+
+  @Test func theEndOfTheRunAndASuccessfulFinishEndTheReader() {
+    var state = flight(end: 1000)
+    _ = state.deliver([bytes(1000)], at: 0, now: t0)
+    guard case .piece(.end) = state.next(from: 1000, limit: 10) else {
+      Issue.record("past the run's end: end")
+      return
+    }
+    var open = flight()
+    _ = open.deliver([bytes(10)], at: 0, now: t0)
+    _ = open.finish(.success(()))
+    guard case .piece(.end) = open.next(from: 10, limit: 10) else {
+      Issue.record("finished: end")
+      return
+    }
+    // Memory is let go at the finish: what arrived is read from the cache.
+    guard case .piece(.disk) = open.next(from: 0, limit: 10) else {
+      Issue.record("after the finish, bytes are read from the cache")
+      return
+    }
+  }
+
+  @Test func skippedBytesAreReadFromTheCacheOnceTheChunkCompletes() {
+    var state = flight()
+    _ = state.deliver([bytes(100)], at: 0, now: t0)
+    #expect(state.skip(to: 400, now: t0) == [.wake])
+    #expect(state.skip(to: 300, now: t0) == [])
+    // Skipped bytes of the incomplete chunk: not in memory; wait until the chunk is complete.
+    guard case .wait = state.next(from: 200, limit: 10) else {
+      Issue.record("skipped, chunk incomplete: wait")
+      return
+    }
+    _ = state.deliver([bytes(700)], at: 400, now: t0)
+    guard case .piece(.disk) = state.next(from: 200, limit: 10) else {
+      Issue.record("chunk complete: from the cache")
+      return
+    }
+  }
+
+  // MARK: Joining
+
+  @Test func aReaderJoinsWithinTwoChunksOfWhatArrivedAndNotBehindTheMemory() {
+    var state = flight(end: 10_000)
+    #expect(state.canServe(0, written: 0, now: t0))
+    #expect(state.canServe(2000, written: 0, now: t0))
+    #expect(!state.canServe(2001, written: 0, now: t0))  // no rate yet
+    #expect(state.canServe(2500, written: 500, now: t0))  // the writer got further than what was handed over
+    #expect(!state.canServe(10_000, written: 0, now: t0))  // past the run
+    _ = state.deliver([bytes(1200)], at: 0, now: t0)
+    #expect(!state.canServe(500, written: 1200, now: t0))  // behind the memory: in the cache
+  }
+
+  @Test func aFastFlightIsJoinedFartherAheadByItsRate() {
+    var state = flight()
+    _ = state.deliver([bytes(1)], at: 0, now: t0)
+    _ = state.deliver([bytes(99_999)], at: 1, now: t0)
+    // 100 000 bytes in 0.1 s: 1 MB/s; 100 000 ahead takes 0.1 s, within the horizon; 200 000 does not.
+    let later = t0 + .milliseconds(100)
+    #expect(state.canServe(200_000, written: 100_000, now: later))
+    #expect(!state.canServe(300_000, written: 100_000, now: later))
+    // Too soon after the first byte to judge: wait the rest of the warm-up, once.
+    #expect(state.warmUpRemaining(for: 500_000, now: t0 + .milliseconds(20)) == .milliseconds(30))
+    #expect(state.warmUpRemaining(for: 500_000, now: t0 + .milliseconds(60)) == nil)
+  }
+
+  @Test func aForegroundReaderPromotesABackgroundFlightOnce() {
+    var state = flight(priority: .background)
+    #expect(state.attach(priority: .background, written: 0).promoted == false)
+    #expect(state.attach(priority: .foreground, written: 0).promoted == true)
+    #expect(state.priority == .foreground)
+    #expect(state.attach(priority: .foreground, written: 0).promoted == false)
+  }
+
+  // MARK: Leaving
+
+  @Test func theLastReaderAtTheEndOfItsRangeLetsTheFlightFinishItsChunk() {
+    var state = flight()
+    _ = state.attach(priority: .foreground, written: 0)
+    _ = state.deliver([bytes(1500)], at: 0, now: t0)
+    #expect(state.detach(finishingChunk: true, written: 1500) == [.wake])
+    #expect(state.end == 2000)
+    #expect(state.isLive)
+  }
+
+  @Test func aReaderDoneOnAChunkBoundaryOrABackgroundReaderStopsTheRequest() {
+    var done = flight()
+    _ = done.attach(priority: .foreground, written: 0)
+    _ = done.deliver([bytes(1000)], at: 0, now: t0)
+    #expect(done.detach(finishingChunk: true, written: 1000) == [.cancelRequest])
+    #expect(!done.isLive)
+    var prefetch = flight(priority: .background)
+    _ = prefetch.attach(priority: .background, written: 0)
+    _ = prefetch.deliver([bytes(300)], at: 0, now: t0)
+    #expect(prefetch.detach(finishingChunk: false, written: 300) == [.cancelRequest])
+  }
+
+  @Test func anAbandonedFlightTakesItsGraceThenSettlesOnItsChunk() {
+    var state = flight(readAhead: 2500, grace: .milliseconds(250))
+    _ = state.attach(priority: .foreground, written: 0)
+    _ = state.deliver([bytes(300)], at: 0, now: t0)
+    // Bound: the chunk it is in (to 1000) plus the read-ahead in whole chunks (3000): 4000.
+    #expect(
+      state.detach(finishingChunk: false, written: 300) == [
+        .wake, .startGrace(.milliseconds(250), number: 1),
+      ])
+    #expect(state.end == 4000)
+    #expect(state.graceRunning == 1)
+    // Within the grace, bytes arrive up to 1700; when it ends the flight stops at that chunk's end.
+    _ = state.deliver([bytes(1400)], at: 300, now: t0)
+    #expect(state.endGrace(of: 1, written: 1700) == [.wake])
+    #expect(state.end == 2000)
+    #expect(state.graceRunning == nil)
+    // The chunk completes: nobody is left, the request stops.
+    _ = state.deliver([bytes(300)], at: 1700, now: t0)
+    #expect(state.limit(to: 2000, written: 2000) == [.cancelRequest, .wake])
+    #expect(!state.isLive)
+  }
+
+  @Test func aGraceEndingOnAReachedBoundaryStopsTheRequestAtOnce() {
+    var state = flight(readAhead: 0, grace: .milliseconds(250))
+    _ = state.attach(priority: .foreground, written: 0)
+    _ = state.deliver([bytes(500)], at: 0, now: t0)
+    _ = state.detach(finishingChunk: false, written: 500)
+    // The writer has already written the whole chunk (not yet handed over): nothing more to take.
+    #expect(state.endGrace(of: 1, written: 1000) == [.cancelRequest, .wake])
+    #expect(!state.isLive)
+  }
+
+  @Test func aReaderJoiningAnAbandonedFlightLiftsItsBoundAndAnOldGraceDoesNothing() {
+    var state = flight(end: 9000, readAhead: 0, grace: .milliseconds(250))
+    _ = state.attach(priority: .foreground, written: 0)
+    _ = state.deliver([bytes(500)], at: 0, now: t0)
+    // 500 bytes in 10 ms: fast enough that a reader 3500 bytes ahead joins while a reader is attached.
+    let soon = t0 + .milliseconds(10)
+    #expect(state.canServe(4000, written: 500, now: soon))
+    _ = state.detach(finishingChunk: false, written: 500)
+    #expect(state.end == 1000)
+    #expect(state.canServe(2500, written: 500, now: soon))  // within two chunks of what arrived
+    #expect(!state.canServe(4000, written: 500, now: soon))  // farther, and past the bound it settled for
+    #expect(state.attach(priority: .foreground, written: 500).actions == [.wake])
+    #expect(state.end == 9000)
+    #expect(state.graceRunning == nil)
+    #expect(state.endGrace(of: 1, written: 500) == [])
+    #expect(state.end == 9000)
+  }
+
+  @Test func aGraceOfAnEarlierAbandonmentDoesNothing() {
+    var state = flight(readAhead: 5000, grace: .milliseconds(250))
+    _ = state.attach(priority: .foreground, written: 0)
+    _ = state.detach(finishingChunk: false, written: 0)
+    _ = state.attach(priority: .foreground, written: 0)
+    _ = state.detach(finishingChunk: false, written: 0)
+    #expect(state.abandonment == 2)
+    let end = state.end
+    #expect(state.endGrace(of: 1, written: 0) == [])
+    #expect(state.end == end)
+  }
+
+  @Test func withoutGraceAnAbandonedFlightSettlesAtOnce() {
+    var state = flight(readAhead: 5000, grace: .zero)
+    _ = state.attach(priority: .foreground, written: 0)
+    _ = state.deliver([bytes(200)], at: 0, now: t0)
+    #expect(state.detach(finishingChunk: false, written: 200) == [.wake, .wake])
+    #expect(state.end == 1000)
+  }
+
+  // MARK: Limits and cancelling
+
+  @Test func aLimitNeverCutsWhatArrivedAndOnlyShortens() {
+    var state = flight(end: 5000)
+    _ = state.attach(priority: .foreground, written: 0)
+    _ = state.deliver([bytes(2500)], at: 0, now: t0)
+    #expect(state.limit(to: 2000, written: 2500) == [.wake])
+    #expect(state.end == 2500)
+    _ = state.limit(to: 4000, written: 2500)
+    #expect(state.end == 2500)
+  }
+
+  @Test func cancellingFailsWaitingReadersWithCancellation() {
+    var state = flight()
+    #expect(state.cancel() == [.cancelRequest, .wake])
+    guard case .fail(let error) = state.next(from: 0, limit: 1) else {
+      Issue.record("cancelled: readers are told")
+      return
+    }
+    #expect(error is CancellationError)
+  }
+
+  @Test func theHeadIsKeptAndWakesReaders() {
+    var state = flight()
+    #expect(state.setHead(OriginMetadata(length: 10, etag: "\"a\"")) == [.wake])
+    #expect(state.head?.length == 10)
+  }
+}
