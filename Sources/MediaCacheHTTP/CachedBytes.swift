@@ -196,107 +196,93 @@ public enum CachedPiece: Sendable {
   }
 }
 
-/// The position of one reader, and the flight it is attached to.
+/// One reader of a `CachedBytes` range: its `ReadCursorState` (where the next bytes come from) and the flight
+/// it is attached to.
 final class ReadCursor: @unchecked Sendable {
   // Mutated only by the task iterating the sequence (an iterator is not shared between tasks).
   private let owner: CachedBytes
-  private var position: Int64
+  private var state: ReadCursorState
   private var flight: Flight?
-  /// The object's version tag when this reader delivered its first byte: any later change (a reset here or in
-  /// another process, adopted on a commit or refresh) means the bytes after it would be of another version.
-  private var versionSeen: UInt32?
 
   init(owner: CachedBytes) {
     self.owner = owner
-    self.position = owner.range.lowerBound
-    self.flight = owner.takeInitialFlight()
+    let flight = owner.takeInitialFlight()
+    self.flight = flight
+    self.state = ReadCursorState(range: owner.range, attached: flight != nil)
   }
 
   deinit {
     if let flight { Task { await flight.detach() } }
   }
 
-  private func leaveFlight() async {
-    if let flight { await flight.detach() }
+  private func leaveFlight(finishingChunk: Bool = false) async {
+    if let flight { await flight.detach(finishingChunk: finishingChunk) }
     flight = nil
-  }
-
-  private func noteDelivery() {
-    if versionSeen == nil { versionSeen = owner.session.manager.manifest.versionTag }
+    state.setAttached(false)
   }
 
   func next() async throws -> CachedPiece? {
     let session = owner.session
     let manager = session.manager
-    var freshFlight = false
     while true {
       try Task.checkCancellation()
-      let end = min(owner.range.upperBound, manager.contentLength ?? .max)
-      guard position < end else {
-        if let flight { await flight.detach(finishingChunk: true) }
-        flight = nil
-        return nil
-      }
-      if let versionSeen, manager.manifest.versionTag != versionSeen {
-        throw OriginError.inconsistentResponse(
-          url: session.url, reason: "the origin's object changed while it was being read")
-      }
       let manifest = manager.manifest
       let chunkSize = Int64(manifest.chunkSize)
-      let chunk = Int(position / chunkSize)
-      if manifest.isPresent(chunk) {
-        let pieceEnd = min(end, Int64(chunk + 1) * chunkSize)
+      let chunk = Int(state.position / chunkSize)
+      let step = state.next(
+        ReadCursorState.Object(
+          contentLength: manifest.contentLength, versionTag: manifest.versionTag, chunkSize: chunkSize,
+          chunkPresent: manifest.isPresent(chunk)))
+      switch step {
+      case .finished:
+        await leaveFlight(finishingChunk: true)
+        return nil
+      case .versionChanged:
+        throw OriginError.inconsistentResponse(
+          url: session.url, reason: "the origin's object changed while it was being read")
+      case .readCache(let range):
         do {
-          let data = try await IOExecutor.shared.run { [position] in try manager.read(position..<pieceEnd) }
-          position = pieceEnd
-          noteDelivery()
+          let data = try await IOExecutor.shared.run { try manager.read(range) }
+          state.delivered(data.count, versionTag: manager.manifest.versionTag)
           owner.noteDelivered(data.count, fromOrigin: !owner.manifestAtOpen.isPresent(chunk))
           return .disk(data)
         } catch StoreError.corruptChunk, StoreError.notCached {
           continue  // dropped or gone: fetch it again
         }
-      }
-      if flight == nil || freshFlight {
+      case .findFlight:
         await leaveFlight()
         flight = await session.flight(
-          for: position, upTo: owner.range.upperBound == .max ? nil : owner.range.upperBound,
+          for: state.position, upTo: owner.range.upperBound == .max ? nil : owner.range.upperBound,
           priority: owner.priority)
-        freshFlight = false
+        state.setAttached(flight != nil)
         if flight == nil { continue }  // completed meanwhile: read it from the cache
-      } else if let current = flight, !(await current.canServe(position)) {
-        await leaveFlight()
-        continue
+      case .checkFlight:
+        if let current = flight, !(await current.canServe(state.position)) {
+          await leaveFlight()
+          continue
+        }
       }
+      guard let current = flight else { continue }
       let piece: Flight.Piece
       do {
-        piece = try await flight!.next(from: position, limit: Int(chunkSize))
-      } catch StoreError.versionChanged where versionSeen == nil {
+        piece = try await current.next(from: state.position, limit: Int(chunkSize))
+      } catch StoreError.versionChanged where state.versionSeen == nil {
         // The object moved to a new version before this reader delivered anything: read the new one.
         await leaveFlight()
         continue
       }
       switch piece {
       case .memory(let buffers):
-        var remaining = min(Int64(Int.max), end - position)
-        var usable: [ByteBuffer] = []
-        usable.reserveCapacity(buffers.count)
-        for buffer in buffers where remaining > 0 {
-          let take = Int(min(Int64(buffer.readableBytes), remaining))
-          usable.append(
-            take == buffer.readableBytes ? buffer : buffer.getSlice(at: buffer.readerIndex, length: take)!)
-          remaining -= Int64(take)
-        }
-        let piece = CachedPiece.origin(usable)
-        position += Int64(piece.count)
-        noteDelivery()
+        let piece = CachedPiece.origin(state.trimmed(buffers, contentLength: manager.contentLength))
+        state.delivered(piece.count, versionTag: manager.manifest.versionTag)
         owner.noteDelivered(piece.count, fromOrigin: true)
         return piece
       case .disk:
         // The flight completed this chunk; if the cache does not have it (dropped since), fetch anew.
-        if !manager.manifest.isPresent(chunk) { freshFlight = true }
+        state.flightCompletedChunk(chunkPresent: manager.manifest.isPresent(chunk))
       case .end:
         await leaveFlight()
-        if manager.contentLength.map({ position >= $0 }) == true { return nil }
+        if state.flightEnded(contentLength: manager.contentLength) { return nil }
       }
     }
   }
