@@ -270,7 +270,7 @@ final class BodyWriter: HTTPClientResponseDelegate, @unchecked Sendable {
           // object in use), then try once more; without limits, or if nothing could go, ENOSPC stands.
           guard case .io(_, _, .noSpace) = error else { throw error }
           let room = max(Self.roomAfterNoSpace, 16 * Int64(session.manager.manifest.chunkSize))
-          guard ((try? session.reader.cache.makeRoom(for: room)) ?? 0) > 0 else { throw error }
+          guard ((try? session.environment.cache.makeRoom(for: room)) ?? 0) > 0 else { throw error }
           try session.manager.write(raw, at: offset, ifVersion: tag)
         }
       } catch StoreError.outOfBounds {

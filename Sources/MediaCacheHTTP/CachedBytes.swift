@@ -64,7 +64,7 @@ public final class CachedBytes: AsyncSequence, Sendable {
   public func close() {
     guard !closed.exchange(true, ordering: .acquiringAndReleasing) else { return }
     if let flight = takeInitialFlight() { Task { await flight.detach() } }
-    session.reader.closeSession(session)
+    session.endRead()
   }
 
   /// Ends the read, as `close()` does, and returns once what this process fetched of the object is committed
@@ -73,7 +73,7 @@ public final class CachedBytes: AsyncSequence, Sendable {
   /// (`MediaCache.status`, `data`, …) waits for it either way.
   public func closeAndCommit() async {
     close()
-    await session.reader.cache.closing.wait(for: session.manager.objectID)
+    await session.waitUntilCommitted()
   }
 
   /// The object's total length, once known.

@@ -123,20 +123,9 @@ public final class CachingReader: Sendable {
   public let client: OriginClient
   public let configuration: Configuration
   let scheduler: RequestScheduler
-
-  private struct Sessions {
-    /// Per object: its session, the reads that have it open, and the flights still running on it.
-    var open: [ObjectID: (session: ObjectSession, users: Int, flights: Int)] = [:]
-    /// Objects whose last session is closing (its data manager committing what it completed), with the reads
-    /// waiting to open a new one: a manager opened before that commit would read the older manifest and fetch
-    /// again chunks this process has just fetched.
-    var closing: [ObjectID: [CheckedContinuation<Void, Never>]] = [:]
-    /// Objects whose session is being opened (its files created or opened, off the lock), with the reads
-    /// waiting for it: one open per object, and opens of different objects at once.
-    var opening: [ObjectID: [CheckedContinuation<Void, Never>]] = [:]
-  }
-
-  private let sessions = Mutex(Sessions())
+  /// The objects this reader has open, and what their sessions are given instead of this reader.
+  let registry: SessionRegistry
+  let environment: SessionEnvironment
 
   public init(
     cache: MediaCache, client: OriginClient = OriginClient(), configuration: Configuration = Configuration()
@@ -145,133 +134,22 @@ public final class CachingReader: Sendable {
     self.client = client
     self.configuration = configuration
     Self.installEventLoopCheck
-    self.scheduler = RequestScheduler.shared(
+    let scheduler = RequestScheduler.shared(
       maxForeground: configuration.maxForegroundRequests,
       maxBackgroundPerHost: configuration.maxBackgroundRequestsPerHost)
+    self.scheduler = scheduler
+    let registry = SessionRegistry(cache: cache)
+    self.registry = registry
+    self.environment = SessionEnvironment(
+      cache: cache, client: client, scheduler: scheduler, registry: registry,
+      maxRetries: configuration.maxRetries, retryBaseDelay: configuration.retryBaseDelay,
+      abandonedRequestReadAhead: configuration.abandonedRequestReadAhead,
+      abandonedRequestGrace: .milliseconds(Int64(configuration.abandonedRequestGrace * 1000)))
   }
 
   /// Tells `BlockingCallCheck` that an event loop is no place for a blocking call (once per process).
   private static let installEventLoopCheck: Void = BlockingCallCheck.setForbiddenThreadTest {
     MultiThreadedEventLoopGroup.currentEventLoop != nil
-  }
-
-  // MARK: Sessions
-
-  func openSession(_ url: String) async throws -> ObjectSession {
-    let id = cache.objectID(for: url)
-    enum Step {
-      case open(ObjectSession)
-      case wait
-      case create
-    }
-    while true {
-      let step = sessions.withLock { state -> Step in
-        if let entry = state.open[id] {
-          state.open[id] = (entry.session, entry.users + 1, entry.flights)
-          return .open(entry.session)
-        }
-        // The previous session of this object is committing, or another read is opening it.
-        if state.closing[id] != nil || state.opening[id] != nil { return .wait }
-        state.opening[id] = []
-        return .create
-      }
-      switch step {
-      case .open(let session):
-        return session
-      case .wait:
-        // A close is short, and so is an open: then look again.
-        await withCheckedContinuation { continuation in
-          let waiting = sessions.withLock { state in
-            if state.opening[id] != nil {
-              state.opening[id]!.append(continuation)
-            } else if state.closing[id] != nil {
-              state.closing[id]!.append(continuation)
-            } else {
-              return false
-            }
-            return true
-          }
-          if !waiting { continuation.resume() }
-        }
-      case .create:
-        // Creating or opening the object's files makes blocking calls: on the blocking pool, not under the
-        // lock, so other objects' reads go on meanwhile.
-        let manager: FileHandleAssetDataManager
-        do {
-          manager = try await IOExecutor.shared.run { [cache] in try cache.assetDataManager(for: url) }
-        } catch {
-          let waiting = sessions.withLock { $0.opening.removeValue(forKey: id) ?? [] }
-          for reader in waiting { reader.resume() }
-          throw error
-        }
-        let session = ObjectSession(url: url, manager: manager, reader: self)
-        let waiting = sessions.withLock { state in
-          state.open[id] = (session, 1, 0)
-          return state.opening.removeValue(forKey: id) ?? []
-        }
-        for reader in waiting { reader.resume() }
-        return session
-      }
-    }
-  }
-
-  /// A read is done with the session. When no read has it open any more, what is complete is committed (as
-  /// the close would), and the data manager closes once no flight is running on it either.
-  func closeSession(_ session: ObjectSession) {
-    release(session, flight: false)
-  }
-
-  /// A running flight keeps its session (and data manager) open: a reader that got its range and left lets
-  /// the flight finish the chunk it is in, which needs the manager until the chunk is committed. Returns false
-  /// (nothing to release later) if the session is no longer open.
-  func retainSession(forFlightOf session: ObjectSession) -> Bool {
-    sessions.withLock { state in
-      let id = session.manager.objectID
-      guard let entry = state.open[id], entry.session === session else { return false }
-      state.open[id] = (session, entry.users, entry.flights + 1)
-      return true
-    }
-  }
-
-  /// A flight retained with `retainSession(forFlightOf:)` ended.
-  func releaseSession(forFlightOf session: ObjectSession) {
-    release(session, flight: true)
-  }
-
-  private func release(_ session: ObjectSession, flight: Bool) {
-    let id = session.manager.objectID
-    let (close, flush) = sessions.withLock { state -> (Bool, Bool) in
-      guard var entry = state.open[id], entry.session === session else { return (false, false) }
-      if flight { entry.flights -= 1 } else { entry.users -= 1 }
-      if entry.users <= 0 && entry.flights <= 0 {
-        state.open[id] = nil
-        state.closing[id] = []
-        return (true, false)
-      }
-      state.open[id] = entry
-      return (false, !flight && entry.users <= 0)
-    }
-    // A first fetch that failed before anything was committed (an origin that never answered, an error status)
-    // leaves a data file without a manifest: the manager's close removes it, unless another process has it open
-    // or a manifest appeared meanwhile, so the cache does not keep an orphan for each failed URL.
-    // Closing and flushing commit (fsync, rename): on the I/O executor; reads of the object that arrive
-    // meanwhile wait for the close (`closing`).
-    if close {
-      cache.closing.begin(id)
-      IOExecutor.shared.submit { [self] in
-        try? session.manager.close()
-        let waiting = sessions.withLock { $0.closing.removeValue(forKey: id) ?? [] }
-        cache.closing.end(id)
-        for reader in waiting { reader.resume() }
-      }
-    }
-    if flush {
-      cache.closing.begin(id)
-      IOExecutor.shared.submit { [cache] in
-        try? session.manager.flush()
-        cache.closing.end(id)
-      }
-    }
   }
 
   // MARK: Reading
@@ -288,7 +166,7 @@ public final class CachingReader: Sendable {
     async throws -> CachedBytes
   {
     try OriginClient.validate(url)
-    let session = try await openSession(url)
+    let session = try await registry.openSession(url, environment: environment)
     let manifestAtOpen = session.manager.manifest
     do {
       let (resolved, flight, length) = try await resolve(range, session: session, priority: priority)
@@ -296,7 +174,7 @@ public final class CachingReader: Sendable {
         session: session, range: resolved, initialFlight: flight, lengthHint: length,
         manifestAtOpen: manifestAtOpen, priority: priority)
     } catch {
-      closeSession(session)
+      session.endRead()
       throw error
     }
   }
@@ -415,8 +293,7 @@ public final class CachingReader: Sendable {
 
   /// Cancels every origin request this reader has running; readers waiting on them get `CancellationError`.
   public func cancelAll() async {
-    let open = sessions.withLock { $0.open.values.map(\.session) }
-    for session in open { await session.cancelAll() }
+    for session in registry.openSessions() { await session.cancelAll() }
   }
 }
 

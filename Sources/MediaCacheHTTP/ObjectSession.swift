@@ -10,15 +10,22 @@ import Synchronization
 final class ObjectSession: Sendable {
   let url: String
   let manager: FileHandleAssetDataManager
-  let reader: CachingReader
+  let environment: SessionEnvironment
   private let flights = Mutex<[Flight]>([])
   private let selection = RequestLimiter(limit: 1)
 
-  init(url: String, manager: FileHandleAssetDataManager, reader: CachingReader) {
+  init(url: String, manager: FileHandleAssetDataManager, environment: SessionEnvironment) {
     self.url = url
     self.manager = manager
-    self.reader = reader
+    self.environment = environment
   }
+
+  /// A read is done with the session (see `SessionRegistry.closeSession`).
+  func endRead() { environment.registry.closeSession(self) }
+
+  /// Returns once what this process fetched of the object is committed (the session's close, or the flush
+  /// after its last read).
+  func waitUntilCommitted() async { await environment.cache.closing.wait(for: manager.objectID) }
 
   var chunkSize: Int { manager.manifest.chunkSize }
 
@@ -35,7 +42,7 @@ final class ObjectSession: Sendable {
     defer { if serialised { Task { await selection.release() } } }
     let running = flights.withLock { $0 }
     for flight in running where await flight.canServe(position) {
-      if await flight.attach(priority: priority) { await reader.scheduler.promote(flight.id) }
+      if await flight.attach(priority: priority) { await environment.scheduler.promote(flight.id) }
       return flight
     }
     // A flight that covers the position but has only just started: wait (at most `Flight.warmUp`, once) until
@@ -44,7 +51,7 @@ final class ObjectSession: Sendable {
       guard let remaining = await flight.warmUpRemaining(for: position) else { continue }
       try? await Task.sleep(for: remaining)
       if await flight.canServe(position) {
-        if await flight.attach(priority: priority) { await reader.scheduler.promote(flight.id) }
+        if await flight.attach(priority: priority) { await environment.scheduler.promote(flight.id) }
         return flight
       }
       break
@@ -76,8 +83,7 @@ final class ObjectSession: Sendable {
     }
     let flight = Flight(
       start: start, end: end, chunkSize: manifest.chunkSize, priority: priority,
-      readAhead: reader.configuration.abandonedRequestReadAhead,
-      grace: .milliseconds(Int64(reader.configuration.abandonedRequestGrace * 1000)))
+      readAhead: environment.abandonedRequestReadAhead, grace: environment.abandonedRequestGrace)
     _ = await flight.attach(priority: priority)
     // An earlier flight of the same run that is far behind stops where this one starts.
     for other in flights.withLock({ $0 }) where other.start < start { await other.limit(to: start) }
@@ -85,10 +91,10 @@ final class ObjectSession: Sendable {
       list.append(flight)
       if list.count > 64 { list.removeFirst(list.count - 64) }
     }
-    let retained = reader.retainSession(forFlightOf: self)
+    let retained = environment.registry.retainSession(forFlightOf: self)
     let task = Task {
       await self.run(flight)
-      if retained { self.reader.releaseSession(forFlightOf: self) }
+      if retained { self.environment.registry.releaseSession(forFlightOf: self) }
     }
     await flight.setTask(task)
     return flight
@@ -108,13 +114,12 @@ final class ObjectSession: Sendable {
   /// Fills the flight's run from the origin: retries with backoff on connection errors, 5xx and cut-off
   /// bodies, resuming at the first byte not yet received; resets the object if the origin's version changed.
   private func run(_ flight: Flight) async {
-    let configuration = reader.configuration
     let host = RequestScheduler.hostKey(of: url)
     var attempt = 1
     var lastCut: Int64?
     while true {
       do {
-        let slot = try await reader.scheduler.acquire(
+        let slot = try await environment.scheduler.acquire(
           id: flight.id, host: host, priority: await flight.priority)
         let result: Result<Void, any Error>
         do {
@@ -123,7 +128,7 @@ final class ObjectSession: Sendable {
         } catch {
           result = .failure(error)
         }
-        await reader.scheduler.release(id: flight.id, host: host, slot: slot)
+        await environment.scheduler.release(id: flight.id, host: host, slot: slot)
         if case .failure(OriginError.truncatedBody(_, let expected, let received, _)) = result {
           if received == lastCut, let length = manager.contentLength, length >= expected, received < length {
             // Two responses in a row ended at the same byte short of the length the origin declared: that
@@ -142,9 +147,9 @@ final class ObjectSession: Sendable {
         await flight.finish(.success(()))
         forget(flight)
         return
-      } catch let error as OriginError where error.isRetryable && attempt <= configuration.maxRetries {
+      } catch let error as OriginError where error.isRetryable && attempt <= environment.maxRetries {
         attempt += 1
-        let backoff = configuration.retryBaseDelay * pow(2, Double(attempt - 2))
+        let backoff = environment.retryBaseDelay * pow(2, Double(attempt - 2))
         let jitter = Double.random(in: 0...(backoff / 2))
         do { try await Task.sleep(for: .seconds(backoff + jitter)) } catch {
           await flight.finish(.failure(CancellationError()))
@@ -188,19 +193,19 @@ final class ObjectSession: Sendable {
       session: self, flight: flight, url: url, start: position, end: end, stored: stored, events: continuation
     )
     var headers = HTTPHeaders()
-    for (name, value) in reader.client.requestHeaders(start: position, end: end, ifRange: validator) {
+    for (name, value) in environment.client.requestHeaders(start: position, end: end, ifRange: validator) {
       headers.add(name: name, value: value)
     }
     let prepared = try HTTPClient.Request(url: url, method: .GET, headers: headers)
-    let task = reader.client.http.execute(request: prepared, delegate: writer)
+    let task = environment.client.http.execute(request: prepared, delegate: writer)
     // However the request ends (some failures, such as too many redirects, never reach the delegate), the
     // event stream ends with it.
     // A part still being written is handed over first.
     task.futureResult.whenComplete { _ in writer.afterWrites { continuation.finish() } }
     // An origin that trickles its head (each byte within the idle timeout) is given up on after `headTimeout`.
     // The delegate runs on the task's event loop, so `writer.head` is read there.
-    let headTimedOut = reader.client.headTimedOut(url)
-    let headTimer = task.eventLoop.scheduleTask(deadline: reader.client.headDeadline) {
+    let headTimedOut = environment.client.headTimedOut(url)
+    let headTimer = task.eventLoop.scheduleTask(deadline: environment.client.headDeadline) {
       if writer.head == nil { task.fail(reason: headTimedOut) }
     }
     task.futureResult.whenComplete { _ in headTimer.cancel() }
@@ -223,8 +228,8 @@ final class ObjectSession: Sendable {
     } catch is BodyWriter.StopReading {
     } catch {
       // The cache refused the response (its head or a write): that is the error, not the cut it caused.
-      if let refused = writer.writeError { throw await reader.client.describe(refused, url: url) }
-      let mapped = await reader.client.describe(error, url: url)
+      if let refused = writer.writeError { throw await environment.client.describe(refused, url: url) }
+      let mapped = await environment.client.describe(error, url: url)
       try Task.checkCancellation()
       if let head = writer.head, let expected = head.expectedBodyLength, mapped is OriginError,
         writer.bodyBytes < expected
@@ -236,7 +241,7 @@ final class ObjectSession: Sendable {
       throw mapped
     }
     // A write that failed after the last body part arrived (the request itself succeeded).
-    if let error = writer.writeError { throw await reader.client.describe(error, url: url) }
+    if let error = writer.writeError { throw await environment.client.describe(error, url: url) }
     guard let head = writer.head else {
       throw OriginError.inconsistentResponse(url: url, reason: "no response")
     }

@@ -1,0 +1,170 @@
+import Foundation
+import MediaCache
+import Synchronization
+
+/// What an `ObjectSession` needs from the `CachingReader` that opened it, handed over instead of the reader:
+/// the cache, the origin client, the request scheduler, the registry of open sessions and the limits of its
+/// flights.
+struct SessionEnvironment: Sendable {
+  let cache: MediaCache
+  let client: OriginClient
+  let scheduler: RequestScheduler
+  let registry: SessionRegistry
+  /// Retries after a connection error, a 5xx or a cut-off body.
+  let maxRetries: Int
+  /// First backoff, seconds; doubled per retry, plus up to 50% jitter.
+  let retryBaseDelay: Double
+  /// See `CachingReader.Configuration.abandonedRequestReadAhead`.
+  let abandonedRequestReadAhead: Int64
+  /// See `CachingReader.Configuration.abandonedRequestGrace`.
+  let abandonedRequestGrace: Duration
+}
+
+/// The objects a `CachingReader` has open: one `ObjectSession` per object (one data manager, so completed
+/// chunks are visible to every reader at once), counted by the reads that have it open and the flights still
+/// running on it, and closed (committing) on the I/O executor when both are done.
+final class SessionRegistry: Sendable {
+  let cache: MediaCache
+
+  private struct Sessions {
+    /// Per object: its session, the reads that have it open, and the flights still running on it.
+    var open: [ObjectID: (session: ObjectSession, users: Int, flights: Int)] = [:]
+    /// Objects whose last session is closing (its data manager committing what it completed), with the reads
+    /// waiting to open a new one: a manager opened before that commit would read the older manifest and fetch
+    /// again chunks this process has just fetched.
+    var closing: [ObjectID: [CheckedContinuation<Void, Never>]] = [:]
+    /// Objects whose session is being opened (its files created or opened, off the lock), with the reads
+    /// waiting for it: one open per object, and opens of different objects at once.
+    var opening: [ObjectID: [CheckedContinuation<Void, Never>]] = [:]
+  }
+
+  private let sessions = Mutex(Sessions())
+
+  init(cache: MediaCache) {
+    self.cache = cache
+  }
+
+  /// The sessions open now.
+  func openSessions() -> [ObjectSession] {
+    sessions.withLock { $0.open.values.map(\.session) }
+  }
+
+  /// The session of the object at `url`, opened (its data manager created or opened on the I/O executor) if
+  /// no read has it open; one open per object at a time, and none while its previous session is closing.
+  func openSession(_ url: String, environment: SessionEnvironment) async throws -> ObjectSession {
+    let id = cache.objectID(for: url)
+    enum Step {
+      case open(ObjectSession)
+      case wait
+      case create
+    }
+    while true {
+      let step = sessions.withLock { state -> Step in
+        if let entry = state.open[id] {
+          state.open[id] = (entry.session, entry.users + 1, entry.flights)
+          return .open(entry.session)
+        }
+        // The previous session of this object is committing, or another read is opening it.
+        if state.closing[id] != nil || state.opening[id] != nil { return .wait }
+        state.opening[id] = []
+        return .create
+      }
+      switch step {
+      case .open(let session):
+        return session
+      case .wait:
+        // A close is short, and so is an open: then look again.
+        await withCheckedContinuation { continuation in
+          let waiting = sessions.withLock { state in
+            if state.opening[id] != nil {
+              state.opening[id]!.append(continuation)
+            } else if state.closing[id] != nil {
+              state.closing[id]!.append(continuation)
+            } else {
+              return false
+            }
+            return true
+          }
+          if !waiting { continuation.resume() }
+        }
+      case .create:
+        // Creating or opening the object's files makes blocking calls: on the blocking pool, not under the
+        // lock, so other objects' reads go on meanwhile.
+        let manager: FileHandleAssetDataManager
+        do {
+          manager = try await IOExecutor.shared.run { [cache] in try cache.assetDataManager(for: url) }
+        } catch {
+          let waiting = sessions.withLock { $0.opening.removeValue(forKey: id) ?? [] }
+          for reader in waiting { reader.resume() }
+          throw error
+        }
+        let session = ObjectSession(url: url, manager: manager, environment: environment)
+        let waiting = sessions.withLock { state in
+          state.open[id] = (session, 1, 0)
+          return state.opening.removeValue(forKey: id) ?? []
+        }
+        for reader in waiting { reader.resume() }
+        return session
+      }
+    }
+  }
+
+  /// A read is done with the session. When no read has it open any more, what is complete is committed (as
+  /// the close would), and the data manager closes once no flight is running on it either.
+  func closeSession(_ session: ObjectSession) {
+    release(session, flight: false)
+  }
+
+  /// A running flight keeps its session (and data manager) open: a reader that got its range and left lets
+  /// the flight finish the chunk it is in, which needs the manager until the chunk is committed. Returns false
+  /// (nothing to release later) if the session is no longer open.
+  func retainSession(forFlightOf session: ObjectSession) -> Bool {
+    sessions.withLock { state in
+      let id = session.manager.objectID
+      guard let entry = state.open[id], entry.session === session else { return false }
+      state.open[id] = (session, entry.users, entry.flights + 1)
+      return true
+    }
+  }
+
+  /// A flight retained with `retainSession(forFlightOf:)` ended.
+  func releaseSession(forFlightOf session: ObjectSession) {
+    release(session, flight: true)
+  }
+
+  private func release(_ session: ObjectSession, flight: Bool) {
+    let id = session.manager.objectID
+    let (close, flush) = sessions.withLock { state -> (Bool, Bool) in
+      guard var entry = state.open[id], entry.session === session else { return (false, false) }
+      if flight { entry.flights -= 1 } else { entry.users -= 1 }
+      if entry.users <= 0 && entry.flights <= 0 {
+        state.open[id] = nil
+        state.closing[id] = []
+        return (true, false)
+      }
+      state.open[id] = entry
+      return (false, !flight && entry.users <= 0)
+    }
+    // A first fetch that failed before anything was committed (an origin that never answered, an error status)
+    // leaves a data file without a manifest: the manager's close removes it, unless another process has it open
+    // or a manifest appeared meanwhile, so the cache does not keep an orphan for each failed URL.
+    // Closing and flushing commit (fsync, rename): on the I/O executor; reads of the object that arrive
+    // meanwhile wait for the close (`closing`).
+    if close {
+      cache.closing.begin(id)
+      IOExecutor.shared.submit { [self] in
+        try? session.manager.close()
+        let waiting = sessions.withLock { $0.closing.removeValue(forKey: id) ?? [] }
+        cache.closing.end(id)
+        for reader in waiting { reader.resume() }
+      }
+    }
+    if flush {
+      cache.closing.begin(id)
+      IOExecutor.shared.submit { [cache] in
+        try? session.manager.flush()
+        cache.closing.end(id)
+      }
+    }
+  }
+}
