@@ -1,3 +1,4 @@
+import MediaCache
 import MediaCacheHTTP
 
 /// A parsed HTTP `Range` request header (RFC 9110 §14.2), limited to the `bytes` unit.
