@@ -8,6 +8,7 @@ let package = Package(
     .library(name: "MediaCache", targets: ["MediaCache"]),
     .library(name: "MediaCacheHTTP", targets: ["MediaCacheHTTP"]),
     .library(name: "MediaCacheProxy", targets: ["MediaCacheProxy"]),
+    .library(name: "MediaCacheStreaming", targets: ["MediaCacheStreaming"]),
     .executable(name: "mediacache", targets: ["mediacache"]),
     .executable(name: "cache-compactor", targets: ["cache-compactor"]),
     .executable(name: "cache-fsck", targets: ["cache-fsck"]),
@@ -59,12 +60,16 @@ let package = Package(
         .product(name: "NIOPosix", package: "swift-nio"),
       ]
     ),
+    // HLS playlists and DASH MPDs: parsing, segment enumeration, rewriting to proxy URLs, the proxy's URL forms.
+    // Used by the proxy and by `mediacache fetch --hls/--dash`; no I/O, no NIO.
+    .target(name: "MediaCacheStreaming"),
     // The local HTTP proxy players read through (an HTTP/1.1 server on SwiftNIO): Range requests, HLS playlist rewriting, metrics.
     .target(
       name: "MediaCacheProxy",
       dependencies: [
         "MediaCache",
         "MediaCacheHTTP",
+        "MediaCacheStreaming",
         .product(name: "NIOCore", package: "swift-nio"),
         .product(name: "NIOPosix", package: "swift-nio"),
         .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -80,6 +85,7 @@ let package = Package(
         "MediaCache",
         "MediaCacheHTTP",
         "MediaCacheProxy",
+        "MediaCacheStreaming",
         .product(name: "ArgumentParser", package: "swift-argument-parser"),
       ]
     ),
@@ -157,13 +163,13 @@ let package = Package(
     ),
     .testTarget(
       name: "MediaCacheProxyTests",
-      dependencies: ["MediaCacheProxy", .product(name: "NIOHTTP1", package: "swift-nio")]
+      dependencies: ["MediaCacheProxy", "MediaCacheStreaming", .product(name: "NIOHTTP1", package: "swift-nio")]
     ),
     .testTarget(
       name: "MediaCacheIntegrationTests",
       dependencies: [
         "MediaCache", "mediacache", "cache-compactor", "cache-fsck", "mediacache-testhelper",
-        "MediaCacheTestOrigin", "MediaCacheHTTP", "MediaCacheProxy",
+        "MediaCacheTestOrigin", "MediaCacheHTTP", "MediaCacheProxy", "MediaCacheStreaming",
         // The blocking-call check's test runs a call on an event loop.
         .product(name: "NIOPosix", package: "swift-nio"),
       ]

@@ -2,6 +2,7 @@ import Foundation
 import HTTPTypes
 import MediaCache
 import MediaCacheHTTP
+import MediaCacheStreaming
 import NIOCore
 
 /// Answers one proxied request: checks the URL, reads through the cache, and streams the body with the

@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import MediaCache
 import MediaCacheHTTP
+import MediaCacheStreaming
 import NIOCore
 import NIOHTTP1
 import NIOPosix

@@ -3,6 +3,7 @@ import Foundation
 import MediaCache
 import MediaCacheHTTP
 import MediaCacheProxy
+import MediaCacheStreaming
 import Synchronization
 
 #if canImport(Glibc)

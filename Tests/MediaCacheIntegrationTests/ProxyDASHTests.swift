@@ -1,5 +1,6 @@
 import Foundation
 import MediaCacheProxy
+import MediaCacheStreaming
 import MediaCacheTestOrigin
 import Testing
 

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import MediaCacheProxy
+@testable import MediaCacheStreaming
 
 @Suite struct HLSPlaylistTests {
   let base = URL(string: "https://cdn.example.com/videos/show/master.m3u8?token=abc")!

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import MediaCacheProxy
+@testable import MediaCacheStreaming
 
 #if canImport(FoundationXML)
   import FoundationXML

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import MediaCacheProxy
+@testable import MediaCacheStreaming
 
 /// Segment enumeration of hand-written MPDs, one addressing mode at a time.
 @Suite struct MPDSegmentsTests {

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import MediaCacheProxy
+@testable import MediaCacheStreaming
 
 @Suite struct ProxyPathFormTests {
   @Test func originURLsMapToPathFormAndBack() throws {

@@ -26,6 +26,7 @@
 
 import Foundation
 import MediaCacheProxy
+import MediaCacheStreaming
 
 /// Where the fuzzed playlist comes from: https, a port, a directory, a query (relative URIs lose it).
 let originURL = URL(string: "https://Origin.example:8443/live/v1/master.m3u8?token=a%20b&x=1")!

@@ -21,6 +21,7 @@
 
 import Foundation
 import MediaCacheProxy
+import MediaCacheStreaming
 
 #if canImport(FoundationXML)
   import FoundationXML

@@ -1,6 +1,7 @@
 import Foundation
 import HTTPTypes
 import MediaCacheHTTP
+import MediaCacheStreaming
 import Synchronization
 
 // The responses of HLS playlists and DASH MPDs: read whole (bounded), rewritten so what they name goes through

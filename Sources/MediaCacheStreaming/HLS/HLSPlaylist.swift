@@ -437,7 +437,7 @@ public enum HLSPlaylist {
 
   // MARK: Shared pieces
 
-  static let header = "#EXTM3U"
+  package static let header = "#EXTM3U"
   private static let byteOrderMark: [UInt8] = [0xEF, 0xBB, 0xBF]
 
   private static func checkSize(_ text: String, url: String) throws(HLSError) {

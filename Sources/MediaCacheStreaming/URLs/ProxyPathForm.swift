@@ -26,7 +26,7 @@ public enum ProxyPathForm {
   }
 
   /// Whether a request path is in path form: it starts with `/http/` or `/https/` (any case).
-  static func isPathForm(_ path: Substring) -> Bool {
+  package static func isPathForm(_ path: Substring) -> Bool {
     guard path.hasPrefix("/") else { return false }
     let rest = path.dropFirst()
     guard let slash = rest.firstIndex(of: "/") else { return false }
@@ -39,7 +39,7 @@ public enum ProxyPathForm {
   ///
   /// - Throws: `ProxyPathFormError` for what cannot be mapped back: a scheme other than http and https, an
   ///   empty host, userinfo, a bad port, a `.` or `..` segment that would climb above the host.
-  static func originURL(path: Substring, query: Substring?) throws(ProxyPathFormError) -> String {
+  package static func originURL(path: Substring, query: Substring?) throws(ProxyPathFormError) -> String {
     guard path.hasPrefix("/") else { throw .init("the path does not start with '/'") }
     let rest = path.dropFirst()
     let schemeEnd = rest.firstIndex(of: "/") ?? rest.endIndex
