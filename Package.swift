@@ -24,6 +24,9 @@ let package = Package(
     .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
     .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
     .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
+    // `swift package generate-documentation --target MediaCache` (and MediaCacheHTTP, MediaCacheProxy): the
+    // DocC catalogs in Sources/*/*.docc; CI builds them (.ci/run). A plugin only: nothing links it.
+    .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
   ],
   targets: [
     .systemLibrary(

@@ -17,6 +17,7 @@ public enum ManifestError: Error, Sendable, Equatable, CustomStringConvertible {
   /// Bytes left over after the last field.
   case trailingBytes(count: Int)
 
+  /// One line for a person: what is wrong and where, with the values found (as `cache-fsck` prints it).
   public var description: String {
     switch self {
     case .truncated(let needed, let available, let field):
@@ -72,6 +73,7 @@ public enum StoreError: Error, Sendable, Equatable, CustomStringConvertible {
   /// (a symlink may lead out of the cache, opening a FIFO blocks); the object is unusable until it is removed.
   case unexpectedFileType(path: String, expected: String, found: String)
 
+  /// One line for a person: the object or path, the operation and the cause (as the commands print it).
   public var description: String {
     switch self {
     case .io(let operation, let path, let errno): "\(operation) failed on \(path): \(errno)"

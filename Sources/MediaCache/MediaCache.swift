@@ -8,7 +8,7 @@ import Synchronization
 public final class MediaCache: Sendable {
   /// Where and how a cache stores its objects.
   public struct Configuration: Sendable {
-    /// The cache root.
+    /// The cache root: a path to the directory that holds `FORMAT`, `objects/` and `tmp/`.
     public var directory: String
     /// Chunk size of new objects (default 1 MiB).
     public var chunkSize: Int
@@ -34,6 +34,8 @@ public final class MediaCache: Sendable {
     /// `StoreError.noSuchCache` and nothing is created.
     public var createDirectory = true
 
+    /// A configuration with the defaults above for whatever is not given: sizes are bytes, `maxAge` is
+    /// seconds. Nothing is checked here; `MediaCache.init(configuration:)` validates it.
     public init(
       directory: String = Configuration.defaultDirectory(), chunkSize: Int = 1 << 20,
       memoryCostLimit: Int = 20 << 20, durability: Durability = .durable,
@@ -113,9 +115,10 @@ public final class MediaCache: Sendable {
 
   /// The configuration the cache was opened with.
   public let configuration: Configuration
-  /// The on-disk store.
+  /// The on-disk store under `configuration.directory`, for range-level and maintenance work the facade does
+  /// not wrap (its calls block: use it through `IOExecutor.shared`).
   public let store: ShardedStore
-  /// The memory tier.
+  /// The memory tier of whole small objects, limited to `configuration.memoryCostLimit` bytes.
   public let memory: MemoryTier
   /// Objects whose data manager this process is closing on the I/O executor: questions about one wait for it.
   package let closing = ClosingObjects()
@@ -134,6 +137,12 @@ public final class MediaCache: Sendable {
   private let tracking = Mutex(Tracking())
 
   /// Opens (creating if needed) the cache in `configuration.directory`. Reads only the root, never the tree.
+  ///
+  /// Throws `StoreError.invalidConfiguration` for a low watermark outside (0, 1], a negative memory limit or a
+  /// chunk size outside `Manifest.minChunkSize...Manifest.maxChunkSize`; `StoreError.notACache` for a
+  /// non-empty directory without a `FORMAT` marker; `StoreError.unsupportedFormat` for another major format
+  /// version; `StoreError.noSuchCache` for a missing directory when `createDirectory` is false; and
+  /// `StoreError.io` when the directory cannot be created or read.
   public init(configuration: Configuration = Configuration()) throws {
     guard configuration.lowWatermark > 0 && configuration.lowWatermark <= 1 else {
       throw StoreError.invalidConfiguration("low watermark \(configuration.lowWatermark) is outside (0, 1]")
@@ -358,7 +367,7 @@ public final class MediaCache: Sendable {
     try await IOExecutor.shared.run { [self] in try setPinned(requested, true) }
   }
 
-  /// Unpins the object.
+  /// Unpins the object, so eviction may remove it again. Throws `StoreError.notFound` if nothing is cached.
   public func unpin(_ requested: String) async throws {
     await closing.wait(for: objectID(for: requested))
     try await IOExecutor.shared.run { [self] in try setPinned(requested, false) }

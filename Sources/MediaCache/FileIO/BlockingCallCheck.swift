@@ -29,6 +29,9 @@ public enum BlockingCallContext: Sendable, Equatable {
 public enum BlockingCallCheck {
   /// What the check does with a call in the wrong place.
   public enum Mode: Int, Sendable {
+    /// `off` (the default): nothing is checked; `log` (`MEDIACACHE_BLOCKING_CHECK=log`): each call in the wrong
+    /// place is counted in `violations` and the first 50 are printed to standard error; `trap` (`=trap`): the
+    /// process stops at the first, with a message naming the call, its path and the place.
     case off, log, trap
   }
 

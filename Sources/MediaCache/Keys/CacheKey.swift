@@ -10,11 +10,13 @@ public struct CacheKey: Sendable, Hashable, CustomStringConvertible, Expressible
   /// A key with exactly this text.
   public init(_ rawValue: String) { self.rawValue = rawValue }
 
+  /// A key with the literal's text, as `CacheKey(_:)` (no key function is applied).
   public init(stringLiteral value: String) { self.rawValue = value }
 
   /// The object id this key names.
   public var objectID: ObjectID { ObjectID(self) }
 
+  /// The key's text, unchanged.
   public var description: String { rawValue }
 }
 

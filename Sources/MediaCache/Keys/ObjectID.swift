@@ -76,10 +76,13 @@ public struct ObjectID: Sendable, Hashable, Comparable, CustomStringConvertible 
     return (String(hex.prefix(2)), String(hex.dropFirst(2).prefix(2)))
   }
 
+  /// The 64 lowercase hex digits (`hex`), as in file names and reports.
   public var description: String { hex }
 
+  /// Whether the two ids are the same 32 bytes.
   public static func == (lhs: ObjectID, rhs: ObjectID) -> Bool { lhs.words == rhs.words }
 
+  /// Feeds all 32 bytes to `hasher`.
   public func hash(into hasher: inout Hasher) {
     hasher.combine(words.0)
     hasher.combine(words.1)
@@ -103,6 +106,8 @@ public struct ObjectID: Sendable, Hashable, Comparable, CustomStringConvertible 
 
 /// In reports and other JSON: the 64 lowercase hex digits, as a string and as a dictionary key.
 extension ObjectID: Codable, CodingKeyRepresentable {
+  /// Decodes an id from a string of 64 lowercase hex digits. Throws `DecodingError.dataCorrupted` for any
+  /// other string.
   public init(from decoder: any Decoder) throws {
     let container = try decoder.singleValueContainer()
     let text = try container.decode(String.self)
@@ -113,6 +118,7 @@ extension ObjectID: Codable, CodingKeyRepresentable {
     self = id
   }
 
+  /// Encodes the id as a string of 64 lowercase hex digits.
   public func encode(to encoder: any Encoder) throws {
     var container = encoder.singleValueContainer()
     try container.encode(hex)
@@ -125,7 +131,9 @@ extension ObjectID: Codable, CodingKeyRepresentable {
     init?(intValue: Int) { nil }
   }
 
+  /// The id as a dictionary key in JSON: its 64 lowercase hex digits.
   public var codingKey: any CodingKey { HexKey(stringValue: hex) }
 
+  /// The id a JSON dictionary key names; nil unless the key is 64 lowercase hex digits.
   public init?<Key: CodingKey>(codingKey: Key) { self.init(hex: codingKey.stringValue) }
 }

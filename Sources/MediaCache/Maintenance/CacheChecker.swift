@@ -18,6 +18,8 @@ public struct CacheChecker: Sendable {
     /// Files in `tmp/` younger than this many seconds belong to live writers (default 1 hour).
     public var tmpGracePeriod: Double = 3600
 
+    /// Options for a check: read-only and full (every chunk's CRC verified) by default. `tmpGracePeriod` is in
+    /// seconds.
     public init(repair: Bool = false, fast: Bool = false, tmpGracePeriod: Double = 3600) {
       self.repair = repair
       self.fast = fast
@@ -27,16 +29,22 @@ public struct CacheChecker: Sendable {
 
   /// Progress, reported after each object.
   public struct Progress: Sendable {
+    /// Objects checked so far, this one included.
     public var objectsChecked: Int
+    /// Objects the walk found, the number `objectsChecked` counts up to.
     public var objectsTotal: Int
+    /// Chunk bytes whose CRC has been verified so far, over every object (0 in a fast check).
     public var bytesVerified: Int64
   }
 
   /// Why a check could not run at all (exit status 8).
   public enum OperationalError: Error, Sendable, CustomStringConvertible {
+    /// The cache root at `path` is missing, not a directory, or cannot be listed; `reason` says which.
     case cannotRead(path: String, reason: String)
+    /// The root's `FORMAT` marker names a major version this build does not read (`found` is its text).
     case unsupportedFormat(path: String, found: String)
 
+    /// One line for a person, naming the path; nothing was checked.
     public var description: String {
       switch self {
       case .cannotRead(let path, let reason): "cannot read \(path): \(reason)"
@@ -46,7 +54,9 @@ public struct CacheChecker: Sendable {
     }
   }
 
+  /// The cache root checked, as given without trailing slashes; finding paths are relative to it.
   public let root: String
+  /// What the checker does: check or repair, full or fast.
   public let options: Options
   let store: ShardedStore
   /// Whether a `--fast` check looks at objects during the walk (`WalkEvaluation`); tests compare with false.
@@ -79,6 +89,8 @@ public struct CacheChecker: Sendable {
     deinit { closeAll() }
   }
 
+  /// A checker for the cache at `root` (a path; trailing slashes are dropped). Nothing is read until `run`, so
+  /// a missing or unreadable root is reported there, as `OperationalError.cannotRead`.
   public init(root: String, options: Options = Options()) {
     var cleaned = root
     while cleaned.count > 1 && cleaned.hasSuffix("/") { cleaned.removeLast() }
@@ -96,6 +108,11 @@ public struct CacheChecker: Sendable {
   }
 
   /// Runs the check. `isCancelled` is polled between objects; `progress` is called after each object.
+  /// `now` is seconds since the epoch, the clock the age of `tmp/` files is measured against.
+  ///
+  /// Throws `OperationalError` when the root cannot be read or its format is not supported; everything
+  /// wrong inside the tree is a finding in the returned report instead. A cancelled run returns what it
+  /// found so far, with `CheckReport.cancelled` set.
   public func run(
     now: Double = Date().timeIntervalSince1970, isCancelled: @Sendable () -> Bool = { false },
     progress: (Progress) -> Void = { _ in }

@@ -14,7 +14,7 @@ public enum RemovalReason: String, Sendable, Codable, CodingKeyRepresentable, Ca
 
 /// An object that was removed, as reported in events and compaction reports.
 public struct RemovedObject: Sendable, Equatable {
-  /// The object.
+  /// The removed object's id (its key is not stored in the cache).
   public var id: ObjectID
   /// The app's metadata from its manifest (empty if unreadable).
   public var userMetadata: Data
@@ -33,6 +33,8 @@ extension RemovedObject: Codable {
     case reason
   }
 
+  /// Decodes `objectID`, `bytes` and `reason`; `userMetadata` is empty. Throws `DecodingError` when one is
+  /// missing, the id is not 64 hex digits, or the reason is unknown.
   public init(from decoder: any Decoder) throws {
     let container = try decoder.container(keyedBy: CodingKeys.self)
     id = try container.decode(ObjectID.self, forKey: .id)
@@ -41,6 +43,7 @@ extension RemovedObject: Codable {
     reason = try container.decode(RemovalReason.self, forKey: .reason)
   }
 
+  /// Encodes `objectID` (64 lowercase hex digits), `bytes` and `reason`, never the app's metadata.
   public func encode(to encoder: any Encoder) throws {
     var container = encoder.container(keyedBy: CodingKeys.self)
     try container.encode(id, forKey: .id)
@@ -61,7 +64,7 @@ public enum CacheEvent: Sendable, Equatable {
 
 /// An object the compactor is about to evict, offered to the app's veto (`shouldEvict`).
 public struct EvictionCandidate: Sendable {
-  /// The object.
+  /// The candidate's id; the app identifies its own objects by `manifest?.userMetadata`.
   public var id: ObjectID
   /// Its manifest (pin flag, user metadata, validators).
   public var manifest: Manifest?

@@ -17,6 +17,8 @@ public struct CompactionPolicy: Sendable, Equatable {
   /// Decide and report, change nothing.
   public var dryRun: Bool
 
+  /// A policy with the given limits. The defaults evict by age only (90 days), reap `tmp/` files older than
+  /// an hour, scrub nothing and stop a pass after 60 seconds. Sizes are bytes, durations seconds.
   public init(
     maxSize: Int64? = nil, lowWatermark: Double = 0.9, maxAge: Double? = 90 * 86400, minFree: Int64? = nil,
     tmpGracePeriod: Double = 3600, scrubBudget: Int64 = 0, maxPassDuration: Double = 60, dryRun: Bool = false
@@ -87,6 +89,8 @@ extension CompactionReport: Codable {
     case droppedChunks, incomplete, duration, dryRun, errors
   }
 
+  /// Decodes a report from its JSON; `evictedCount` is read from `evicted`, not from its own key. Throws
+  /// `DecodingError` when any key but `evictedCount` is missing or of the wrong type.
   public init(from decoder: any Decoder) throws {
     let container = try decoder.container(keyedBy: CodingKeys.self)
     self.init()
@@ -111,6 +115,8 @@ extension CompactionReport: Codable {
     errors = try container.decode([String].self, forKey: .errors)
   }
 
+  /// Encodes every field under its own name, plus `evictedCount`; `evicted` has a key for every
+  /// `RemovalReason`.
   public func encode(to encoder: any Encoder) throws {
     var container = encoder.container(keyedBy: CodingKeys.self)
     try container.encode(objectsScanned, forKey: .objectsScanned)

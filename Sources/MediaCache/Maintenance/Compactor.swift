@@ -9,9 +9,9 @@ import Foundation
 /// manifests of eviction candidates. It never removes a pinned object, one the app vetoes, or one that any
 /// process has open (the exclusive non-blocking `flock` fails: counted as busy).
 public struct Compactor: Sendable {
-  /// The store compacted.
+  /// The on-disk store whose objects a pass scans, evicts and scrubs.
   public let store: ShardedStore
-  /// The limits.
+  /// The limits a pass enforces, and whether it is a dry run.
   public let policy: CompactionPolicy
   /// The app's veto: return false to keep a candidate.
   public let shouldEvict: (@Sendable (EvictionCandidate) -> Bool)?
@@ -19,6 +19,8 @@ public struct Compactor: Sendable {
   /// The file, under the cache root, that remembers where the scrub stopped.
   public static let scrubCursorName = "compactor.cursor"
 
+  /// An engine that compacts `store` under `policy`, asking `shouldEvict` (when given) before each eviction.
+  /// Creating one does no I/O; `runPass` does the work.
   public init(
     store: ShardedStore, policy: CompactionPolicy, shouldEvict: (@Sendable (EvictionCandidate) -> Bool)? = nil
   ) {
@@ -28,7 +30,11 @@ public struct Compactor: Sendable {
   }
 
   /// Runs one pass. `isCancelled` is polled between objects; a cancelled or timed-out pass reports
-  /// `incomplete` and leaves a consistent tree.
+  /// `incomplete` and leaves a consistent tree. `now` is seconds since the epoch (the clock ages are
+  /// measured against).
+  ///
+  /// Throws `StoreError` when the tree cannot be walked, `tmp/` cannot be listed or the scrub cursor cannot
+  /// be written; an error confined to one object is recorded in `CompactionReport.errors` instead.
   public func runPass(
     now: Double = Date().timeIntervalSince1970, isCancelled: @Sendable () -> Bool = { false }
   ) throws -> CompactionReport {

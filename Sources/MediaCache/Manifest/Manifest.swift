@@ -17,10 +17,13 @@ public struct Manifest: Sendable, Equatable {
   public static func maxLength(chunkSize: Int) -> Int64 {
     min(maxContentLength, Int64(chunkSize) * Int64(UInt32.max))
   }
-  /// Field limits, in UTF-8 bytes.
+  /// Longest `contentType` the manifest stores, in UTF-8 bytes.
   public static let maxContentTypeBytes = 255
+  /// Longest `etag` the manifest stores, in UTF-8 bytes.
   public static let maxETagBytes = 1024
+  /// Longest `lastModified` the manifest stores, in UTF-8 bytes.
   public static let maxLastModifiedBytes = 255
+  /// Largest `userMetadata` the manifest stores, in bytes (64 KiB).
   public static let maxUserMetadataBytes = 64 * 1024
 
   /// The object this manifest describes.
@@ -154,10 +157,15 @@ public struct Manifest: Sendable, Equatable {
 
   /// See `versionIdentity`.
   public struct VersionIdentity: Sendable, Equatable {
+    /// The object's length in bytes, if known.
     public var contentLength: Int64?
+    /// The origin's entity tag, verbatim, if it sent one.
     public var etag: String?
+    /// The origin's `Last-Modified` header, verbatim, if it sent one.
     public var lastModified: String?
+    /// Bytes per chunk.
     public var chunkSize: Int
+    /// The manifest's `versionTag`: 0 for plain writes, random and non-zero after each `reset`.
     public var versionTag: UInt32
 
     /// Whether two versions can be the same bytes: equal chunk size and version tag, and no known field that

@@ -93,7 +93,10 @@ public enum ManifestCodec {
     return try result.get()
   }
 
-  /// Parses raw manifest bytes.
+  /// Parses raw manifest bytes. With `expectedID`, the manifest must name that object.
+  ///
+  /// Throws `ManifestError` saying what is wrong and where: too few bytes, a bad magic, an unsupported major
+  /// version, a CRC mismatch, a field out of range, another object's id, or bytes after the last field.
   public static func decode(
     _ raw: UnsafeRawBufferPointer, expectedID: ObjectID? = nil
   ) throws(ManifestError) -> Manifest {

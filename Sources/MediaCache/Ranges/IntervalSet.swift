@@ -164,6 +164,7 @@ public typealias ChunkSet = IntervalSet<Int>
 public typealias ByteRangeSet = IntervalSet<Int64>
 
 extension IntervalSet: CustomStringConvertible {
+  /// The runs in order as half-open ranges, e.g. `[0..<4, 8..<10]`; `[]` when empty.
   public var description: String {
     "[" + ranges.map { "\($0.lowerBound)..<\($0.upperBound)" }.joined(separator: ", ") + "]"
   }

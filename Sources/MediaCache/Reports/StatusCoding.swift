@@ -43,6 +43,8 @@ extension MediaCache.Status: Codable {
     case state, cachedBytes, length, ranges
   }
 
+  /// Decodes the `mediacache status --json` object. Throws `DecodingError` for a missing key, a `state` other
+  /// than `none`, `partial` or `complete`, or a `complete` state without a `length`.
   public init(from decoder: any Decoder) throws {
     let container = try decoder.container(keyedBy: CodingKeys.self)
     let state = try container.decode(String.self, forKey: .state)
@@ -64,6 +66,8 @@ extension MediaCache.Status: Codable {
     }
   }
 
+  /// Encodes all four keys; `length` is `null` when unknown, and a `complete` object has one range, `[0, length]`
+  /// (none when it is empty).
   public func encode(to encoder: any Encoder) throws {
     var container = encoder.container(keyedBy: CodingKeys.self)
     try container.encode(stateName, forKey: .state)

@@ -39,6 +39,8 @@ public final class FileHandleAssetDataManager: Sendable {
     /// waits for it (bounds what a crash can lose to about this much plus one batch).
     public var maxBacklog: Int64
 
+    /// A policy that commits every `bytes` bytes of completed chunks (default 8 MiB) or `interval` seconds
+    /// (default 2), whichever comes first. `maxBacklog` (bytes) defaults to four batches, and at least 32 MiB.
     public init(bytes: Int64 = 8 << 20, interval: Double = 2, maxBacklog: Int64? = nil) {
       self.bytes = bytes
       self.interval = interval
@@ -54,6 +56,7 @@ public final class FileHandleAssetDataManager: Sendable {
     /// These chunks failed their CRC and were dropped.
     public var chunksDropped: (@Sendable (ObjectID, Int) -> Void)?
 
+    /// Callbacks to call; nil for the events the owner does not need.
     public init(
       chunkCompleted: (@Sendable (Int64) -> Void)? = nil,
       chunksDropped: (@Sendable (ObjectID, Int) -> Void)? = nil
@@ -187,7 +190,8 @@ public final class FileHandleAssetDataManager: Sendable {
     try writer.write(bytes, at: offset, ifVersion: versionTag)
   }
 
-  /// Writes `data` at `offset`.
+  /// Writes `data` at `offset` (bytes from the start of the object), as `write(_:at:)` with a buffer does;
+  /// throws the same errors.
   public func write(_ data: some ContiguousBytes, at offset: Int64) throws {
     try data.withUnsafeBytes { try writer.write($0, at: offset, ifVersion: nil) }
   }

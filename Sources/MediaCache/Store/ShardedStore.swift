@@ -8,11 +8,11 @@ import Synchronization
 /// exclusively without waiting, so an object open anywhere is never deleted. Opening a store reads the root
 /// only; it never walks the tree.
 public final class ShardedStore: Sendable {
-  /// The cache root.
+  /// The cache root, as a path without trailing slashes.
   public let root: String
   /// Chunk size for objects created through this store (existing objects keep the one in their manifest).
   public let chunkSize: Int
-  /// Whether commits fsync.
+  /// Whether commits fsync the data file before replacing the manifest (and the directory after).
   public let durability: Durability
   /// Directory for staging files.
   public var tmpDirectory: String { "\(root)/tmp" }
