@@ -123,7 +123,7 @@ public final class MediaCache: Sendable {
   /// Objects whose data manager this process is closing on the I/O executor: questions about one wait for it.
   package let closing = ClosingObjects()
 
-  private struct Tracking {
+  struct Tracking {
     /// Bytes on disk as of the last pass plus chunks written since; nil until a pass has run.
     var approximateBytes: Int64?
     var compactionRunning = false
@@ -134,7 +134,7 @@ public final class MediaCache: Sendable {
     var subscribers: [UUID: AsyncStream<CacheEvent>.Continuation] = [:]
   }
 
-  private let tracking = Mutex(Tracking())
+  let tracking = Mutex(Tracking())
 
   /// Opens (creating if needed) the cache in `configuration.directory`. Reads only the root, never the tree.
   ///
@@ -311,168 +311,5 @@ public final class MediaCache: Sendable {
       store: store, id: objectID(for: requested), writable: writable,
       commitPolicy: configuration.commitPolicy,
       observer: observer)
-  }
-
-  // MARK: Removal and pinning
-
-  /// Removes the object from memory and disk; returns the disk bytes freed. Throws `StoreError.busy` if some
-  /// process has it open (it stays).
-  @discardableResult
-  public func remove(_ requested: String) async throws -> Int64 {
-    let id = objectID(for: requested)
-    memory.remove(id)
-    await closing.wait(for: id)
-    let (metadata, bytes) = try await IOExecutor.shared.run { [store] in
-      ((try? store.readManifest(id))?.userMetadata ?? Data(), try store.remove(id))
-    }
-    if bytes > 0 {
-      adjustTrackedBytes(by: -bytes)
-      emit(.removed([RemovedObject(id: id, userMetadata: metadata, bytes: bytes, reason: .manual)]))
-    }
-    return bytes
-  }
-
-  /// Removes every object that no process has open.
-  @discardableResult
-  public func removeAll() async throws -> RemovalReport {
-    await closing.waitForAll()
-    return try await IOExecutor.shared.run { [self] in try removeAllNow() }
-  }
-
-  private func removeAllNow() throws -> RemovalReport {
-    let memoryFreed = Int64(memory.removeAll())
-    var report = RemovalReport(objectsRemoved: 0, bytesFreed: 0, memoryBytesFreed: memoryFreed, busy: [])
-    var removed: [RemovedObject] = []
-    for id in try store.allObjectIDs() {
-      do {
-        let metadata = (try? store.readManifest(id))?.userMetadata ?? Data()
-        let bytes = try store.remove(id)
-        report.bytesFreed += bytes
-        report.objectsRemoved += 1
-        removed.append(RemovedObject(id: id, userMetadata: metadata, bytes: bytes, reason: .manual))
-      } catch StoreError.busy(let busy) {
-        report.busy.append(busy)
-      } catch StoreError.unexpectedFileType {
-        continue  // a symlink, FIFO or file where the layout has none: left alone (cache-fsck reports it)
-      }
-    }
-    adjustTrackedBytes(by: -report.bytesFreed)
-    if !removed.isEmpty { emit(.removed(removed)) }
-    return report
-  }
-
-  /// Pins the object: it is never evicted until unpinned. Throws `StoreError.notFound` if nothing is cached.
-  public func pin(_ requested: String) async throws {
-    await closing.wait(for: objectID(for: requested))
-    try await IOExecutor.shared.run { [self] in try setPinned(requested, true) }
-  }
-
-  /// Unpins the object, so eviction may remove it again. Throws `StoreError.notFound` if nothing is cached.
-  public func unpin(_ requested: String) async throws {
-    await closing.wait(for: objectID(for: requested))
-    try await IOExecutor.shared.run { [self] in try setPinned(requested, false) }
-  }
-
-  private func setPinned(_ requested: String, _ pinned: Bool) throws {
-    let id = objectID(for: requested)
-    guard try store.readManifest(id) != nil else { throw StoreError.notFound(id) }
-    let manager = try FileHandleAssetDataManager(store: store, id: id, writable: true)
-    defer { try? manager.close() }
-    try manager.setPinned(pinned)
-    try manager.flush()
-  }
-
-  // MARK: Limits and events
-
-  /// The compaction engine with this cache's limits.
-  public var compactor: Compactor {
-    Compactor(
-      store: store,
-      policy: CompactionPolicy(
-        maxSize: configuration.maxSize, lowWatermark: configuration.lowWatermark,
-        maxAge: configuration.maxAge,
-        minFree: configuration.minFree, tmpGracePeriod: Self.temporaryFileGracePeriod),
-      shouldEvict: configuration.shouldEvict)
-  }
-
-  /// Runs a compaction pass now (age, size and free-space limits; tmp reaping) and returns what it did.
-  @discardableResult
-  public func purge() async throws -> CompactionReport {
-    await closing.waitForAll()
-    let report = try await IOExecutor.shared.run { [compactor] in try compactor.runPass() }
-    for object in report.removed { memory.remove(object.id) }
-    tracking.withLock { tracking in
-      tracking.approximateBytes = report.bytesAfter + tracking.writtenDuringPass
-      tracking.lastPassMissedWrites = tracking.writtenDuringPass > 0
-      tracking.writtenDuringPass = 0
-    }
-    if !report.removed.isEmpty { emit(.removed(report.removed)) }
-    return report
-  }
-
-  /// A stream of the cache's events (evictions, removals, dropped chunks, crossing the size limit). Each call
-  /// returns a new stream; it ends when the consumer stops iterating. The newest 1000 unread events are kept.
-  public func events() -> AsyncStream<CacheEvent> {
-    let (stream, continuation) = AsyncStream.makeStream(
-      of: CacheEvent.self, bufferingPolicy: .bufferingNewest(1000))
-    let id = UUID()
-    tracking.withLock { $0.subscribers[id] = continuation }
-    continuation.onTermination = { [weak self] _ in
-      _ = self?.tracking.withLock { $0.subscribers.removeValue(forKey: id) }
-    }
-    return stream
-  }
-
-  private func emit(_ event: CacheEvent) {
-    let subscribers = tracking.withLock { Array($0.subscribers.values) }
-    for subscriber in subscribers { subscriber.yield(event) }
-  }
-
-  private func adjustTrackedBytes(by delta: Int64) {
-    tracking.withLock { tracking in
-      if let bytes = tracking.approximateBytes { tracking.approximateBytes = max(0, bytes + delta) }
-    }
-  }
-
-  /// Callbacks given to every data manager this cache opens.
-  private var observer: FileHandleAssetDataManager.Observer {
-    FileHandleAssetDataManager.Observer(
-      chunkCompleted: { [weak self] bytes in self?.noteWritten(bytes) },
-      chunksDropped: { [weak self] id, count in self?.emit(.chunksDropped(id, count: count)) })
-  }
-
-  /// Counts written bytes; the first write, or crossing `maxSize`, starts one background pass.
-  private func noteWritten(_ bytes: Int64) {
-    // Without a size limit nothing is tracked: no pass is ever started behind the app's back.
-    guard let maxSize = configuration.maxSize else { return }
-    let trigger = tracking.withLock { tracking -> (start: Bool, exceeded: Int64?) in
-      if tracking.compactionRunning { tracking.writtenDuringPass += bytes }
-      guard let known = tracking.approximateBytes else {
-        // The total is learned by a pass, not by walking the tree at open.
-        if tracking.compactionRunning { return (false, nil) }
-        tracking.compactionRunning = true
-        return (true, nil)
-      }
-      let now = known + bytes
-      tracking.approximateBytes = now
-      guard now > maxSize, !tracking.compactionRunning else { return (false, nil) }
-      tracking.compactionRunning = true
-      return (true, now)
-    }
-    if let exceeded = trigger.exceeded { emit(.exceededMaxSize(bytes: exceeded)) }
-    if trigger.start {
-      Task.detached { [self] in
-        // A second pass when writes during the first left the total over the limit (no later write may
-        // come to start one).
-        for _ in 0..<2 {
-          _ = try? await self.purge()
-          let again = self.tracking.withLock { tracking in
-            tracking.lastPassMissedWrites && (tracking.approximateBytes ?? 0) > maxSize
-          }
-          if !again { break }
-        }
-        self.tracking.withLock { $0.compactionRunning = false }
-      }
-    }
   }
 }

@@ -1,0 +1,108 @@
+import Foundation
+import HTTPTypes
+import NIOCore
+import NIOHTTP1
+import Synchronization
+
+/// A response: status, headers and a body that is empty, in memory, or written by a closure.
+struct ProxyResponse: Sendable {
+  var status: HTTPResponse.Status
+  var headers: HTTPFields
+  var body: Body
+
+  enum Body: Sendable {
+    case empty
+    case bytes(ByteBuffer)
+    /// Writes the body through the writer; a throw cuts the connection (the status is already sent).
+    case stream(@Sendable (ProxyBodyWriter) async throws -> Void)
+  }
+}
+
+/// Writes one response to a channel, from the task answering it. The head goes out with the first body
+/// bytes (one flush for both), and the end with the last ones when the body knows which they are. Once
+/// `maxBytesInFlight` bytes wait in NIO, the next write waits for the oldest to reach the socket, so a slow
+/// client sets the pace and the memory per response stays bounded.
+final class ProxyBodyWriter: @unchecked Sendable {
+  // Used only by the task answering the request.
+  private let channel: any Channel
+  private var head: HTTPResponseHead?
+  /// Writes not yet known to have reached the socket, oldest first, with their sizes.
+  private var inFlight: [(future: EventLoopFuture<Void>, bytes: Int)] = []
+  private var bytesInFlight = 0
+  private var ended = false
+  /// The write that ended the response.
+  private var last: EventLoopFuture<Void>?
+  /// Bytes handed to NIO and not yet written to the socket before the next write waits: two cache chunks, or
+  /// the many small buffers of an origin response, without a wait per buffer.
+  static let maxBytesInFlight = 2 << 20
+
+  init(channel: any Channel, head: HTTPResponseHead) {
+    self.channel = channel
+    self.head = head
+  }
+
+  func write(_ buffer: ByteBuffer, endingResponse: Bool = false) async throws {
+    try await write(contentsOf: CollectionOfOne(buffer), endingResponse: endingResponse)
+  }
+
+  /// Writes the buffers with one flush, and the end of the response with them if `endingResponse`.
+  func write(contentsOf buffers: some Collection<ByteBuffer>, endingResponse: Bool = false) async throws {
+    precondition(!ended, "a write after the end of the response")
+    var parts: [HTTPServerResponsePart] = []
+    parts.reserveCapacity(buffers.count + 2)
+    if let head {
+      parts.append(.head(head))
+      self.head = nil
+    }
+    for buffer in buffers where buffer.readableBytes > 0 { parts.append(.body(.byteBuffer(buffer))) }
+    if endingResponse {
+      parts.append(.end(nil))
+      ended = true
+    }
+    if parts.isEmpty { return }
+    let written = send(parts)
+    if ended {
+      last = written
+      return
+    }
+    let size = buffers.reduce(0) { $0 + $1.readableBytes }
+    inFlight.append((written, size))
+    bytesInFlight += size
+    while bytesInFlight > Self.maxBytesInFlight, !inFlight.isEmpty {
+      let (oldest, size) = inFlight.removeFirst()
+      bytesInFlight -= size
+      try await oldest.get()
+    }
+  }
+
+  /// Ends the response unless a write did: sends the head if nothing was written, then the end. The future
+  /// completes once all of the response has reached the socket.
+  func finish() -> EventLoopFuture<Void> {
+    inFlight = []
+    bytesInFlight = 0
+    if let last { return last }
+    var parts: [HTTPServerResponsePart] = []
+    if let head {
+      parts.append(.head(head))
+      self.head = nil
+    }
+    parts.append(.end(nil))
+    ended = true
+    let written = send(parts)
+    last = written
+    return written
+  }
+
+  private func send(_ parts: [HTTPServerResponsePart]) -> EventLoopFuture<Void> {
+    let channel = self.channel
+    let promise = channel.eventLoop.makePromise(of: Void.self)
+    let write: @Sendable () -> Void = {
+      for (index, part) in parts.enumerated() {
+        channel.write(part, promise: index == parts.count - 1 ? promise : nil)
+      }
+      channel.flush()
+    }
+    if channel.eventLoop.inEventLoop { write() } else { channel.eventLoop.execute(write) }
+    return promise.futureResult
+  }
+}
