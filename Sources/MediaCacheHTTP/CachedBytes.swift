@@ -6,6 +6,7 @@ import Synchronization
 /// The bytes of one read (`CachingReader.read`): an async sequence of pieces of at most one chunk, in order.
 /// While it exists the object is open (no process evicts it).
 public final class CachedBytes: AsyncSequence, Sendable {
+  /// Each element is a piece of at most one chunk.
   public typealias Element = Data
 
   let session: ObjectSession
@@ -85,7 +86,9 @@ public final class CachedBytes: AsyncSequence, Sendable {
   }
   /// What the cache recorded from the origin.
   public var contentType: String? { session.manager.manifest.contentType }
+  /// The origin's entity tag, as the cache recorded it (quotes and any `W/` included).
   public var etag: String? { session.manager.manifest.etag }
+  /// The origin's `Last-Modified` header value, as the cache recorded it.
   public var lastModified: String? { session.manager.manifest.lastModified }
 
   /// Bytes of the range cached now.
@@ -95,6 +98,7 @@ public final class CachedBytes: AsyncSequence, Sendable {
     return session.manager.manifest.presentByteRanges.intersection(range.lowerBound..<end).count
   }
 
+  /// An iterator over the range from its first byte; each iterator reads the range on its own.
   public func makeAsyncIterator() -> Iterator { Iterator(cursor: ReadCursor(owner: self)) }
 
   /// Caches every missing chunk of the range (the last one whole), one flight per missing run, without reading

@@ -45,6 +45,8 @@ public final class CachingReader: Sendable {
     /// First backoff, seconds; doubled per retry, plus up to 50% jitter (default 0.2).
     public var retryBaseDelay = 0.2
 
+    /// A configuration with the given limits (the defaults are documented on each property). Call `validate()`
+    /// to check them.
     public init(
       maxForegroundRequests: Int? = nil, maxBackgroundRequestsPerHost: Int = 6,
       abandonedRequestReadAhead: Int64 = 4 << 20, abandonedRequestGrace: Double = 0.25, maxRetries: Int = 3,
@@ -82,6 +84,7 @@ public final class CachingReader: Sendable {
     /// `name` was given `value`; limits must be at least 1 (a read-ahead at least 0).
     case invalidLimit(name: String, value: Int64)
 
+    /// The limit and the value it was given, in one line.
     public var description: String {
       switch self {
       case .invalidLimit(let name, let value):
@@ -90,14 +93,19 @@ public final class CachingReader: Sendable {
     }
   }
 
+  /// The cache bytes are read from and written to.
   public let cache: MediaCache
+  /// The HTTP client that fetches missing bytes from origins.
   public let client: OriginClient
+  /// Limits and retries of this reader.
   public let configuration: Configuration
   let scheduler: RequestScheduler
   /// The objects this reader has open, and what their sessions are given instead of this reader.
   let registry: SessionRegistry
   let environment: SessionEnvironment
 
+  /// A reader over `cache` fetching through `client`. Readers of one process with the same request limits
+  /// share one request scheduler (so the limits hold for the process, not per reader).
   public init(
     cache: MediaCache, client: OriginClient = OriginClient(), configuration: Configuration = Configuration()
   ) {
@@ -279,5 +287,6 @@ public struct PrefetchProgress: Sendable, Equatable {
   /// Origin throughput of this prefetch so far.
   public var bytesPerSecond: Double
 
+  /// Whether every byte of the range is cached.
   public var isComplete: Bool { cachedBytes >= totalBytes }
 }

@@ -10,8 +10,11 @@ import Synchronization
 public struct OriginMetadata: Sendable, Equatable {
   /// Total length, if the origin told it.
   public var length: Int64?
+  /// The entity tag (`ETag`), verbatim.
   public var etag: String?
+  /// The `Last-Modified` header value, verbatim.
   public var lastModified: String?
+  /// The `Content-Type` header value.
   public var contentType: String?
 }
 
@@ -60,6 +63,7 @@ public final class OriginClient: Sendable {
     /// the process environment add trust roots too, as they do for curl and OpenSSL.
     public var readsSSLEnvironment = true
 
+    /// A configuration with the given timeouts (seconds), redirect limit and extra trust roots (PEM files).
     public init(
       connectTimeout: Double = 10, idleTimeout: Double = 30, headTimeout: Double = 30, maxRedirects: Int = 5,
       caFiles: [String] = [], readsSSLEnvironment: Bool = true
@@ -74,6 +78,7 @@ public final class OriginClient: Sendable {
   }
 
   let http: HTTPClient
+  /// Timeouts, redirects and trust roots of this client.
   public let configuration: Configuration
   /// Why the trust roots could not be loaded, for a client made with `init(configuration:)`: every request
   /// then fails with it.

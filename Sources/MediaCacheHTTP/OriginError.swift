@@ -33,6 +33,7 @@ public enum OriginError: Error, Sendable, Equatable, CustomStringConvertible {
   /// unreadable or holds no certificate.
   case invalidTrustRoots(source: String, path: String, reason: String)
 
+  /// One line for a person: the URL, what failed and, where it was retried, after how many attempts.
   public var description: String {
     switch self {
     case .unsupportedScheme(let url): "\(url): only http and https URLs can be fetched"

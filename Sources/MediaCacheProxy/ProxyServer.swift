@@ -33,6 +33,8 @@ public final class ProxyServer: Sendable {
     /// never cut by it.
     public var clientTimeout: Double
 
+    /// A configuration listening on `host:port` (0: a free port), serving every origin host unless `allowedHosts`
+    /// is given (compared case-insensitively), closing idle client connections after `clientTimeout` seconds.
     public init(
       host: String = "127.0.0.1", port: Int = 0, allowedHosts: Set<String>? = nil, clientTimeout: Double = 60
     ) {
@@ -45,9 +47,12 @@ public final class ProxyServer: Sendable {
 
   /// The address the proxy listens on.
   public struct Endpoint: Sendable, Equatable, CustomStringConvertible {
+    /// The address, as bound (an IPv6 address without brackets).
     public var host: String
+    /// The TCP port, as bound (never 0).
     public var port: Int
 
+    /// An endpoint at `host:port`.
     public init(host: String, port: Int) {
       self.host = host
       self.port = port
@@ -59,7 +64,9 @@ public final class ProxyServer: Sendable {
     }
   }
 
+  /// The read engine every request goes through (its cache and origin client).
   public let reader: CachingReader
+  /// Where the proxy listens and whom it serves.
   public let configuration: Configuration
   /// Counters served at `/metrics`.
   public let metrics: ProxyMetrics
@@ -69,6 +76,7 @@ public final class ProxyServer: Sendable {
   /// Where the proxy listens, once `run` has bound its socket (nil before and after).
   public var endpoint: Endpoint? { listening.withLock { $0 } }
 
+  /// A proxy serving through `reader`; nothing listens until `run` is called.
   public init(reader: CachingReader, configuration: Configuration = Configuration()) {
     self.reader = reader
     self.configuration = configuration

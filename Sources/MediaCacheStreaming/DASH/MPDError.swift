@@ -15,6 +15,7 @@ public enum MPDError: Error, Sendable, Equatable, CustomStringConvertible {
   /// The document has a processing instruction (`<?...?>`) other than the XML declaration.
   case processingInstruction(url: String)
 
+  /// One line for a person: the MPD's URL and what is wrong.
   public var description: String {
     switch self {
     case .tooLarge(let url, let bytes, let limit):

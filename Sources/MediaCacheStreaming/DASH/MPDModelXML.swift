@@ -25,6 +25,7 @@ public enum MPDSegmentError: Error, Sendable, Equatable, CustomStringConvertible
   /// Enumerating the segments would pass `limit` segments.
   case tooManySegments(url: String, at: String, limit: Int)
 
+  /// One line for a person: the MPD's URL and what is wrong.
   public var description: String {
     switch self {
     case .tooLarge(let url, let bytes, let limit):

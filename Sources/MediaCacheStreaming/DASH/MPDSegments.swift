@@ -34,11 +34,13 @@ public enum MPDSegments {
     public var isDynamic: Bool
     /// `mediaPresentationDuration` in seconds.
     public var duration: Double?
+    /// The periods, in document order.
     public var periods: [Period]
   }
 
   /// A period and its adaptation sets.
   public struct Period: Sendable {
+    /// The `Period@id`, if any.
     public var id: String?
     /// 0-based position in the MPD.
     public var index: Int
@@ -46,26 +48,35 @@ public enum MPDSegments {
     public var start: Double
     /// Duration in seconds, when the MPD says or implies it.
     public var duration: Double?
+    /// The adaptation sets of the period, in document order.
     public var adaptationSets: [AdaptationSet]
   }
 
   /// An adaptation set: alternative representations of one content component.
   public struct AdaptationSet: Sendable {
+    /// The `AdaptationSet@id`, if any.
     public var id: String?
     /// 0-based position in its period.
     public var index: Int
     /// `contentType`, else the first part of the `mimeType` of the set or of its first representation.
     public var contentType: String?
+    /// The representations of the set, in document order.
     public var representations: [Representation]
   }
 
   /// One representation, with the addressing and BaseURL it inherits already applied.
   public struct Representation: Sendable {
+    /// The `Representation@id` (what `mediacache fetch --dash --representation` names).
     public var id: String
+    /// The `@bandwidth`, bits per second, if given.
     public var bandwidth: Int64?
+    /// The `@mimeType`, from the representation or its adaptation set.
     public var mimeType: String?
+    /// The `@codecs`, from the representation or its adaptation set.
     public var codecs: String?
+    /// The `@width` in pixels, for video.
     public var width: Int?
+    /// The `@height` in pixels, for video.
     public var height: Int?
     /// The resolved BaseURL chain: segment references resolve against it.
     public var baseURL: URL
@@ -87,8 +98,12 @@ public enum MPDSegments {
 
   /// One segment to fetch.
   public struct Segment: Sendable, Hashable {
+    /// What a segment is to a player: the initialization segment, the segment index (`SegmentBase@indexRange`),
+    /// or media.
     public enum Kind: Sendable, Hashable { case initialization, index, media }
+    /// What the segment is.
     public var kind: Kind
+    /// Its absolute URL, resolved against the `BaseURL`s in scope.
     public var url: URL
     /// The bytes of `url` the segment is, when it is not the whole file (`mediaRange`,
     /// `Initialization@range`, `indexRange`).

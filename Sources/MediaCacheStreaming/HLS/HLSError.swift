@@ -16,6 +16,7 @@ public enum HLSError: Error, Sendable, Equatable, CustomStringConvertible {
   /// `rewrite`'s transform returned something that cannot stand in a playlist line.
   case invalidReplacement(url: String, line: Int, reason: String)
 
+  /// One line for a person: the playlist's URL, the line where there is one, and what is wrong.
   public var description: String {
     switch self {
     case .notAPlaylist(let url, let firstLine):

@@ -182,6 +182,7 @@ public struct ProxyPathFormError: Error, Sendable, Equatable, CustomStringConver
   /// One line saying what is wrong.
   public var reason: String
   init(_ reason: String) { self.reason = reason }
+  /// One line for a person, as the proxy's `400` body says it.
   public var description: String { "path-form URL refused: \(reason)" }
 }
 
