@@ -61,6 +61,8 @@ let package = Package(
         // NIOPosix for the one connection that reads the certificate an origin presents when it fails.
         .product(name: "NIOSSL", package: "swift-nio-ssl"),
         .product(name: "NIOPosix", package: "swift-nio"),
+        // What it does in the background (retries, commits when a read's object closes) is logged here.
+        .product(name: "Logging", package: "swift-log"),
       ]
     ),
     // HLS playlists and DASH MPDs: parsing, segment enumeration, rewriting to proxy URLs, the proxy's URL forms.

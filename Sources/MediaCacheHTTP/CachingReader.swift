@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import MediaCache
 import NIOPosix
 import Synchronization
@@ -106,8 +107,13 @@ public final class CachingReader: Sendable {
 
   /// A reader over `cache` fetching through `client`. Readers of one process with the same request limits
   /// share one request scheduler (so the limits hold for the process, not per reader).
+  ///
+  /// `backgroundActivityLogger` gets what the reader does that no caller waits for: retries of origin requests
+  /// (debug) and commits that fail when an object closes after its last read (error). By default nothing is
+  /// logged (as AsyncHTTPClient's `backgroundActivityLogger`).
   public init(
-    cache: MediaCache, client: OriginClient = OriginClient(), configuration: Configuration = Configuration()
+    cache: MediaCache, client: OriginClient = OriginClient(), configuration: Configuration = Configuration(),
+    backgroundActivityLogger: Logger = CachingReader.silentLogger
   ) {
     self.cache = cache
     self.client = client
@@ -123,8 +129,12 @@ public final class CachingReader: Sendable {
       cache: cache, client: client, scheduler: scheduler, registry: registry,
       maxRetries: configuration.maxRetries, retryBaseDelay: configuration.retryBaseDelay,
       abandonedRequestReadAhead: configuration.abandonedRequestReadAhead,
-      abandonedRequestGrace: .milliseconds(Int64(configuration.abandonedRequestGrace * 1000)))
+      abandonedRequestGrace: .milliseconds(Int64(configuration.abandonedRequestGrace * 1000)),
+      logger: backgroundActivityLogger)
   }
+
+  /// A logger that drops everything: the default `backgroundActivityLogger`.
+  public static let silentLogger = Logger(label: "MediaCacheHTTP", factory: { _ in SwiftLogNoOpLogHandler() })
 
   /// Tells `BlockingCallCheck` that an event loop is no place for a blocking call (once per process).
   private static let installEventLoopCheck: Void = BlockingCallCheck.setForbiddenThreadTest {
@@ -156,6 +166,13 @@ public final class CachingReader: Sendable {
       session.endRead()
       throw error
     }
+  }
+
+  /// `read(_:range:priority:)` for a `URL`.
+  public func read(_ url: URL, range: RequestedRange = .all, priority: ReadPriority = .foreground)
+    async throws -> CachedBytes
+  {
+    try await read(url.absoluteString, range: range, priority: priority)
   }
 
   /// Turns a requested range into absolute bytes, learning the length from the origin if the cache does not
@@ -268,6 +285,13 @@ public final class CachingReader: Sendable {
     }
     continuation.onTermination = { _ in task.cancel() }
     return stream
+  }
+
+  /// `prefetch(_:range:)` for a `URL`.
+  public func prefetch(_ url: URL, range: RequestedRange = .all) -> AsyncThrowingStream<
+    PrefetchProgress, any Error
+  > {
+    prefetch(url.absoluteString, range: range)
   }
 
   /// Cancels every origin request this reader has running; readers waiting on them get `CancellationError`.

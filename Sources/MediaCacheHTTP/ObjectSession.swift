@@ -1,5 +1,6 @@
 import AsyncHTTPClient
 import Foundation
+import Logging
 import MediaCache
 import NIOCore
 import NIOHTTP1
@@ -148,6 +149,9 @@ final class ObjectSession: Sendable {
         forget(flight)
         return
       } catch let error as OriginError where error.isRetryable && attempt <= environment.maxRetries {
+        environment.logger.debug(
+          "origin request failed; retrying",
+          metadata: ["url": "\(url)", "attempt": "\(attempt)", "error": "\(error)"])
         attempt += 1
         let backoff = environment.retryBaseDelay * pow(2, Double(attempt - 2))
         let jitter = Double.random(in: 0...(backoff / 2))
@@ -157,6 +161,8 @@ final class ObjectSession: Sendable {
           return
         }
       } catch {
+        environment.logger.debug(
+          "origin request failed", metadata: ["url": "\(url)", "attempts": "\(attempt)", "error": "\(error)"])
         await flight.finish(.failure(Self.withAttempts(error, attempt)))
         forget(flight)
         return

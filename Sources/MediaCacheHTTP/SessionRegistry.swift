@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import MediaCache
 import Synchronization
 
@@ -18,6 +19,8 @@ struct SessionEnvironment: Sendable {
   let abandonedRequestReadAhead: Int64
   /// See `CachingReader.Configuration.abandonedRequestGrace`.
   let abandonedRequestGrace: Duration
+  /// Where work nobody waits for is logged: retries, and commits that fail when an object closes.
+  let logger: Logger
 }
 
 /// The objects a `CachingReader` has open: one `ObjectSession` per object (one data manager, so completed
@@ -153,7 +156,14 @@ final class SessionRegistry: Sendable {
     if close {
       cache.closing.begin(id)
       IOExecutor.shared.submit { [self] in
-        try? session.manager.close()
+        do {
+          try session.manager.close()
+        } catch {
+          // Nobody waits for this close: what it could not commit is fetched again when next needed.
+          session.environment.logger.error(
+            "closing a cached object failed; its last chunks will be fetched again",
+            metadata: ["url": "\(session.url)", "object": "\(id.hex)", "error": "\(error)"])
+        }
         let waiting = sessions.withLock { $0.closing.removeValue(forKey: id) ?? [] }
         cache.closing.end(id)
         for reader in waiting { reader.resume() }
@@ -162,7 +172,13 @@ final class SessionRegistry: Sendable {
     if flush {
       cache.closing.begin(id)
       IOExecutor.shared.submit { [cache] in
-        try? session.manager.flush()
+        do {
+          try session.manager.flush()
+        } catch {
+          session.environment.logger.error(
+            "committing a cached object failed; its last chunks will be fetched again",
+            metadata: ["url": "\(session.url)", "object": "\(id.hex)", "error": "\(error)"])
+        }
         cache.closing.end(id)
       }
     }
