@@ -1,14 +1,6 @@
 import Foundation
 import MediaCache
 
-// What `mediacache` prints with --json that is not a library type: `inspect`'s object description and `ls`'s
-// entries. Everything goes through `ReportJSON`; the schemas are in docs/REPORTS.md.
-
-/// Prints `value` as one line of JSON.
-func printJSON(_ value: some Encodable) throws {
-  printOut(try ReportJSON.encode(value))
-}
-
 /// `mediacache inspect`: the manifest fields of one object, its bytes on disk and its files.
 struct ObjectDescription: Codable, Equatable {
   var objectID: ObjectID
@@ -72,31 +64,6 @@ struct ObjectDescription: Codable, Equatable {
   /// `name: value` lines, each value as in the JSON.
   func humanLines() throws -> [String] {
     try fields.map { "\($0.0): \(try ReportJSON.encode($0.1))" }
-  }
-}
-
-/// One object of `mediacache ls`. Every key is present: an object whose manifest is missing or cannot be read
-/// has `state` `none` or `unreadable`, an `error`, and null for what only the manifest tells.
-struct ListEntry: Codable, Equatable {
-  var objectID: ObjectID
-  /// `none`, `partial`, `complete`, or `unreadable`.
-  var state: String
-  var cachedBytes: Int64?
-  var length: Int64?
-  var pinned: Bool?
-  var diskBytes: Int64?
-  /// Why the object could not be read; null for a readable one.
-  var error: String?
-
-  func encode(to encoder: any Encoder) throws {
-    var container = encoder.container(keyedBy: CodingKeys.self)
-    try container.encode(objectID, forKey: .objectID)
-    try container.encode(state, forKey: .state)
-    try container.encode(cachedBytes, forKey: .cachedBytes)
-    try container.encode(length, forKey: .length)
-    try container.encode(pinned, forKey: .pinned)
-    try container.encode(diskBytes, forKey: .diskBytes)
-    try container.encode(error, forKey: .error)
   }
 }
 
