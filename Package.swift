@@ -115,6 +115,13 @@ let package = Package(
       ],
       path: "Tests/TestOrigin"
     ),
+    // What the test targets and the torture tool share: one seeded random generator, temporary directories and
+    // stores, and a raw HTTP/1.1 client with a scoped test origin.
+    .target(
+      name: "MediaCacheTestSupport",
+      dependencies: ["MediaCache", "MediaCacheTestOrigin"],
+      path: "Tests/MediaCacheTestSupport"
+    ),
     .executableTarget(
       name: "mediacache-test-origin",
       dependencies: ["MediaCacheTestOrigin"],
@@ -133,7 +140,7 @@ let package = Package(
     // Crash, fault and abuse trials against the real binaries (tools/torture).
     .executableTarget(
       name: "mediacache-torture",
-      dependencies: ["MediaCache", "MediaCacheTestOrigin"],
+      dependencies: ["MediaCache", "MediaCacheTestOrigin", "MediaCacheTestSupport"],
       path: "tools/torture-src"
     ),
     .executableTarget(
@@ -147,19 +154,21 @@ let package = Package(
         "MediaCache",
         // For the fault suites' origin fetch under a full disk (they are serialised with the other fault
         // suites, which share the process-wide I/O fault hook).
-        "MediaCacheHTTP", "MediaCacheTestOrigin",
+        "MediaCacheHTTP", "MediaCacheTestOrigin", "MediaCacheTestSupport",
         .product(name: "PropertyBased", package: "swift-property-based"),
       ]
     ),
     .testTarget(
       name: "MediaCacheProxyTests",
-      dependencies: ["MediaCacheProxy", .product(name: "NIOHTTP1", package: "swift-nio")]
+      dependencies: [
+        "MediaCacheProxy", "MediaCacheTestSupport", .product(name: "NIOHTTP1", package: "swift-nio"),
+      ]
     ),
     .testTarget(
       name: "MediaCacheIntegrationTests",
       dependencies: [
         "MediaCache", "mediacache", "cache-compactor", "cache-fsck", "mediacache-testhelper",
-        "MediaCacheTestOrigin", "MediaCacheHTTP", "MediaCacheProxy",
+        "MediaCacheTestOrigin", "MediaCacheTestSupport", "MediaCacheHTTP", "MediaCacheProxy",
         // The blocking-call check's test runs a call on an event loop.
         .product(name: "NIOPosix", package: "swift-nio"),
       ]

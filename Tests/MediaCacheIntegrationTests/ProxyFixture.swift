@@ -3,6 +3,7 @@ import MediaCache
 import MediaCacheHTTP
 import MediaCacheProxy
 import MediaCacheTestOrigin
+import MediaCacheTestSupport
 import Testing
 
 #if canImport(Glibc)
@@ -10,14 +11,6 @@ import Testing
 #elseif canImport(Darwin)
   import Darwin
 #endif
-
-/// Runs blocking work (a socket client, a child process) on a Dispatch thread, so it never holds one of the
-/// few threads of Swift's cooperative pool that the in-process proxy needs to answer it.
-func blocking<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
-  try await withCheckedThrowingContinuation { continuation in
-    DispatchQueue.global().async { continuation.resume(with: Result { try work() }) }
-  }
-}
 
 /// A `mediacache proxy` process over a fresh cache directory, reading from a fresh test origin.
 ///
@@ -55,8 +48,6 @@ struct ProxyFixture: Sendable {
   }
 }
 
-extension RawHTTPResponse: @unchecked Sendable {}
-
 /// Runs `body` with a `mediacache proxy` process (port 0, `arguments` added) and a test origin, both stopped
 /// afterwards; the proxy must exit 0 on SIGTERM.
 func withProxy<T>(
@@ -86,21 +77,4 @@ func withProxy<T>(
     try? await origin.shutdown()
     throw error
   }
-}
-
-/// Whether two bodies are equal, and if not where they first differ. Used instead of `==` inside `#expect`,
-/// whose failure message diffs the two collections: for megabytes that takes longer than any test should.
-func sameBytes(_ actual: [UInt8], _ expected: [UInt8]) -> Comparison {
-  if actual == expected { return Comparison(equal: true, detail: "") }
-  let first =
-    (0..<min(actual.count, expected.count)).first { actual[$0] != expected[$0] }
-    ?? min(actual.count, expected.count)
-  return Comparison(
-    equal: false, detail: "\(actual.count) bytes, expected \(expected.count); first difference at \(first)")
-}
-
-struct Comparison: CustomStringConvertible {
-  var equal: Bool
-  var detail: String
-  var description: String { detail }
 }

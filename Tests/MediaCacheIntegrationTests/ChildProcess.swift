@@ -8,52 +8,6 @@ import Testing
   import Darwin
 #endif
 
-/// The directory holding the built products (`mediacache`, `mediacache-testhelper`): beside the test bundle.
-let productsDirectory: URL = {
-  if let explicit = ProcessInfo.processInfo.environment["MEDIACACHE_PRODUCTS_DIR"] {
-    return URL(fileURLWithPath: explicit)
-  }
-  var url = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
-  while url.path != "/" {
-    url.deleteLastPathComponent()
-    if FileManager.default.isExecutableFile(atPath: url.appendingPathComponent("mediacache").path) {
-      return url
-    }
-  }
-  return Bundle.main.bundleURL.deletingLastPathComponent()
-}()
-
-func binary(_ name: String) -> String { productsDirectory.appendingPathComponent(name).path }
-
-/// A fresh directory, removed by `cleanup()`.
-struct TemporaryDirectory {
-  let path: String
-
-  init() throws {
-    path =
-      FileManager.default.temporaryDirectory
-      .appendingPathComponent("mediacache-it-\(UUID().uuidString)").path
-    try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-  }
-
-  func cleanup() { try? FileManager.default.removeItem(atPath: path) }
-
-  func file(_ name: String) -> String { "\(path)/\(name)" }
-}
-
-/// Deterministic pseudo-random bytes (xorshift), so a failure reproduces.
-func randomBytes(_ count: Int, seed: UInt64) -> Data {
-  var state = seed | 1
-  var bytes = [UInt8](repeating: 0, count: count)
-  for index in 0..<count {
-    state ^= state << 13
-    state ^= state >> 7
-    state ^= state << 17
-    bytes[index] = UInt8(truncatingIfNeeded: state)
-  }
-  return Data(bytes)
-}
-
 /// What a finished command printed and returned.
 struct CommandResult {
   var status: Int32
