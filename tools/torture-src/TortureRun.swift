@@ -55,49 +55,6 @@ let allClasses = [
   "fetch-kill", "compactor-kill", "fsck-kill", "proxy-kill", "hostile-peers", "many-processes",
 ]
 
-func parseOptions() throws -> Options {
-  var options = Options()
-  var arguments = CommandLine.arguments.dropFirst()
-  func value(_ name: String) throws -> String {
-    guard let value = arguments.popFirst() else { throw TortureError("\(name) needs a value") }
-    return value
-  }
-  while let argument = arguments.popFirst() {
-    switch argument {
-    case "--bin": options.binaries = try value(argument)
-    case "--work": options.work = try value(argument)
-    case "--trials":
-      guard let trials = Int(try value(argument)), trials >= 0 else {
-        throw TortureError("--trials needs N >= 0")
-      }
-      options.trials = trials
-    case "--minutes":
-      guard let minutes = Double(try value(argument)), minutes >= 0 else {
-        throw TortureError("--minutes needs M >= 0")
-      }
-      options.minutes = minutes
-    case "--seed":
-      guard let seed = UInt64(try value(argument)) else { throw TortureError("--seed needs a number") }
-      options.seed = seed
-    case "--classes":
-      let names = try value(argument).split(separator: ",").map(String.init)
-      for name in names where !allClasses.contains(name) {
-        throw TortureError("unknown class \(name) (known: \(allClasses.joined(separator: ", ")))")
-      }
-      options.classes = allClasses.filter { names.contains($0) }
-    case "--only-trial":
-      guard let trial = Int(try value(argument)), trial >= 0 else {
-        throw TortureError("--only-trial needs K >= 0")
-      }
-      options.onlyTrial = trial
-    case "--json": options.json = try value(argument)
-    default: throw TortureError("unknown argument \(argument)")
-    }
-  }
-  if options.binaries.isEmpty || options.work.isEmpty { throw TortureError("--bin and --work are required") }
-  return options
-}
-
 /// One class's figures, for the summary and the JSON file.
 struct ClassSummary {
   var name: String
@@ -179,11 +136,9 @@ func machineDescription() -> String {
 /// A line on standard output, written at once (not buffered until exit when piped).
 func say(_ line: String) { FileHandle.standardOutput.write(Data((line + "\n").utf8)) }
 
-@MainActor func main() async -> Int32 {
+@MainActor func runTorture(_ options: Options) async -> Int32 {
   signal(SIGPIPE, SIG_IGN)
-  let options: Options
   do {
-    options = try parseOptions()
     try Binaries(directory: options.binaries).check()
   } catch {
     log("mediacache-torture: \(error)")
@@ -222,5 +177,3 @@ func say(_ line: String) { FileHandle.standardOutput.write(Data((line + "\n").ut
   }
   return failures == 0 ? 0 : 1
 }
-
-exit(await main())

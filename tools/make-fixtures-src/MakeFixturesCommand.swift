@@ -2,12 +2,72 @@
 // Cases.swift, and Fixtures/caches/README.md. Run it through `tools/make-fixtures`, which rewrites
 // Fixtures/caches completely.
 //
-//   mediacache-fixtures OUTPUT_DIRECTORY     (the directory must not exist or be empty)
+//   mediacache-fixtures OUTPUT_DIRECTORY     (the directory must not exist or be empty; exit status 2 if it is
+//                                             not, on bad arguments or on an error)
 //
 // Everything is deterministic (fixed creation times, seeded bytes, no randomness, no clock): running it twice
 // gives byte-identical trees, so a format change shows up as a diff of every affected fixture.
+import ArgumentParser
 import Foundation
 import MediaCache
+
+@main
+struct MakeFixturesCommand: ParsableCommand {
+  static let configuration = CommandConfiguration(
+    commandName: "mediacache-fixtures",
+    abstract:
+      "Writes the fsck fixture trees and their README.md to OUTPUT_DIRECTORY (run tools/make-fixtures).")
+
+  @Argument(help: "Where to write (must not exist or be empty).") var output: String
+
+  /// `main()`, but bad arguments exit 2 (ArgumentParser's status for them is 64), as they always have.
+  static func main() {
+    do {
+      let command = try parse()
+      command.run()
+    } catch {
+      if exitCode(for: error) == .validationFailure { fail(fullMessage(for: error)) }
+      exit(withError: error)
+    }
+  }
+
+  func validate() throws {
+    if output.hasPrefix("-") {
+      throw ValidationError("usage: mediacache-fixtures OUTPUT_DIRECTORY (must not exist or be empty)")
+    }
+  }
+
+  func run() {
+    if let existing = try? FileManager.default.contentsOfDirectory(atPath: output), !existing.isEmpty {
+      fail("\(output) is not empty; tools/make-fixtures writes to a fresh directory")
+    }
+
+    // The reports' encoder (sorted keys, slashes as they are), pretty-printed for people reading the fixtures.
+    let encoder = ReportJSON.encoder(pretty: true)
+    let cases = allCases()
+    do {
+      try FileManager.default.createDirectory(atPath: output, withIntermediateDirectories: true)
+      for fixture in cases {
+        let root = "\(output)/\(fixture.name)"
+        let tree = try CaseTree(root: root)
+        let expectations = try fixture.build(tree)
+        try removeEmptyDirectories(under: root)
+        let expected = Expected(
+          name: fixture.name, exercises: fixture.exercises, agedNameMarker: "stale",
+          check: expectations.check,
+          repair: expectations.repair, recheck: expectations.recheck,
+          untouchedByRepair: expectations.untouched.sorted())
+        var json = try encoder.encode(expected)
+        json.append(0x0A)
+        try json.write(to: URL(fileURLWithPath: "\(root)/expected.json"))
+      }
+      try Data(readme(cases).utf8).write(to: URL(fileURLWithPath: "\(output)/README.md"))
+    } catch {
+      fail("\(error)")
+    }
+    print("wrote \(cases.count) fixtures to \(output)")
+  }
+}
 
 func fail(_ message: String) -> Never {
   FileHandle.standardError.write(Data("mediacache-fixtures: \(message)\n".utf8))
@@ -56,36 +116,3 @@ func readme(_ cases: [FixtureCase]) -> String {
   for fixture in cases { text += "- `\(fixture.name)`: \(fixture.exercises).\n" }
   return text
 }
-
-let arguments = Array(CommandLine.arguments.dropFirst())
-guard arguments.count == 1, !arguments[0].hasPrefix("-") else {
-  fail("usage: mediacache-fixtures OUTPUT_DIRECTORY (must not exist or be empty)")
-}
-let output = arguments[0]
-if let existing = try? FileManager.default.contentsOfDirectory(atPath: output), !existing.isEmpty {
-  fail("\(output) is not empty; tools/make-fixtures writes to a fresh directory")
-}
-
-// The reports' encoder (sorted keys, slashes as they are), pretty-printed for people reading the fixtures.
-let encoder = ReportJSON.encoder(pretty: true)
-let cases = allCases()
-do {
-  try FileManager.default.createDirectory(atPath: output, withIntermediateDirectories: true)
-  for fixture in cases {
-    let root = "\(output)/\(fixture.name)"
-    let tree = try CaseTree(root: root)
-    let expectations = try fixture.build(tree)
-    try removeEmptyDirectories(under: root)
-    let expected = Expected(
-      name: fixture.name, exercises: fixture.exercises, agedNameMarker: "stale", check: expectations.check,
-      repair: expectations.repair, recheck: expectations.recheck,
-      untouchedByRepair: expectations.untouched.sorted())
-    var json = try encoder.encode(expected)
-    json.append(0x0A)
-    try json.write(to: URL(fileURLWithPath: "\(root)/expected.json"))
-  }
-  try Data(readme(cases).utf8).write(to: URL(fileURLWithPath: "\(output)/README.md"))
-} catch {
-  fail("\(error)")
-}
-print("wrote \(cases.count) fixtures to \(output)")
