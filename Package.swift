@@ -112,7 +112,10 @@ let package = Package(
     // verifies objects so that crashes and cross-process locking are tested for real.
     .executableTarget(
       name: "mediacache-testhelper",
-      dependencies: ["MediaCache"],
+      dependencies: [
+        "MediaCache", "MediaCacheTestSupport",
+        .product(name: "ArgumentParser", package: "swift-argument-parser"),
+      ],
       path: "Tests/TestHelper"
     ),
     // A real HTTP origin on 127.0.0.1 for the origin-fetching tests (modes: normal, norange, chunked,
@@ -126,15 +129,29 @@ let package = Package(
       ],
       path: "Tests/TestOrigin"
     ),
+    // What the test targets and the test tools share: one seeded random generator, temporary directories and
+    // stores, a raw HTTP/1.1 client with a scoped test origin, and the tools' ArgumentParser entry point.
+    .target(
+      name: "MediaCacheTestSupport",
+      dependencies: [
+        "MediaCache", "MediaCacheTestOrigin",
+        .product(name: "ArgumentParser", package: "swift-argument-parser"),
+      ],
+      path: "Tests/MediaCacheTestSupport"
+    ),
     .executableTarget(
       name: "mediacache-test-origin",
-      dependencies: ["MediaCacheTestOrigin"],
+      dependencies: [
+        "MediaCacheTestOrigin", "MediaCacheTestSupport",
+        .product(name: "ArgumentParser", package: "swift-argument-parser"),
+      ],
       path: "Tests/TestOriginMain"
     ),
     .executableTarget(
       name: "mediacache-bench",
       dependencies: [
-        "MediaCache",
+        "MediaCache", "MediaCacheTestSupport",
+        .product(name: "ArgumentParser", package: "swift-argument-parser"),
         .product(name: "NIOCore", package: "swift-nio"),
         .product(name: "NIOPosix", package: "swift-nio"),
         .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -144,12 +161,15 @@ let package = Package(
     // Crash, fault and abuse trials against the real binaries (tools/torture).
     .executableTarget(
       name: "mediacache-torture",
-      dependencies: ["MediaCache", "MediaCacheTestOrigin"],
+      dependencies: [
+        "MediaCache", "MediaCacheTestOrigin", "MediaCacheTestSupport",
+        .product(name: "ArgumentParser", package: "swift-argument-parser"),
+      ],
       path: "tools/torture-src"
     ),
     .executableTarget(
       name: "mediacache-fixtures",
-      dependencies: ["MediaCache"],
+      dependencies: ["MediaCache", .product(name: "ArgumentParser", package: "swift-argument-parser")],
       path: "tools/make-fixtures-src"
     ),
     .testTarget(
@@ -158,7 +178,7 @@ let package = Package(
         "MediaCache",
         // For the fault suites' origin fetch under a full disk (they are serialised with the other fault
         // suites, which share the process-wide I/O fault hook).
-        "MediaCacheHTTP", "MediaCacheTestOrigin",
+        "MediaCacheHTTP", "MediaCacheTestOrigin", "MediaCacheTestSupport",
         .product(name: "PropertyBased", package: "swift-property-based"),
       ]
     ),
@@ -168,13 +188,17 @@ let package = Package(
     ),
     .testTarget(
       name: "MediaCacheProxyTests",
-      dependencies: ["MediaCacheProxy", "MediaCacheStreaming", .product(name: "NIOHTTP1", package: "swift-nio")]
+      dependencies: [
+        "MediaCacheProxy", "MediaCacheStreaming", "MediaCacheTestSupport",
+        .product(name: "NIOHTTP1", package: "swift-nio"),
+      ]
     ),
     .testTarget(
       name: "MediaCacheIntegrationTests",
       dependencies: [
         "MediaCache", "mediacache", "cache-compactor", "cache-fsck", "mediacache-testhelper",
-        "MediaCacheTestOrigin", "MediaCacheHTTP", "MediaCacheProxy", "MediaCacheStreaming",
+        "MediaCacheTestOrigin", "MediaCacheTestSupport", "MediaCacheHTTP", "MediaCacheProxy",
+        "MediaCacheStreaming",
         // The blocking-call check's test runs a call on an event loop.
         .product(name: "NIOPosix", package: "swift-nio"),
       ]

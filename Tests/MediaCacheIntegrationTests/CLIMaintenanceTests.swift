@@ -1,6 +1,7 @@
 import Foundation
 import MediaCache
 import MediaCacheTestOrigin
+import MediaCacheTestSupport
 import Testing
 
 @testable import mediacache
@@ -17,7 +18,7 @@ import Testing
   /// Imports `keys` (`bytes` each) and stamps their last access an hour apart, the first the oldest (5 h ago
   /// for five keys).
   func fill(_ cache: String, keys: [String], bytes: Int, dir: TemporaryDirectory) throws {
-    try randomBytes(bytes, seed: 11).write(to: URL(fileURLWithPath: dir.file("src")))
+    try randomBytes(count: bytes, seed: 11).write(to: URL(fileURLWithPath: dir.file("src")))
     for key in keys {
       let imported = try run(mediacache, ["import", "--cache", cache, key, dir.file("src")])
       #expect(imported.status == 0, "\(imported.stderr)")
@@ -132,7 +133,7 @@ import Testing
     #expect(empty == CacheStatistics())
     #expect(!FileManager.default.fileExists(atPath: cache))
 
-    try randomBytes(200_000, seed: 12).write(to: URL(fileURLWithPath: dir.file("src")))
+    try randomBytes(count: 200_000, seed: 12).write(to: URL(fileURLWithPath: dir.file("src")))
     for key in ["a", "b", "c"] {
       #expect(try run(mediacache, ["import", "--cache", cache, key, dir.file("src")]).status == 0)
     }
@@ -169,7 +170,7 @@ import Testing
     let dir = try TemporaryDirectory()
     defer { dir.cleanup() }
     let cache = dir.file("cache")
-    let source = randomBytes(70_000, seed: 13)
+    let source = randomBytes(count: 70_000, seed: 13)
     try source.write(to: URL(fileURLWithPath: dir.file("src")))
     let signedA = "https://cdn.example.com/v.mp4?id=7&Expires=100&Signature=aaa"
     let signedB = "https://cdn.example.com/v.mp4?Signature=bbb&id=7&expires=200"

@@ -1,5 +1,6 @@
 import Foundation
 import MediaCache
+import MediaCacheTestSupport
 import Testing
 
 @testable import mediacache
@@ -24,7 +25,7 @@ import Testing
     let dir = try TemporaryDirectory()
     defer { dir.cleanup() }
     let cache = dir.file("cache")
-    let source = randomBytes(2_500_000, seed: 3)
+    let source = randomBytes(count: 2_500_000, seed: 3)
     try source.write(to: URL(fileURLWithPath: dir.file("video.mp4")))
 
     let imported = try run(
@@ -80,7 +81,7 @@ import Testing
     let dir = try TemporaryDirectory()
     defer { dir.cleanup() }
     let cache = dir.file("cache")
-    let source = randomBytes(5 * 65536 + 100, seed: 4)
+    let source = randomBytes(count: 5 * 65536 + 100, seed: 4)
     try source.write(to: URL(fileURLWithPath: dir.file("src")))
     let common = ["--cache", cache, "k", dir.file("src"), "--chunk-size", "65536"]
     // Bytes 65536..<196608 are exactly chunks 1 and 2; the bytes around them stay partial chunks.
@@ -124,7 +125,7 @@ import Testing
     let dir = try TemporaryDirectory()
     defer { dir.cleanup() }
     let cache = dir.file("cache")
-    try randomBytes(10_000, seed: 5).write(to: URL(fileURLWithPath: dir.file("a")))
+    try randomBytes(count: 10_000, seed: 5).write(to: URL(fileURLWithPath: dir.file("a")))
     for key in ["one", "two"] {
       #expect(try run(mediacache, ["import", "--cache", cache, key, dir.file("a")]).status == 0)
     }
@@ -187,7 +188,7 @@ import Testing
     #expect(try run(mediacache, ["status", "--cache", cache, "k"]).text == "none\n")
 
     // A range outside the file.
-    try randomBytes(100, seed: 6).write(to: URL(fileURLWithPath: dir.file("small")))
+    try randomBytes(count: 100, seed: 6).write(to: URL(fileURLWithPath: dir.file("small")))
     let outside = try run(
       mediacache, ["import", "--cache", cache, "k", dir.file("small"), "--range", "50-500"])
     #expect(outside.status == 1)
@@ -211,7 +212,7 @@ import Testing
   @Test func defaultDirectoryComesFromTheEnvironment() throws {
     let dir = try TemporaryDirectory()
     defer { dir.cleanup() }
-    try randomBytes(1000, seed: 8).write(to: URL(fileURLWithPath: dir.file("f")))
+    try randomBytes(count: 1000, seed: 8).write(to: URL(fileURLWithPath: dir.file("f")))
     var environment = ProcessInfo.processInfo.environment
     environment["MEDIACACHE_DIR"] = nil
     environment["XDG_CACHE_HOME"] = dir.file("xdg")

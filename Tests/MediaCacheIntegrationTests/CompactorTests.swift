@@ -1,5 +1,6 @@
 import Foundation
 import MediaCache
+import MediaCacheTestSupport
 import Testing
 
 @testable import cache_compactor
@@ -26,7 +27,7 @@ struct CompactorTests {
       let id = CacheKey("obj-\(index)").objectID
       let manager = try FileHandleAssetDataManager(store: store, id: id)
       try manager.setContentLength(Int64(size))
-      try manager.write(randomBytes(size, seed: UInt64(index + 1)), at: 0)
+      try manager.write(randomBytes(count: size, seed: UInt64(index + 1)), at: 0)
       try manager.close()
       try setRecency(store, id, start + Double(index) * 60)
     }
@@ -143,7 +144,7 @@ struct CompactorTests {
     defer { dir.cleanup() }
     let cache = dir.file("cache")
     _ = try ShardedStore(root: cache, chunkSize: 65536)
-    let source = randomBytes(600_000, seed: 99)
+    let source = randomBytes(count: 600_000, seed: 99)
     try source.write(to: URL(fileURLWithPath: dir.file("source")))
     let passes = try ChildProcess(
       compactor, [cache, "--max-size", "1", "--max-age", "0s", "--interval", "0.01s"])

@@ -1,5 +1,6 @@
 import Foundation
 import MediaCache
+import MediaCacheTestSupport
 import Testing
 
 #if canImport(Glibc)
@@ -38,7 +39,7 @@ struct CrossProcessTests {
   func killedWriter(durable: Bool) throws {
     let dir = try TemporaryDirectory()
     defer { dir.cleanup() }
-    let source = randomBytes(2 << 20, seed: durable ? 11 : 12)
+    let source = randomBytes(count: 2 << 20, seed: durable ? 11 : 12)
     try source.write(to: URL(fileURLWithPath: dir.file("source.bin")))
     let cache = dir.file("cache")
     let key = "https://example.com/killed.mp4"
@@ -80,7 +81,7 @@ struct CrossProcessTests {
     for round in 0..<3 {
       let dir = try TemporaryDirectory()
       defer { dir.cleanup() }
-      let source = randomBytes(64 * chunkSize + 1234, seed: UInt64(100 + round))
+      let source = randomBytes(count: 64 * chunkSize + 1234, seed: UInt64(100 + round))
       try source.write(to: URL(fileURLWithPath: dir.file("source.bin")))
       let cache = dir.file("cache")
       _ = try ShardedStore(root: cache, chunkSize: chunkSize)
@@ -108,7 +109,7 @@ struct CrossProcessTests {
     let dir = try TemporaryDirectory()
     defer { dir.cleanup() }
     let cache = dir.file("cache")
-    try randomBytes(300_000, seed: 7).write(to: URL(fileURLWithPath: dir.file("a.bin")))
+    try randomBytes(count: 300_000, seed: 7).write(to: URL(fileURLWithPath: dir.file("a.bin")))
     let mediacache = binary("mediacache")
     #expect(try run(mediacache, ["import", "--cache", cache, "held", dir.file("a.bin")]).status == 0)
     #expect(try run(mediacache, ["import", "--cache", cache, "free", dir.file("a.bin")]).status == 0)

@@ -1,6 +1,7 @@
 import Foundation
 import MediaCache
 import MediaCacheTestOrigin
+import MediaCacheTestSupport
 import Testing
 
 /// `mediacache fetch --dash` run as a separate process against the committed DASH fixture

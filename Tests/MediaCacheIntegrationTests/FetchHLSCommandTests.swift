@@ -1,6 +1,7 @@
 import Foundation
 import MediaCache
 import MediaCacheTestOrigin
+import MediaCacheTestSupport
 import Testing
 
 /// `mediacache fetch --hls` run as a separate process against the committed HLS fixtures

@@ -2,6 +2,7 @@ import Foundation
 import MediaCache
 import MediaCacheHTTP
 import MediaCacheTestOrigin
+import MediaCacheTestSupport
 import Testing
 
 /// Races and edge cases found in review of the origin-fetching code: each failed before its fix.

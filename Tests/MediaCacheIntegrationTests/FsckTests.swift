@@ -1,5 +1,6 @@
 import Foundation
 import MediaCache
+import MediaCacheTestSupport
 import Testing
 
 #if canImport(Glibc)
@@ -244,7 +245,7 @@ struct FsckTests {
     let chunkSize = 65536
     func source(_ name: String, _ count: Int, seed: UInt64) throws -> String {
       let path = dir.file(name)
-      try randomBytes(count, seed: seed).write(to: URL(fileURLWithPath: path))
+      try randomBytes(count: count, seed: seed).write(to: URL(fileURLWithPath: path))
       return path
     }
 

@@ -3,6 +3,7 @@ import MediaCache
 import MediaCacheHTTP
 import MediaCacheProxy
 import MediaCacheTestOrigin
+import MediaCacheTestSupport
 import Synchronization
 import Testing
 
@@ -11,16 +12,6 @@ import Testing
 #elseif canImport(Darwin)
   import Darwin
 #endif
-
-/// The proxy's resident memory (VmRSS of /proc/PID/status), bytes; nil where there is no /proc.
-func residentBytes(pid: Int32) -> Int? {
-  guard let text = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return nil }
-  for line in text.split(separator: "\n") where line.hasPrefix("VmRSS:") {
-    let digits = line.split(separator: " ").dropFirst().first.flatMap { Int($0) }
-    return digits.map { $0 * 1024 }
-  }
-  return nil
-}
 
 /// Hostile origins and hostile clients against the real `mediacache proxy` binary: every request ends within a
 /// bounded time with a status (or, once the body has started, a cut connection), no wrong byte reaches a client

@@ -1,5 +1,6 @@
 import Foundation
 import MediaCache
+import MediaCacheTestSupport
 import Testing
 
 #if canImport(Glibc)
@@ -33,7 +34,7 @@ import Testing
       cache = directory.file("cache")
       outside = directory.file("outside")
       try FileManager.default.createDirectory(atPath: outside, withIntermediateDirectories: true)
-      bytes = randomBytes(300_000, seed: 1234)
+      bytes = randomBytes(count: 300_000, seed: 1234)
       let source = directory.file("source.bin")
       try bytes.write(to: URL(fileURLWithPath: source))
       for key in [a, b] + keys {

@@ -1,5 +1,6 @@
 import Foundation
 import MediaCacheTestOrigin
+import MediaCacheTestSupport
 import Testing
 
 #if canImport(Glibc)

@@ -1,6 +1,7 @@
 import Foundation
 import MediaCache
 import MediaCacheTestOrigin
+import MediaCacheTestSupport
 import Testing
 
 @testable import MediaCacheHTTP

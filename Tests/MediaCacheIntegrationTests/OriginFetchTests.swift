@@ -2,6 +2,7 @@ import Foundation
 import MediaCache
 import MediaCacheHTTP
 import MediaCacheTestOrigin
+import MediaCacheTestSupport
 import Testing
 
 /// Reading through the cache from a real HTTP origin on 127.0.0.1 (`TestOrigin`), in every origin mode.

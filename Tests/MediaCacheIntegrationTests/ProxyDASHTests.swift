@@ -2,6 +2,7 @@ import Foundation
 import MediaCacheProxy
 import MediaCacheStreaming
 import MediaCacheTestOrigin
+import MediaCacheTestSupport
 import Testing
 
 /// DASH through a real `mediacache proxy`: streams made by `ffmpeg -f dash` in a temporary directory, served

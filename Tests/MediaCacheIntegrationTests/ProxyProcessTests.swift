@@ -2,6 +2,7 @@ import Foundation
 import MediaCache
 import MediaCacheProxy
 import MediaCacheTestOrigin
+import MediaCacheTestSupport
 import Testing
 
 @testable import mediacache

@@ -3,6 +3,7 @@ import MediaCache
 import MediaCacheHTTP
 import MediaCacheProxy
 import MediaCacheTestOrigin
+import MediaCacheTestSupport
 import Testing
 
 #if canImport(Glibc)

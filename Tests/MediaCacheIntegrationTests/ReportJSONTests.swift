@@ -1,5 +1,6 @@
 import Foundation
 import MediaCache
+import MediaCacheTestSupport
 import Testing
 
 @testable import cache_compactor
@@ -21,7 +22,7 @@ import Testing
       let id = CacheKey("obj-\(index)").objectID
       let manager = try FileHandleAssetDataManager(store: store, id: id)
       try manager.setContentLength(Int64(size))
-      try manager.write(randomBytes(size, seed: UInt64(index + 1)), at: 0)
+      try manager.write(randomBytes(count: size, seed: UInt64(index + 1)), at: 0)
       try manager.close()
       try FileManager.default.setAttributes(
         [.modificationDate: start.addingTimeInterval(Double(index) * 60)],
@@ -115,7 +116,7 @@ import Testing
     let dir = try TemporaryDirectory()
     defer { dir.cleanup() }
     let cache = dir.file("cache")
-    try randomBytes(10_000, seed: 21).write(to: URL(fileURLWithPath: dir.file("src")))
+    try randomBytes(count: 10_000, seed: 21).write(to: URL(fileURLWithPath: dir.file("src")))
     let imported = try run(
       mediacache,
       [

@@ -2,6 +2,7 @@ import Foundation
 import MediaCache
 import MediaCacheProxy
 import MediaCacheTestOrigin
+import MediaCacheTestSupport
 import Testing
 
 #if canImport(Glibc)
@@ -36,7 +37,7 @@ import Testing
     #expect(response.status == 200)
     #expect(proxy.stop().status == 0)
     let source = directory.file("source.bin")
-    try randomBytes(size, seed: 5).write(to: URL(fileURLWithPath: source))
+    try randomBytes(count: size, seed: 5).write(to: URL(fileURLWithPath: source))
     #expect(try run(mediacache, ["import", "--cache", cache, imported, source]).status == 0)
     #expect(try run(mediacache, ["pin", "--cache", cache, imported]).status == 0)
     #expect(try run(mediacache, ["purge", "--cache", cache, "--max-size", "1G"]).status == 0)

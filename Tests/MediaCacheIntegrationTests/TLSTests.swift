@@ -1,5 +1,6 @@
 import Foundation
 import MediaCacheProxy
+import MediaCacheTestSupport
 import Testing
 
 /// HTTPS origins for real: nginx with certificates made by `openssl` (`TLSOrigin`), `mediacache fetch` and

@@ -1,4 +1,5 @@
 import Foundation
+import MediaCacheTestSupport
 import Testing
 
 @testable import MediaCache
@@ -52,7 +53,7 @@ import Testing
       let data = randomBytes(count: 7 * Self.chunk + 99, seed: 2)
       // Pieces of uneven sizes that cross chunk boundaries, written in a shuffled order.
       var cuts = [0, data.count]
-      var rng = DeterministicRandom(seed: 2)
+      var rng = SeededRandom(seed: 2)
       for _ in 0..<12 { cuts.append(Int.random(in: 1..<data.count, using: &rng)) }
       cuts = Array(Set(cuts)).sorted()
       let pieces = zip(cuts, cuts.dropFirst()).map { $0..<$1 }.shuffled(using: &rng)

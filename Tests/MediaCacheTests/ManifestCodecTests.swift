@@ -1,4 +1,5 @@
 import Foundation
+import MediaCacheTestSupport
 import PropertyBased
 import Testing
 
@@ -191,7 +192,7 @@ import Testing
 /// (multi-byte UTF-8 included) up to each field's limit, metadata up to 64 KiB, any creation time the format
 /// stores.
 func randomManifest(seed: UInt64) -> Manifest {
-  var rng = DeterministicRandom(seed: seed)
+  var rng = SeededRandom(seed: seed)
   let chunkSize = [
     4096, 65_536, 1 << 20, Manifest.maxChunkSize, Int.random(in: 4096...(64 << 20), using: &rng),
   ]
@@ -227,7 +228,7 @@ func randomManifest(seed: UInt64) -> Manifest {
 }
 
 /// nil, or a non-empty string of ASCII and multi-byte characters of at most `maxBytes` UTF-8 bytes.
-func randomText(maxBytes: Int, using rng: inout DeterministicRandom) -> String? {
+func randomText(maxBytes: Int, using rng: inout SeededRandom) -> String? {
   if Int.random(in: 0..<4, using: &rng) == 0 { return nil }
   let pieces = ["a", "Z", "0", "\"", " ", "/", ";", "é", "日", "🎬", "\u{0}", "W/"]
   let target = Int.random(in: 1...maxBytes, using: &rng)

@@ -1,4 +1,5 @@
 import Foundation
+import MediaCacheTestSupport
 import Testing
 
 @testable import MediaCache
@@ -66,7 +67,7 @@ import Testing
 
   /// Applies one random mutation to `bytes`. Half of the positions fall in the header and first runs,
   /// where the counts and sizes live.
-  static func mutate(_ bytes: inout [UInt8], using rng: inout DeterministicRandom) {
+  static func mutate(_ bytes: inout [UInt8], using rng: inout SeededRandom) {
     func position(_ extra: Int = 0) -> Int {
       let upper = bytes.count + extra
       if Bool.random(using: &rng) { return Int.random(in: 0..<min(upper, 96), using: &rng) }
@@ -108,7 +109,7 @@ import Testing
 
   @Test func randomMutationsAreRefusedOrRoundTrip() throws {
     let encoded = try Self.seeds().map { Array(try ManifestCodec.encode($0)) }
-    var rng = DeterministicRandom(seed: 0x4D43_4D46)
+    var rng = SeededRandom(seed: 0x4D43_4D46)
     var outcomes: [String: Int] = [:]
     var failures: [String] = []
     let iterations = 8000

@@ -1,4 +1,5 @@
 import Foundation
+import MediaCacheTestSupport
 import Testing
 
 @testable import MediaCache

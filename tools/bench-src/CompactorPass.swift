@@ -1,6 +1,7 @@
 // `mediacache-bench make-tree` and `compactor-pass`: the cost of a compaction pass over a large tree, against
 // `find DIR -type f -printf '%T@ %s\n'` over the same tree in the same run.
 
+import ArgumentParser
 import Foundation
 import MediaCache
 
@@ -11,9 +12,18 @@ import MediaCache
 #endif
 
 /// Creates `--objects N` small complete objects (two 4 KiB chunks each) with recency stamps spread over 100 days.
-func makeTree(_ arguments: Arguments) throws {
-  try makeTree(
-    root: try arguments.string("--cache"), count: try arguments.positive("--objects", default: 100_000))
+struct MakeTreeCommand: ParsableCommand {
+  static let configuration = CommandConfiguration(
+    commandName: "make-tree",
+    abstract: "Create N small objects (default 100000) with recency stamps spread over 100 days.")
+
+  @Option var cache: String
+  @Option var objects: Positive = 100000
+
+  func run() throws {
+    try makeTree(
+      root: cache, count: objects.value)
+  }
 }
 
 func makeTree(root: String, count: Int) throws {
@@ -40,61 +50,75 @@ func makeTree(root: String, count: Int) throws {
 }
 
 /// Times `find` and compaction passes over an existing tree, alternating, and reports medians and peak RSS.
-func compactorPass(_ arguments: Arguments) throws {
-  let root = try arguments.string("--cache")
-  let rounds = try arguments.positive("--rounds", default: 5)
-  let json = arguments.flags.contains("--json")
-  guard let find = findExecutable("find") else { throw BenchError("find is not on PATH") }
-  let store = try ShardedStore(root: root, chunkSize: 4096, create: false)
-  let before = MemorySnapshot.now()
+struct CompactorPassCommand: ParsableCommand {
+  static let configuration = CommandConfiguration(
+    commandName: "compactor-pass",
+    abstract: "Time find and compaction passes over a tree.",
+    discussion: """
+      Times `find DIR/objects -type f -printf '%T@ %s\\n'` and compaction passes (no eviction; dry run down to \
+      half the size) over the tree, alternating, R rounds (default 5); reports medians and peak RSS.
+      """)
 
-  func runFind() throws -> Double {
-    try timeCommand(find, ["\(root)/objects", "-type", "f", "-printf", "%T@ %s\n"])
+  @Option var cache: String
+  @Option var rounds: Positive = 5
+  @Flag var json = false
+
+  func run() throws {
+    let root = cache
+    let rounds = rounds.value
+    let json = json
+    guard let find = findExecutable("find") else { throw BenchError("find is not on PATH") }
+    let store = try ShardedStore(root: root, chunkSize: 4096, create: false)
+    let before = MemorySnapshot.now()
+
+    func runFind() throws -> Double {
+      try timeCommand(find, ["\(root)/objects", "-type", "f", "-printf", "%T@ %s\n"])
+    }
+
+    _ = try runFind()  // warm the dentry and inode caches for both sides
+    let objects = try store.scanObjects()
+    let total = objects.reduce(0) { $0 + $1.diskBytes }
+    // No eviction: the pass lists, stats and orders every object. Dry run at half the size: it also parses
+    // the manifest of every candidate and probes its lock.
+    let scanOnly = Compactor(store: store, policy: CompactionPolicy(maxSize: total + 1, maxAge: nil))
+    let halfDry = Compactor(
+      store: store, policy: CompactionPolicy(maxSize: total / 2, lowWatermark: 1, maxAge: nil, dryRun: true))
+    var findTimes: [Double] = []
+    var scanTimes: [Double] = []
+    var dryTimes: [Double] = []
+    var candidates = 0
+    for _ in 0..<rounds {
+      findTimes.append(try runFind())
+      scanTimes.append(try timed { try scanOnly.runPass() }.seconds)
+      let (report, elapsed) = try timed { try halfDry.runPass() }
+      dryTimes.append(elapsed)
+      candidates = report.evictedCount
+    }
+    let after = MemorySnapshot.now()
+    let findMedian = median(findTimes)
+    let scanMedian = median(scanTimes)
+    let dryMedian = median(dryTimes)
+
+    var report = Report()
+    report.line("tree: \(objects.count) objects, \(total) bytes on disk, \(rounds) rounds (medians)")
+    report.line("find -type f -printf '%T@ %s\\n':  \(fixed(findMedian * 1000, 1)) ms")
+    report.line(
+      "compaction pass, no eviction:     \(fixed(scanMedian * 1000, 1)) ms  = \(fixed(scanMedian / findMedian, 2))x find"
+    )
+    report.line(
+      "dry-run pass, evicting to 50%:    \(fixed(dryMedian * 1000, 1)) ms  = \(fixed(dryMedian / findMedian, 2))x find"
+        + " (\(candidates) candidates parsed and lock-probed)")
+    report.line("peak RSS: before \(before.text); after \(after.text)")
+    report.set("objects", .integer(Int64(objects.count)))
+    report.set("find_ms", .number(findMedian * 1000))
+    report.set("pass_ms", .number(scanMedian * 1000))
+    report.set("dry_run_half_ms", .number(dryMedian * 1000))
+    report.set("pass_vs_find", .number(scanMedian / findMedian))
+    report.set("dry_run_half_vs_find", .number(dryMedian / findMedian))
+    report.set("memory_before", before.json)
+    report.set("memory_after", after.json)
+    report.emit(json: json)
   }
-
-  _ = try runFind()  // warm the dentry and inode caches for both sides
-  let objects = try store.scanObjects()
-  let total = objects.reduce(0) { $0 + $1.diskBytes }
-  // No eviction: the pass lists, stats and orders every object. Dry run at half the size: it also parses
-  // the manifest of every candidate and probes its lock.
-  let scanOnly = Compactor(store: store, policy: CompactionPolicy(maxSize: total + 1, maxAge: nil))
-  let halfDry = Compactor(
-    store: store, policy: CompactionPolicy(maxSize: total / 2, lowWatermark: 1, maxAge: nil, dryRun: true))
-  var findTimes: [Double] = []
-  var scanTimes: [Double] = []
-  var dryTimes: [Double] = []
-  var candidates = 0
-  for _ in 0..<rounds {
-    findTimes.append(try runFind())
-    scanTimes.append(try timed { try scanOnly.runPass() }.seconds)
-    let (report, elapsed) = try timed { try halfDry.runPass() }
-    dryTimes.append(elapsed)
-    candidates = report.evictedCount
-  }
-  let after = MemorySnapshot.now()
-  let findMedian = median(findTimes)
-  let scanMedian = median(scanTimes)
-  let dryMedian = median(dryTimes)
-
-  var report = Report()
-  report.line("tree: \(objects.count) objects, \(total) bytes on disk, \(rounds) rounds (medians)")
-  report.line("find -type f -printf '%T@ %s\\n':  \(fixed(findMedian * 1000, 1)) ms")
-  report.line(
-    "compaction pass, no eviction:     \(fixed(scanMedian * 1000, 1)) ms  = \(fixed(scanMedian / findMedian, 2))x find"
-  )
-  report.line(
-    "dry-run pass, evicting to 50%:    \(fixed(dryMedian * 1000, 1)) ms  = \(fixed(dryMedian / findMedian, 2))x find"
-      + " (\(candidates) candidates parsed and lock-probed)")
-  report.line("peak RSS: before \(before.text); after \(after.text)")
-  report.set("objects", .integer(Int64(objects.count)))
-  report.set("find_ms", .number(findMedian * 1000))
-  report.set("pass_ms", .number(scanMedian * 1000))
-  report.set("dry_run_half_ms", .number(dryMedian * 1000))
-  report.set("pass_vs_find", .number(scanMedian / findMedian))
-  report.set("dry_run_half_vs_find", .number(dryMedian / findMedian))
-  report.set("memory_before", before.json)
-  report.set("memory_after", after.json)
-  report.emit(json: json)
 }
 
 /// Runs a command with its output discarded and returns the seconds it took; throws if it fails.

@@ -7,6 +7,7 @@
 //       with --rate-kib, each connection's bytes from the upstream are paced to K KiB/s (16 KiB pieces);
 //       prints "listening on http://127.0.0.1:PORT", relays to 127.0.0.1:UPSTREAM until killed
 
+import ArgumentParser
 import Foundation
 
 #if canImport(Glibc)
@@ -92,38 +93,50 @@ private func relay(_ client: Int32, upstream: UInt16, delay: Int, rate: Int) {
   close(client)
 }
 
-func delayRelay(_ arguments: Arguments) throws {
-  guard let upstream = UInt16(try arguments.string("--upstream")) else {
-    throw UsageError("--upstream must be a port number")
-  }
-  let delay = try arguments.positive("--delay-ms", default: 50)
-  // Bytes per second from the upstream, per connection; 0: as fast as they come.
-  let paced = arguments.values["--rate-kib"] != nil
-  let rate = paced ? try arguments.positive("--rate-kib", default: 1) * 1024 : 0
-  let listener = try tcpSocket()
-  var one: Int32 = 1
-  setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
-  var address = loopback(0)
-  let bound = withUnsafePointer(to: &address) {
-    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-      bind(listener, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+struct DelayRelayCommand: ParsableCommand {
+  static let configuration = CommandConfiguration(
+    commandName: "delay-relay",
+    abstract:
+      "A loopback TCP relay to 127.0.0.1:PORT that holds each new connection MS ms (default 50) first.",
+    discussion: """
+      The first-byte latency of a real origin (tools/bench-src/DelayRelay.swift).
+      """)
+
+  @Option var upstream: UInt16
+  @Option var delayMs: Positive = 50
+  @Option var rateKib: Positive?
+
+  func run() throws {
+    let upstream = self.upstream
+    let delay = delayMs.value
+    // Bytes per second from the upstream, per connection; 0: as fast as they come.
+    let paced = rateKib != nil
+    let rate = paced ? (rateKib?.value ?? 1) * 1024 : 0
+    let listener = try tcpSocket()
+    var one: Int32 = 1
+    setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+    var address = loopback(0)
+    let bound = withUnsafePointer(to: &address) {
+      $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+        bind(listener, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+      }
     }
-  }
-  guard bound == 0, listen(listener, 512) == 0 else { throw BenchError("bind/listen: \(errnoText())") }
-  var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-  _ = withUnsafeMutablePointer(to: &address) {
-    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(listener, $0, &length) }
-  }
-  let line = "listening on http://127.0.0.1:\(UInt16(bigEndian: address.sin_port))\n"
-  FileHandle.standardOutput.write(Data(line.utf8))
-  while true {
-    let client = accept(listener, nil, nil)
-    guard client >= 0 else {
-      if errno == EINTR || errno == ECONNABORTED { continue }
-      throw BenchError("accept: \(errnoText())")
+    guard bound == 0, listen(listener, 512) == 0 else { throw BenchError("bind/listen: \(errnoText())") }
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    _ = withUnsafeMutablePointer(to: &address) {
+      $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(listener, $0, &length) }
     }
-    let thread = Thread { relay(client, upstream: upstream, delay: delay, rate: rate) }
-    thread.stackSize = 1 << 20
-    thread.start()
+    let line = "listening on http://127.0.0.1:\(UInt16(bigEndian: address.sin_port))\n"
+    FileHandle.standardOutput.write(Data(line.utf8))
+    while true {
+      let client = accept(listener, nil, nil)
+      guard client >= 0 else {
+        if errno == EINTR || errno == ECONNABORTED { continue }
+        throw BenchError("accept: \(errnoText())")
+      }
+      let thread = Thread { relay(client, upstream: upstream, delay: delay, rate: rate) }
+      thread.stackSize = 1 << 20
+      thread.start()
+    }
   }
 }

@@ -6,6 +6,7 @@
 //
 //   mediacache-bench floor-server   prints "listening on http://127.0.0.1:PORT", serves until killed
 
+import ArgumentParser
 import Foundation
 import NIOCore
 import NIOHTTP1
@@ -37,20 +38,30 @@ private final class FloorHandler: ChannelInboundHandler {
   }
 }
 
-func floorServer(_ arguments: Arguments) async throws {
-  let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
-  let channel = try await ServerBootstrap(group: group)
-    .serverChannelOption(.backlog, value: 256)
-    .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
-    .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
-    .childChannelInitializer { child in
-      child.eventLoop.makeCompletedFuture {
-        try child.pipeline.syncOperations.configureHTTPServerPipeline()
-        try child.pipeline.syncOperations.addHandler(FloorHandler())
+struct FloorServerCommand: AsyncParsableCommand {
+  static let configuration = CommandConfiguration(
+    commandName: "floor-server",
+    abstract:
+      "A minimal SwiftNIO server set up like the proxy, answering every request with 64 KiB from memory.",
+    discussion: """
+      The floor under the proxy's time to first byte (tools/bench-src/FloorServer.swift).
+      """)
+
+  func run() async throws {
+    let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+    let channel = try await ServerBootstrap(group: group)
+      .serverChannelOption(.backlog, value: 256)
+      .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+      .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
+      .childChannelInitializer { child in
+        child.eventLoop.makeCompletedFuture {
+          try child.pipeline.syncOperations.configureHTTPServerPipeline()
+          try child.pipeline.syncOperations.addHandler(FloorHandler())
+        }
       }
-    }
-    .bind(host: "127.0.0.1", port: 0).get()
-  let line = "listening on http://127.0.0.1:\(channel.localAddress?.port ?? 0)\n"
-  FileHandle.standardOutput.write(Data(line.utf8))
-  try await channel.closeFuture.get()
+      .bind(host: "127.0.0.1", port: 0).get()
+    let line = "listening on http://127.0.0.1:\(channel.localAddress?.port ?? 0)\n"
+    FileHandle.standardOutput.write(Data(line.utf8))
+    try await channel.closeFuture.get()
+  }
 }

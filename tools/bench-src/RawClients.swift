@@ -15,6 +15,7 @@
 //       and "play-script: needed N bytes in R ranges, W bytes in whole chunks of C" (the size of their union,
 //       and of the C-byte chunks it touches: the floor for a cache that fetches whole chunks; default 1 MiB).
 
+import ArgumentParser
 import Foundation
 
 #if canImport(Glibc)
@@ -183,97 +184,125 @@ func percentile(_ values: [Double], _ p: Double) -> Double {
 }
 
 /// `fanout`: every URL of the file fetched at once, one thread each.
-func fanout(_ arguments: Arguments) throws {
-  let path = try arguments.string("--urls")
-  let size = Int64(try arguments.positive("--size", default: 1))
-  let text = try String(contentsOfFile: path, encoding: .utf8)
-  let targets = try text.split(separator: "\n").map { try RawTarget(String($0)) }
-  guard !targets.isEmpty else { throw BenchError("\(path) lists no URL") }
-  let box = ResultBox()
-  let done = DispatchGroup()
-  // Every thread waits for the same instant, so the requests leave together rather than in spawn order.
-  let startAt = DispatchTime.now() + .milliseconds(200)
-  let clock = ContinuousClock()
-  let begun = clock.now
-  for (index, target) in targets.enumerated() {
-    done.enter()
-    let thread = Thread {
-      let wait = Int64(startAt.uptimeNanoseconds) - Int64(DispatchTime.now().uptimeNanoseconds)
-      if wait > 0 { usleep(useconds_t(wait / 1000)) }
-      box.set(index, Result { try rawGet(target) })
-      done.leave()
+struct FanoutCommand: ParsableCommand {
+  static let configuration = CommandConfiguration(
+    commandName: "fanout",
+    abstract: "Fetch every URL of FILE at once, one plain-socket client per thread.",
+    discussion: """
+      Prints each client's time to first byte and their p50/p99 (tools/bench-src/RawClients.swift).
+      """)
+
+  @Option var urls: String
+  @Option var size: Positive = 1
+
+  func run() throws {
+    let path = urls
+    let size = Int64(self.size.value)
+    let text = try String(contentsOfFile: path, encoding: .utf8)
+    let targets = try text.split(separator: "\n").map { try RawTarget(String($0)) }
+    guard !targets.isEmpty else { throw BenchError("\(path) lists no URL") }
+    let box = ResultBox()
+    let done = DispatchGroup()
+    // Every thread waits for the same instant, so the requests leave together rather than in spawn order.
+    let startAt = DispatchTime.now() + .milliseconds(200)
+    let clock = ContinuousClock()
+    let begun = clock.now
+    for (index, target) in targets.enumerated() {
+      done.enter()
+      let thread = Thread {
+        let wait = Int64(startAt.uptimeNanoseconds) - Int64(DispatchTime.now().uptimeNanoseconds)
+        if wait > 0 { usleep(useconds_t(wait / 1000)) }
+        box.set(index, Result { try rawGet(target) })
+        done.leave()
+      }
+      thread.stackSize = 1 << 20
+      thread.start()
     }
-    thread.stackSize = 1 << 20
-    thread.start()
-  }
-  done.wait()
-  let elapsed = seconds(clock.now - begun) - 0.2
-  var ttfb: [Double] = []
-  for (index, result) in box.all().sorted(by: { $0.key < $1.key }) {
-    let response = try result.get()
-    guard response.status == 200, response.bodyBytes == size else {
-      throw BenchError(
-        "client \(index) (\(targets[index].path)): status \(response.status), \(response.bodyBytes) bytes"
-          + " (expected 200 and \(size))")
+    done.wait()
+    let elapsed = seconds(clock.now - begun) - 0.2
+    var ttfb: [Double] = []
+    for (index, result) in box.all().sorted(by: { $0.key < $1.key }) {
+      let response = try result.get()
+      guard response.status == 200, response.bodyBytes == size else {
+        throw BenchError(
+          "client \(index) (\(targets[index].path)): status \(response.status), \(response.bodyBytes) bytes"
+            + " (expected 200 and \(size))")
+      }
+      ttfb.append(response.firstByteSeconds * 1000)
     }
-    ttfb.append(response.firstByteSeconds * 1000)
+    print("ttfb ms by client: " + ttfb.map { fixed($0, 1) }.joined(separator: " "))
+    print(
+      "fanout: clients \(ttfb.count), ttfb ms p50 \(fixed(percentile(ttfb, 50), 3)) p99"
+        + " \(fixed(percentile(ttfb, 99), 3)) max \(fixed(ttfb.max() ?? .nan, 3)), seconds \(fixed(elapsed, 2))"
+    )
   }
-  print("ttfb ms by client: " + ttfb.map { fixed($0, 1) }.joined(separator: " "))
-  print(
-    "fanout: clients \(ttfb.count), ttfb ms p50 \(fixed(percentile(ttfb, 50), 3)) p99"
-      + " \(fixed(percentile(ttfb, 99), 3)) max \(fixed(ttfb.max() ?? .nan, 3)), seconds \(fixed(elapsed, 2))"
-  )
 }
 
 /// `play-script`: the requests of a cold play with seeks; prints the size of the union of the ranges consumed.
-func playScript(_ arguments: Arguments) throws {
-  let target = try RawTarget(try arguments.string("--url"))
-  let size = Int64(try arguments.positive("--size", default: 1))
-  let first = Int64(try arguments.positive("--first", default: 300_000))
-  let probe = Int64(try arguments.positive("--probe", default: 3 << 20))
-  let chunk = Int64(try arguments.positive("--chunk", default: 1 << 20))
-  let tail: Int64 = 10240
-  let middle = size / 2
-  guard size > middle + (1 << 20), probe + 48 < middle, tail < size - middle - (1 << 20) else {
-    throw BenchError("--size \(size) is too small for this script (--probe \(probe))")
-  }
-  // (range header, expected first offset, bytes to consume)
-  let steps: [(String, Int64, Int64)] = [
-    ("bytes=0-", 0, first),
-    ("bytes=-\(tail)", size - tail, tail),
-    ("bytes=48-", 48, probe),
-    ("bytes=\(middle)-", middle, 1 << 20),
-    ("bytes=\(middle + (1 << 20))-", middle + (1 << 20), size - middle - (1 << 20)),
-  ]
-  var consumed: [Range<Int64>] = []
-  for (range, offset, count) in steps {
-    let response = try rawGet(target, range: range, limit: count)
-    let expected = "bytes \(offset)-\(size - 1)/\(size)"
-    guard response.status == 206, response.contentRange == expected, response.bodyBytes == count else {
-      throw BenchError(
-        "\(range): status \(response.status), Content-Range \(response.contentRange ?? "none"), "
-          + "\(response.bodyBytes) bytes read (expected 206, \(expected), \(count) bytes)")
+struct PlayScriptCommand: ParsableCommand {
+  static let configuration = CommandConfiguration(
+    commandName: "play-script",
+    abstract:
+      "A player's cold play of an MP4 with its moov at the end (start, tail, probe, seek, play to the end).",
+    discussion: """
+      Prints the bytes it consumed (the union of its ranges) and the whole C-byte chunks those touch.
+      """)
+
+  @Option var url: String
+  @Option var size: Positive = 1
+  @Option var first: Positive = 300000
+  @Option var probe: Positive = Positive(3 << 20)
+  @Option var chunk: Positive = Positive(1 << 20)
+
+  func run() throws {
+    let target = try RawTarget(url)
+    let size = Int64(self.size.value)
+    let first = Int64(self.first.value)
+    let probe = Int64(self.probe.value)
+    let chunk = Int64(self.chunk.value)
+    let tail: Int64 = 10240
+    let middle = size / 2
+    guard size > middle + (1 << 20), probe + 48 < middle, tail < size - middle - (1 << 20) else {
+      throw BenchError("--size \(size) is too small for this script (--probe \(probe))")
     }
-    consumed.append(offset..<(offset + count))
+    // (range header, expected first offset, bytes to consume)
+    let steps: [(String, Int64, Int64)] = [
+      ("bytes=0-", 0, first),
+      ("bytes=-\(tail)", size - tail, tail),
+      ("bytes=48-", 48, probe),
+      ("bytes=\(middle)-", middle, 1 << 20),
+      ("bytes=\(middle + (1 << 20))-", middle + (1 << 20), size - middle - (1 << 20)),
+    ]
+    var consumed: [Range<Int64>] = []
+    for (range, offset, count) in steps {
+      let response = try rawGet(target, range: range, limit: count)
+      let expected = "bytes \(offset)-\(size - 1)/\(size)"
+      guard response.status == 206, response.contentRange == expected, response.bodyBytes == count else {
+        throw BenchError(
+          "\(range): status \(response.status), Content-Range \(response.contentRange ?? "none"), "
+            + "\(response.bodyBytes) bytes read (expected 206, \(expected), \(count) bytes)")
+      }
+      consumed.append(offset..<(offset + count))
+      print(
+        "\(range): consumed \(offset)..<\(offset + count), first byte after"
+          + " \(fixed(response.firstByteSeconds * 1000, 1)) ms")
+    }
+    // The union: sorted, overlapping or touching ranges merged.
+    var union: [Range<Int64>] = []
+    for range in consumed.sorted(by: { $0.lowerBound < $1.lowerBound }) {
+      if let last = union.last, range.lowerBound <= last.upperBound {
+        union[union.count - 1] = last.lowerBound..<max(last.upperBound, range.upperBound)
+      } else {
+        union.append(range)
+      }
+    }
+    let needed = union.reduce(Int64(0)) { $0 + Int64($1.count) }
+    // The least a cache that stores whole chunks of `chunk` bytes must fetch: the chunks the union touches.
+    var chunks = Set<Int64>()
+    for range in union { chunks.formUnion((range.lowerBound / chunk)...((range.upperBound - 1) / chunk)) }
+    let whole = chunks.reduce(Int64(0)) { $0 + min(chunk, size - $1 * chunk) }
     print(
-      "\(range): consumed \(offset)..<\(offset + count), first byte after"
-        + " \(fixed(response.firstByteSeconds * 1000, 1)) ms")
+      "play-script: needed \(needed) bytes in \(union.count) ranges, \(whole) bytes in whole chunks of \(chunk)"
+    )
   }
-  // The union: sorted, overlapping or touching ranges merged.
-  var union: [Range<Int64>] = []
-  for range in consumed.sorted(by: { $0.lowerBound < $1.lowerBound }) {
-    if let last = union.last, range.lowerBound <= last.upperBound {
-      union[union.count - 1] = last.lowerBound..<max(last.upperBound, range.upperBound)
-    } else {
-      union.append(range)
-    }
-  }
-  let needed = union.reduce(Int64(0)) { $0 + Int64($1.count) }
-  // The least a cache that stores whole chunks of `chunk` bytes must fetch: the chunks the union touches.
-  var chunks = Set<Int64>()
-  for range in union { chunks.formUnion((range.lowerBound / chunk)...((range.upperBound - 1) / chunk)) }
-  let whole = chunks.reduce(Int64(0)) { $0 + min(chunk, size - $1 * chunk) }
-  print(
-    "play-script: needed \(needed) bytes in \(union.count) ranges, \(whole) bytes in whole chunks of \(chunk)"
-  )
 }

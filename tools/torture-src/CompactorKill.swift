@@ -1,5 +1,6 @@
 import Foundation
 import MediaCache
+import MediaCacheTestSupport
 
 /// SIGKILL of `cache-compactor` during a pass that evicts by age and size, reaps `tmp/` and scrubs chunks (some
 /// corrupt on purpose), then restarts that must finish the work.

@@ -1,6 +1,7 @@
 import Foundation
 import MediaCache
 import MediaCacheTestOrigin
+import MediaCacheTestSupport
 
 /// SIGKILL of `mediacache fetch` at random points of a download, one to three times per trial, then a
 /// restart that must finish the object without fetching again any chunk the manifest listed at the kill.

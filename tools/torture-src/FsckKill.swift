@@ -1,5 +1,6 @@
 import Foundation
 import MediaCache
+import MediaCacheTestSupport
 
 #if canImport(Glibc)
   import Glibc

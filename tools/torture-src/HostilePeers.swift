@@ -1,6 +1,7 @@
 import Foundation
 import MediaCache
 import MediaCacheTestOrigin
+import MediaCacheTestSupport
 
 #if canImport(Glibc)
   import Glibc
@@ -145,15 +146,6 @@ func hostilePeersTrial(_ context: TrialContext, _ environment: Environment) {
     }
   }
   checks.fsckCheck(allowed: [], requireClean: true, when: "after the rounds")
-}
-
-/// The proxy's resident memory (VmRSS), bytes.
-func residentBytes(pid: pid_t) -> Int? {
-  guard let text = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return nil }
-  for line in text.split(separator: "\n") where line.hasPrefix("VmRSS:") {
-    return line.split(separator: " ").dropFirst().first.flatMap { Int($0) }.map { $0 * 1024 }
-  }
-  return nil
 }
 
 /// What a hostile client does in a round.

@@ -1,5 +1,6 @@
 import Foundation
 import MediaCache
+import MediaCacheTestSupport
 
 /// Four workers keep `mediacache` processes (fetch, cat, import, rm, status, and GETs through one long-lived
 /// proxy) reading and writing six overlapping objects, beside `cache-compactor` with a tiny size limit and

@@ -1,5 +1,6 @@
 import Foundation
 import MediaCache
+import MediaCacheTestSupport
 
 /// SIGKILL of `mediacache proxy` while three clients read overlapping ranges of slow objects through it; every
 /// byte a client received (before the kill too) must be the origin's. A restarted proxy then serves every object

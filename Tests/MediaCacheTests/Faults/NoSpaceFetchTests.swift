@@ -1,6 +1,7 @@
 import Foundation
 import MediaCacheHTTP
 import MediaCacheTestOrigin
+import MediaCacheTestSupport
 import Testing
 
 @testable import MediaCache

@@ -1,4 +1,5 @@
 import Foundation
+import MediaCacheTestSupport
 import Synchronization
 import Testing
 
@@ -57,7 +58,7 @@ enum PowerLossHarness {
   static func run(kind: Kind, trials: Int) async throws -> TortureTotals {
     var totals = TortureTotals()
     let started = Date()
-    var rng = DeterministicRandom(seed: tortureSeed() ^ (kind == .manager ? 1 : 2))
+    var rng = SeededRandom(seed: tortureSeed() ^ (kind == .manager ? 1 : 2))
     var maxCalls = 150
     var maxSyncs = 20
     // MEDIACACHE_TORTURE_REPLAY="<seed> <maxCalls> <maxSyncs>" runs just that trial (a failure prints it).
@@ -120,7 +121,7 @@ enum PowerLossHarness {
   }
 
   static func runTrial(kind: Kind, seed: UInt64, maxCalls: Int, maxSyncs: Int) async throws -> TrialOutcome {
-    var rng = DeterministicRandom(seed: seed)
+    var rng = SeededRandom(seed: seed)
     let durability: Durability = Bool.random(using: &rng) ? .durable : .relaxed
     let crashPoint: PowerLossSimulator.CrashPoint
     switch Int.random(in: 0..<10, using: &rng) {
@@ -191,7 +192,7 @@ enum PowerLossHarness {
   /// flushes and reopenings. Promises what a successful `flush`/`close` committed. An error that is not the
   /// crash (an injected fsync failure) makes it close the manager, reopen it and write everything again.
   static func managerWorkload(
-    store: ShardedStore, objects: inout [Object], rng: inout DeterministicRandom, crashed: () -> Bool
+    store: ShardedStore, objects: inout [Object], rng: inout SeededRandom, crashed: () -> Bool
   ) async throws {
     let policy = FileHandleAssetDataManager.CommitPolicy(
       bytes: Int64(chunk * Int.random(in: 1...3, using: &rng)),
@@ -284,7 +285,7 @@ enum PowerLossHarness {
   /// Whole objects through `MediaCache.store`, range writes through `assetDataManager`, pinning, and compaction
   /// passes (size limit, scrub) between them.
   static func facadeWorkload(
-    cache: MediaCache, objects: inout [Object], rng: inout DeterministicRandom
+    cache: MediaCache, objects: inout [Object], rng: inout SeededRandom
   ) async throws {
     for index in objects.indices {
       let object = objects[index]
@@ -439,7 +440,7 @@ extension FaultTests.PowerLoss {
         try? manager?.close()
       }
       #expect(simulator.crashed.0)
-      var rng = DeterministicRandom(seed: 1)
+      var rng = SeededRandom(seed: 1)
       _ = simulator.losePower(
         data: .drop, undoNames: 1, onlyNamesMatching: { $0.hasSuffix(".data") }, using: &rng)
       let manifest = try store.readManifest(id)
@@ -471,7 +472,7 @@ extension FaultTests.PowerLoss {
       try manager.close()
       let simulator = PowerLossSimulator(root: root, stash: stash, crashPoint: .never)
       try await withIOFaultHandler(simulator) { _ = try store.remove(id) }
-      var rng = DeterministicRandom(seed: 1)
+      var rng = SeededRandom(seed: 1)
       _ = simulator.losePower(
         data: .keep, undoNames: 1, onlyNamesMatching: { !$0.hasSuffix(".data") }, using: &rng)
       let listed = try store.readManifest(id)?.chunkCRCs ?? [:]

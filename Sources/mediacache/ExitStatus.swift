@@ -1,0 +1,45 @@
+import ArgumentParser
+import Foundation
+import MediaCache
+
+/// Exit statuses of `mediacache`, documented in the README.
+enum ExitStatus: Int32 {
+  /// A failure not covered below (I/O error, bad file, corrupt data).
+  case failure = 1
+  /// The object, or some requested bytes of it, are not cached.
+  case notCached = 2
+  /// The object is open in another process and was left in place.
+  case busy = 3
+  /// The directory is not a cache, or a cache of an unsupported format (for `purge`, also: it does not exist).
+  case badCache = 4
+  /// The command line is wrong in a way only found while running (ArgumentParser's own usage errors are 64 too).
+  case usage = 64
+}
+
+/// Prints `message` as one line on standard error and exits with `status`.
+func fail(_ message: String, _ status: ExitStatus) -> ExitCode {
+  FileHandle.standardError.write(Data("mediacache: \(message)\n".utf8))
+  return ExitCode(status.rawValue)
+}
+
+/// Runs a subcommand body, turning library errors into one line on standard error and an exit status.
+func reportingErrors(_ body: () async throws -> Void) async throws {
+  do {
+    try await body()
+  } catch let error as StoreError {
+    switch error {
+    case .notFound, .notCached, .noSuchCache: throw fail(error.description, .notCached)
+    case .busy: throw fail(error.description, .busy)
+    case .notACache, .unsupportedFormat: throw fail(error.description, .badCache)
+    default: throw fail(error.description, .failure)
+    }
+  } catch let error as ExitCode {
+    throw error
+  } catch let error as CleanExit {
+    throw error
+  } catch let error as ValidationError {
+    throw error
+  } catch {
+    throw fail("\(error)", .failure)
+  }
+}

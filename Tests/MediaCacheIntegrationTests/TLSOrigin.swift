@@ -1,0 +1,170 @@
+import Foundation
+import MediaCacheTestOrigin
+import MediaCacheTestSupport
+import Testing
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// A real HTTPS origin: nginx on 127.0.0.1 serving `Fixtures/media` with certificates made by `openssl` in a
+/// temporary directory. Three servers, one port each:
+/// - `trusted`: a certificate for IP 127.0.0.1 issued by a test CA (`caFile`), which is trusted only when added;
+/// - `wrongName`: a certificate for `localhost` only, issued by the same CA;
+/// - `selfSigned`: a self-signed certificate for 127.0.0.1.
+struct TLSOrigin {
+  let directory: TemporaryDirectory
+  let nginx: ChildProcess
+  let trustedPort: Int
+  let wrongNamePort: Int
+  let selfSignedPort: Int
+
+  /// The test CA's certificate (PEM).
+  var caFile: String { directory.file("ca.pem") }
+
+  /// `https://127.0.0.1:PORT/FILE` of a file under `Fixtures/media`.
+  func url(_ file: String, port: Int) -> String { "https://127.0.0.1:\(port)/\(file)" }
+
+  /// Makes the certificates, writes nginx.conf and starts nginx, waiting until all three ports accept.
+  static func start() throws -> TLSOrigin {
+    let nginxPath = try #require(
+      ["/usr/sbin/nginx", "/usr/bin/nginx"].first { FileManager.default.isExecutableFile(atPath: $0) },
+      "nginx is not installed (apt-get install nginx)")
+    let directory = try TemporaryDirectory()
+    try makeCertificates(in: directory)
+    let ports = try (0..<3).map { _ in try freePort() }
+    let server = { (port: Int, name: String) in
+      """
+        server {
+          listen 127.0.0.1:\(port) ssl;
+          ssl_certificate \(directory.file("\(name).pem"));
+          ssl_certificate_key \(directory.file("\(name).key"));
+          root \(mediaFixturesDirectory);
+        }
+      """
+    }
+    let temp = directory.file("tmp")
+    try FileManager.default.createDirectory(atPath: temp, withIntermediateDirectories: true)
+    let conf = """
+      user root;
+      worker_processes 1;
+      pid \(directory.file("nginx.pid"));
+      error_log \(directory.file("error.log"));
+      events { worker_connections 64; }
+      http {
+        access_log off;
+        types { application/vnd.apple.mpegurl m3u8; video/mp2t ts; video/mp4 mp4 m4s; }
+        client_body_temp_path \(temp); proxy_temp_path \(temp); fastcgi_temp_path \(temp);
+        uwsgi_temp_path \(temp); scgi_temp_path \(temp);
+      \(server(ports[0], "trusted"))
+      \(server(ports[1], "wrongname"))
+      \(server(ports[2], "selfsigned"))
+      }
+      """
+    try conf.write(toFile: directory.file("nginx.conf"), atomically: true, encoding: .utf8)
+    let nginx = try ChildProcess(
+      nginxPath, ["-p", directory.path, "-c", directory.file("nginx.conf"), "-g", "daemon off;"])
+    let origin = TLSOrigin(
+      directory: directory, nginx: nginx, trustedPort: ports[0], wrongNamePort: ports[1],
+      selfSignedPort: ports[2])
+    let deadline = Date().addingTimeInterval(15)
+    for port in ports {
+      while (try? connectLoopback(port, timeout: 1)).map({ close($0) }) == nil {
+        guard Date() < deadline, nginx.process.isRunning else {
+          origin.stop()
+          let log = (try? String(contentsOfFile: directory.file("error.log"), encoding: .utf8)) ?? ""
+          throw RawHTTPError(description: "nginx did not start on port \(port): \(log)")
+        }
+        usleep(20_000)
+      }
+    }
+    return origin
+  }
+
+  /// Stops nginx and removes the directory.
+  func stop() {
+    nginx.kill(SIGTERM)
+    _ = nginx.wait(timeout: 15)
+    directory.cleanup()
+  }
+
+  /// A test CA, two server certificates it issues (for IP 127.0.0.1, and for DNS localhost only) and a
+  /// self-signed one for 127.0.0.1. EC keys, so that making them takes milliseconds.
+  static func makeCertificates(in directory: TemporaryDirectory) throws {
+    let key = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+    try openssl(
+      ["req", "-x509"] + key + [
+        "-keyout", "ca.key", "-out", "ca.pem", "-days", "2", "-subj", "/CN=MediaCache Test CA",
+        "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign",
+      ], in: directory)
+    for (name, subject, alternativeName) in [
+      ("trusted", "/CN=127.0.0.1", "IP:127.0.0.1"), ("wrongname", "/CN=localhost", "DNS:localhost"),
+    ] {
+      try "subjectAltName=\(alternativeName)\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n"
+        .write(toFile: directory.file("\(name).ext"), atomically: true, encoding: .utf8)
+      try openssl(
+        ["req"] + key + ["-keyout", "\(name).key", "-out", "\(name).csr", "-subj", subject], in: directory)
+      try openssl(
+        [
+          "x509", "-req", "-in", "\(name).csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
+          "-out", "\(name).pem", "-days", "2", "-extfile", "\(name).ext",
+        ], in: directory)
+    }
+    try openssl(
+      ["req", "-x509"] + key + [
+        "-keyout", "selfsigned.key", "-out", "selfsigned.pem", "-days", "2", "-subj", "/CN=127.0.0.1",
+        "-addext", "subjectAltName=IP:127.0.0.1",
+      ], in: directory)
+  }
+
+  static func openssl(_ arguments: [String], in directory: TemporaryDirectory) throws {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
+    process.arguments = arguments
+    process.currentDirectoryURL = URL(fileURLWithPath: directory.path)
+    let errors = Pipe()
+    process.standardError = errors
+    process.standardOutput = FileHandle.nullDevice
+    try process.run()
+    let message = errors.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    guard process.terminationStatus == 0 else {
+      throw RawHTTPError(
+        description:
+          "openssl \(arguments.joined(separator: " ")): \(String(decoding: message, as: UTF8.self))")
+    }
+  }
+
+  /// A port nothing listens on now (bound to port 0 and released; nginx binds it right after).
+  static func freePort() throws -> Int {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    guard fd >= 0 else { throw RawHTTPError(description: "socket: errno \(errno)") }
+    defer { close(fd) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    address.sin_port = 0
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    let bound = withUnsafeMutablePointer(to: &address) { pointer in
+      pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { socketAddress in
+        bind(fd, socketAddress, length) == 0 && getsockname(fd, socketAddress, &length) == 0
+      }
+    }
+    guard bound else { throw RawHTTPError(description: "bind: errno \(errno)") }
+    return Int(UInt16(bigEndian: address.sin_port))
+  }
+}
+
+/// Runs `body` with a fresh `TLSOrigin`, stopped afterwards. Starting and stopping run on a Dispatch thread;
+/// `body` runs in the test's own context, so that its expectations are recorded against the test.
+func withTLSOrigin<T>(_ body: (TLSOrigin) async throws -> T) async throws -> T {
+  let origin = try await blocking { try TLSOrigin.start() }
+  do {
+    let result = try await body(origin)
+    try await blocking { origin.stop() }
+    return result
+  } catch {
+    try? await blocking { origin.stop() }
+    throw error
+  }
+}
