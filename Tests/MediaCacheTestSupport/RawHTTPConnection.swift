@@ -10,14 +10,19 @@ import MediaCacheTestOrigin
 // A tiny blocking HTTP/1.1 client over a raw socket (no URLSession, no NIO client), for the test origin and the
 // proxy: what goes over the wire is exactly what the server wrote.
 
+/// A raw HTTP exchange failed: the socket call, a timeout, or a response that cannot be parsed.
 public struct RawHTTPError: Error, CustomStringConvertible {
+  /// What failed, in one line.
   public let description: String
+  /// An error saying `description`.
   public init(description: String) { self.description = description }
 }
 
 /// One response as read off the socket.
 public struct RawHTTPResponse: Sendable {
+  /// The status code.
   public var status: Int
+  /// The header fields, in the order received, names as sent.
   public var headers: [(name: String, value: String)]
   /// The body (empty when the response was read with a sink).
   public var body: [UInt8]
@@ -25,12 +30,15 @@ public struct RawHTTPResponse: Sendable {
   public var bodyCount: Int
   /// The body ended as its framing said (false: the connection closed before).
   public var isComplete: Bool
+  /// Whether the response used chunked transfer coding.
   public var isChunked: Bool
 
+  /// The first value of header `name` (case-insensitive), if any.
   public func header(_ name: String) -> String? {
     headers.first { $0.name.caseInsensitiveCompare(name) == .orderedSame }?.value
   }
 
+  /// How many times header `name` (case-insensitive) was sent.
   public func headerCount(_ name: String) -> Int {
     headers.filter { $0.name.caseInsensitiveCompare(name) == .orderedSame }.count
   }
@@ -42,8 +50,10 @@ public final class RawHTTPConnection {
   private var storage = [UInt8](repeating: 0, count: 256 * 1024)
   private var start = 0
   private var end = 0
+  /// Whether the server closed the connection.
   public private(set) var sawEOF = false
 
+  /// Connects to `127.0.0.1:port`, with `timeoutSeconds` for every send and receive.
   public init(port: Int, timeoutSeconds: Int = 30) throws {
     do {
       fd = try connectLoopback(port, timeout: timeoutSeconds)
@@ -54,6 +64,7 @@ public final class RawHTTPConnection {
 
   deinit { close() }
 
+  /// Closes the socket (again: nothing).
   public func close() {
     if fd >= 0 {
       #if canImport(Glibc)
@@ -65,6 +76,7 @@ public final class RawHTTPConnection {
     }
   }
 
+  /// Sends `text` as is (a request head, exactly as a hostile or odd client would write it).
   public func send(_ text: String) throws {
     guard sendAll(fd, Array(text.utf8)) else { throw RawHTTPError(description: "send: errno \(errno)") }
   }

@@ -5,8 +5,10 @@ import Foundation
 public struct SeededRandom: RandomNumberGenerator, Sendable {
   private var state: UInt64
 
+  /// A generator whose sequence is a function of `seed` alone.
   public init(seed: UInt64) { state = seed }
 
+  /// The next value of the SplitMix64 sequence.
   public mutating func next() -> UInt64 {
     state &+= 0x9E37_79B9_7F4A_7C15
     var z = state

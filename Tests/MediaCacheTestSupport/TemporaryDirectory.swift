@@ -2,8 +2,10 @@ import Foundation
 
 /// A fresh, empty directory under the system temporary directory, removed by `cleanup()`.
 public struct TemporaryDirectory: Sendable {
+  /// Its absolute path.
   public let path: String
 
+  /// Creates a new directory named `mediacache-test-<UUID>`.
   public init() throws {
     path =
       FileManager.default.temporaryDirectory

@@ -39,6 +39,7 @@ public final class HostileOrigin: Sendable {
     case redirectCycle = "redirect-cycle"
   }
 
+  /// The port it listens on, on 127.0.0.1.
   public let port: Int
   private let listener: Int32
   private let state = Mutex(State())
@@ -325,7 +326,9 @@ public final class HostileOrigin: Sendable {
   }
 }
 
+/// The hostile origin could not start (its socket calls failed).
 public struct HostileOriginError: Error, CustomStringConvertible {
+  /// What failed, in one line.
   public let description: String
   init(_ description: String) { self.description = description }
 }
@@ -352,8 +355,11 @@ public func sendAll(_ fd: Int32, _ bytes: [UInt8]) -> Bool {
 
 /// A socket call that failed: which one, and its errno.
 public struct SocketError: Error, CustomStringConvertible {
+  /// The socket call that failed.
   public let call: String
+  /// Its errno.
   public let errno: Int32
+  /// The call and the errno's text.
   public var description: String { "\(call): \(String(cString: strerror(errno)))" }
 }
 

@@ -34,6 +34,7 @@ public struct RecordedRequest: Sendable, Equatable, CustomStringConvertible {
   /// The origin is done with this request.
   public internal(set) var isComplete: Bool
 
+  /// One line: the request and connection numbers, method, path, status, body bytes sent and the range headers.
   public var description: String {
     var text = "#\(id) conn \(connectionID) \(method) \(path) -> \(status), \(bodyBytesSent) body bytes"
     if let range { text += ", Range: \(range)" }

@@ -36,6 +36,7 @@ let proxyPort = 8080
 let proxiedPlaylistURL = URL(
   string: "http://\(proxyHost):\(proxyPort)" + ProxyServer.proxyPath(for: originURL.absoluteString))!
 
+/// libFuzzer's entry point: runs one input (`size` bytes at `data`) and returns 0; a violated property traps.
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
   let body = Data(bytes: data, count: size)

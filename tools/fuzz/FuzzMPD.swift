@@ -37,6 +37,7 @@ let urlAttributes: [String: Set<String>] = [
   "BitstreamSwitching": ["sourceURL"],
 ]
 
+/// libFuzzer's entry point: runs one input (`size` bytes at `data`) and returns 0; a violated property traps.
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
   let body = Data(bytes: data, count: size)

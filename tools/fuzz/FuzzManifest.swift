@@ -19,6 +19,7 @@ import CLibFuzzer
 import Foundation
 import MediaCache
 
+/// libFuzzer's entry point: runs one input (`size` bytes at `data`) and returns 0; a violated property traps.
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
   // The decoder reads straight from libFuzzer's buffer, which is allocated to exactly `size` bytes, so
@@ -114,6 +115,7 @@ func checkAccepted(_ manifest: Manifest, _ raw: UnsafeRawBufferPointer) {
 
 // MARK: - Custom mutator
 
+/// libFuzzer's custom mutator: mutates the input in place (at most `maxSize` bytes) and returns its new size.
 @_cdecl("LLVMFuzzerCustomMutator")
 public func customMutator(
   _ data: UnsafeMutablePointer<UInt8>, _ size: Int, _ maxSize: Int, _ seed: UInt32

@@ -20,6 +20,7 @@
 import MediaCacheHTTP
 import MediaCacheProxy
 
+/// libFuzzer's entry point: runs one input (`size` bytes at `data`) and returns 0; a violated property traps.
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
   let value = String(decoding: UnsafeBufferPointer(start: data, count: size), as: UTF8.self)
