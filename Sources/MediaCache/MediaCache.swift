@@ -312,4 +312,23 @@ public final class MediaCache: Sendable {
       commitPolicy: configuration.commitPolicy,
       observer: observer)
   }
+
+  /// Opens the object's data manager (`assetDataManager(for:writable:)`), runs `body` with it, and closes it —
+  /// committing what it completed, releasing the in-use lock — whether `body` returns or throws (an error from
+  /// `body` wins over one from closing). Blocks its caller on the disk: from async code, call it through
+  /// `IOExecutor.shared.run`.
+  public func withAssetData<Result>(
+    for requested: String, writable: Bool = true, _ body: (FileHandleAssetDataManager) throws -> Result
+  ) throws -> Result {
+    let manager = try assetDataManager(for: requested, writable: writable)
+    let result: Result
+    do {
+      result = try body(manager)
+    } catch {
+      try? manager.close()
+      throw error
+    }
+    try manager.close()
+    return result
+  }
 }

@@ -37,6 +37,47 @@ import Testing
     }
   }
 
+  /// `withAssetData` commits what the body wrote and releases the in-use lock, also when the body throws; a
+  /// manager dropped without `close()` commits nothing (its deinitialiser may run on an event loop).
+  @Test func withAssetDataClosesAndADroppedManagerCommitsNothing() async throws {
+    try await Self.withCache { cache, _ in
+      let data = randomBytes(count: 10_000, seed: 43)
+      let id = cache.objectID(for: Self.url)
+      try await IOExecutor.shared.run {
+        try cache.withAssetData(for: Self.url) { video in
+          try video.setContentLength(Int64(data.count))
+          try video.write(data, at: 0)
+        }
+      }
+      #expect(try await cache.status(for: Self.url) == .complete(length: Int64(data.count)))
+      #expect(try cache.store.isBusy(id) == false)
+
+      struct Stop: Error {}
+      let other = "https://example.com/other.mp4"
+      await #expect(throws: Stop.self) {
+        try await IOExecutor.shared.run {
+          try cache.withAssetData(for: other) { video in
+            try video.setContentLength(8192)
+            try video.write(data.prefix(8192), at: 0)
+            throw Stop()
+          }
+        }
+      }
+      // Closed anyway: its completed chunks are committed and nobody holds the object.
+      #expect(try cache.store.isBusy(cache.objectID(for: other)) == false)
+      #expect(try cache.store.readManifest(cache.objectID(for: other))?.isComplete == true)
+
+      let dropped = "https://example.com/dropped.mp4"
+      try await IOExecutor.shared.run {
+        let video = try cache.assetDataManager(for: dropped)
+        try video.setContentLength(4096)
+        try video.write(data.prefix(4096), at: 0)
+      }
+      #expect(try cache.store.isBusy(cache.objectID(for: dropped)) == false)
+      #expect(try cache.store.readManifest(cache.objectID(for: dropped)) == nil)
+    }
+  }
+
   @Test func storeReplacesAnEarlierVersionWithMetadata() async throws {
     try await Self.withCache { cache, root in
       try await cache.store(randomBytes(count: 20_000, seed: 42), for: Self.url, contentType: "video/mp4")
