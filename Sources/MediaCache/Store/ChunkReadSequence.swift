@@ -14,11 +14,21 @@ public struct ChunkReadSequence: AsyncSequence, Sendable {
     Iterator(manager: manager, cursor: range.lowerBound, end: range.upperBound)
   }
 
-  /// Reads the next chunk when asked, never ahead.
+  /// Reads one chunk ahead of the one it returns: while the consumer handles a piece, the next is read and
+  /// verified on `IOExecutor.shared` (so at most two chunks are in memory per iterator, and the hop to the
+  /// executor is not paid in sequence with every piece).
   public struct Iterator: AsyncIteratorProtocol {
     let manager: FileHandleAssetDataManager
     var cursor: Int64
     let end: Int64
+    /// The piece starting at `cursor`, already being read.
+    private var ahead: Task<Data, any Error>?
+
+    init(manager: FileHandleAssetDataManager, cursor: Int64, end: Int64) {
+      self.manager = manager
+      self.cursor = cursor
+      self.end = end
+    }
 
     /// Reads and verifies the next piece on `IOExecutor.shared`, or returns nil once the range is exhausted.
     ///
@@ -27,10 +37,33 @@ public struct ChunkReadSequence: AsyncSequence, Sendable {
     /// manifest); the pieces returned before the error were good.
     public mutating func next() async throws -> Data? {
       guard cursor < end else { return nil }
-      let (manager, start, end) = (manager, cursor, end)
-      let piece = try await IOExecutor.shared.run { try manager.readPiece(startingAt: start, end: end) }
+      let current = ahead ?? Self.read(manager, from: cursor, end: end)
+      ahead = nil
+      // Pieces end on chunk boundaries: the next one starts at the next boundary, known before this one is read.
+      let chunkSize = Int64(manager.chunkSize)
+      let next = Swift.min(end, (cursor / chunkSize + 1) * chunkSize)
+      if next < end { ahead = Self.read(manager, from: next, end: end) }
+      let piece: Data
+      do {
+        piece = try await current.value
+      } catch {
+        ahead?.cancel()
+        ahead = nil
+        throw error
+      }
       cursor += Int64(piece.count)
+      if cursor != next {
+        // Not the piece expected (cannot happen while pieces end on chunk boundaries): read on from here.
+        ahead?.cancel()
+        ahead = nil
+      }
       return piece
+    }
+
+    private static func read(_ manager: FileHandleAssetDataManager, from start: Int64, end: Int64) -> Task<
+      Data, any Error
+    > {
+      Task { try await IOExecutor.shared.run { try manager.readPiece(startingAt: start, end: end) } }
     }
   }
 }

@@ -165,6 +165,9 @@ public final class FileHandleAssetDataManager: Sendable {
   /// plus the chunks it completed since.
   public var manifest: Manifest { view.manifest }
 
+  /// The object's chunk size (fixed for its life).
+  var chunkSize: Int { view.withLock { $0.manifest.chunkSize } }
+
   /// The object's length, once known.
   public var contentLength: Int64? { view.withLock { $0.manifest.contentLength } }
 
