@@ -40,18 +40,19 @@ public final class CachingReader: Sendable {
     /// player that seeks past what it dropped, from a 2 MiB/s origin), a read-ahead of 4 MiB without this bound
     /// took 1.44-1.53x the bytes played from the origin; stopping at the chunk at once wasted a fast origin's
     /// bytes in transit (`OriginBytesOnceTests`, 1.53x of the object).
-    public var abandonedRequestGrace: Double = 0.25
+    public var abandonedRequestGrace: Duration = .milliseconds(250)
     /// Retries after a connection error, a 5xx or a cut-off body (default 3).
     public var maxRetries = 3
     /// First backoff, seconds; doubled per retry, plus up to 50% jitter (default 0.2).
-    public var retryBaseDelay = 0.2
+    public var retryBaseDelay: Duration = .milliseconds(200)
 
     /// A configuration with the given limits (the defaults are documented on each property). Call `validate()`
     /// to check them.
     public init(
       maxForegroundRequests: Int? = nil, maxBackgroundRequestsPerHost: Int = 6,
-      abandonedRequestReadAhead: Int64 = 4 << 20, abandonedRequestGrace: Double = 0.25, maxRetries: Int = 3,
-      retryBaseDelay: Double = 0.2
+      abandonedRequestReadAhead: Int64 = 4 << 20, abandonedRequestGrace: Duration = .milliseconds(250),
+      maxRetries: Int = 3,
+      retryBaseDelay: Duration = .milliseconds(200)
     ) {
       self.abandonedRequestGrace = abandonedRequestGrace
       self.maxForegroundRequests = maxForegroundRequests
@@ -70,7 +71,7 @@ public final class CachingReader: Sendable {
         throw ConfigurationError.invalidLimit(
           name: "maxBackgroundRequestsPerHost", value: Int64(maxBackgroundRequestsPerHost))
       }
-      if !(abandonedRequestGrace >= 0) {
+      if abandonedRequestGrace < .zero {
         throw ConfigurationError.invalidLimit(name: "abandonedRequestGrace", value: -1)
       }
       if abandonedRequestReadAhead < 0 {
@@ -129,7 +130,7 @@ public final class CachingReader: Sendable {
       cache: cache, client: client, scheduler: scheduler, registry: registry,
       maxRetries: configuration.maxRetries, retryBaseDelay: configuration.retryBaseDelay,
       abandonedRequestReadAhead: configuration.abandonedRequestReadAhead,
-      abandonedRequestGrace: .milliseconds(Int64(configuration.abandonedRequestGrace * 1000)),
+      abandonedRequestGrace: configuration.abandonedRequestGrace,
       logger: backgroundActivityLogger)
   }
 

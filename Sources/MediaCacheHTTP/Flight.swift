@@ -120,10 +120,7 @@ actor Flight {
       case .cancelRequest:
         task?.cancel()
       case .startGrace(let grace, let number):
-        let nanoseconds =
-          UInt64(grace.components.seconds) * 1_000_000_000
-          + UInt64(grace.components.attoseconds / 1_000_000_000)
-        graceDeadline.store(NIODeadline.now().uptimeNanoseconds + nanoseconds, ordering: .relaxed)
+        graceDeadline.store((NIODeadline.now() + TimeAmount(grace)).uptimeNanoseconds, ordering: .relaxed)
         Task {
           try? await Task.sleep(for: grace)
           self.endGrace(of: number)

@@ -113,7 +113,7 @@ struct FlightState {
     if ahead <= 2 * chunkSize { return true }
     if abandonedEnd != nil, end.map({ position >= $0 }) ?? true { return false }
     guard let firstByte else { return false }
-    let seconds = Self.seconds(firstByte.instant.duration(to: now))
+    let seconds = firstByte.instant.duration(to: now).seconds
     guard seconds >= 0.01, arrived > firstByte.offset else { return false }
     let rate = Double(arrived - firstByte.offset) / seconds
     return Double(ahead) / rate <= Self.joinHorizon
@@ -305,9 +305,5 @@ struct FlightState {
       skip = 0
     }
     return result
-  }
-
-  static func seconds(_ duration: Duration) -> Double {
-    Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
   }
 }

@@ -153,7 +153,7 @@ final class ObjectSession: Sendable {
           "origin request failed; retrying",
           metadata: ["url": "\(url)", "attempt": "\(attempt)", "error": "\(error)"])
         attempt += 1
-        let backoff = environment.retryBaseDelay * pow(2, Double(attempt - 2))
+        let backoff = environment.retryBaseDelay.seconds * pow(2, Double(attempt - 2))
         let jitter = Double.random(in: 0...(backoff / 2))
         do { try await Task.sleep(for: .seconds(backoff + jitter)) } catch {
           await flight.finish(.failure(CancellationError()))

@@ -46,12 +46,12 @@ public final class OriginClient: Sendable {
   /// Settings of the HTTP client.
   public struct Configuration: Sendable {
     /// Connect timeout, seconds.
-    public var connectTimeout: Double = 10
+    public var connectTimeout: Duration = .seconds(10)
     /// Longest silence while reading a response, seconds.
-    public var idleTimeout: Double = 30
+    public var idleTimeout: Duration = .seconds(30)
     /// Longest wait for a complete response head after the request went out, seconds: an origin that trickles
     /// headers (each byte within the idle timeout) is given up on after this.
-    public var headTimeout: Double = 30
+    public var headTimeout: Duration = .seconds(30)
     /// Redirects followed at most.
     public var maxRedirects = 5
     /// `User-Agent` sent.
@@ -65,7 +65,8 @@ public final class OriginClient: Sendable {
 
     /// A configuration with the given timeouts (seconds), redirect limit and extra trust roots (PEM files).
     public init(
-      connectTimeout: Double = 10, idleTimeout: Double = 30, headTimeout: Double = 30, maxRedirects: Int = 5,
+      connectTimeout: Duration = .seconds(10), idleTimeout: Duration = .seconds(30),
+      headTimeout: Duration = .seconds(30), maxRedirects: Int = 5,
       caFiles: [String] = [], readsSSLEnvironment: Bool = true
     ) {
       self.connectTimeout = connectTimeout
@@ -108,8 +109,7 @@ public final class OriginClient: Sendable {
     var settings = HTTPClient.Configuration(
       redirectConfiguration: .follow(max: configuration.maxRedirects, allowCycles: false),
       timeout: .init(
-        connect: .milliseconds(Int64(configuration.connectTimeout * 1000)),
-        read: .milliseconds(Int64(configuration.idleTimeout * 1000))),
+        connect: TimeAmount(configuration.connectTimeout), read: TimeAmount(configuration.idleTimeout)),
       decompression: .disabled)
     settings.httpVersion = .http1Only
     if !extraRoots.isEmpty {
@@ -274,7 +274,7 @@ public final class OriginClient: Sendable {
   static let maxResponseHeadBytes = NIOHTTPDecoderLimitConfiguration().maxHeaderListSize
 
   /// The deadline of a response head sent now.
-  var headDeadline: NIODeadline { .now() + .milliseconds(Int64(configuration.headTimeout * 1000)) }
+  var headDeadline: NIODeadline { .now() + TimeAmount(configuration.headTimeout) }
 
   private func execute(_ request: HTTPClientRequest, url: String) async throws -> HTTPClientResponse {
     do {
@@ -302,7 +302,7 @@ public final class OriginClient: Sendable {
     if failure == .untrusted || failure == .hostnameMismatch, let components = URLComponents(string: url) {
       let port = components.port ?? (components.scheme?.lowercased() == "http" ? 80 : 443)
       chain = await PeerCertificates.fetch(
-        host: host, port: port, timeout: .milliseconds(Int64(configuration.connectTimeout * 1000)))
+        host: host, port: port, timeout: TimeAmount(configuration.connectTimeout))
     }
     return .tlsFailed(url: url, reason: failure.reason(host: host, chain: chain))
   }
@@ -317,7 +317,8 @@ public final class OriginClient: Sendable {
   /// The error of a response head not complete within `headTimeout`.
   func headTimedOut(_ url: String) -> OriginError {
     .timedOut(
-      url: url, reason: "no complete response head within \(configuration.headTimeout) s", attempts: 1)
+      url: url, reason: "no complete response head within \(configuration.headTimeout.seconds) s", attempts: 1
+    )
   }
 
   static func metadata(_ headers: HTTPHeaders) -> OriginMetadata {

@@ -13,8 +13,8 @@ struct SessionEnvironment: Sendable {
   let registry: SessionRegistry
   /// Retries after a connection error, a 5xx or a cut-off body.
   let maxRetries: Int
-  /// First backoff, seconds; doubled per retry, plus up to 50% jitter.
-  let retryBaseDelay: Double
+  /// First backoff; doubled per retry, plus up to 50% jitter.
+  let retryBaseDelay: Duration
   /// See `CachingReader.Configuration.abandonedRequestReadAhead`.
   let abandonedRequestReadAhead: Int64
   /// See `CachingReader.Configuration.abandonedRequestGrace`.

@@ -31,12 +31,13 @@ public final class ProxyServer: Sendable {
     /// Seconds a client connection may go without sending a complete request head (an idle keep-alive
     /// connection, or one sending its head byte by byte) before it is closed. A response being written is
     /// never cut by it.
-    public var clientTimeout: Double
+    public var clientTimeout: Duration
 
     /// A configuration listening on `host:port` (0: a free port), serving every origin host unless `allowedHosts`
     /// is given (compared case-insensitively), closing idle client connections after `clientTimeout` seconds.
     public init(
-      host: String = "127.0.0.1", port: Int = 0, allowedHosts: Set<String>? = nil, clientTimeout: Double = 60
+      host: String = "127.0.0.1", port: Int = 0, allowedHosts: Set<String>? = nil,
+      clientTimeout: Duration = .seconds(60)
     ) {
       self.host = host
       self.port = port
@@ -124,7 +125,7 @@ public final class ProxyServer: Sendable {
       let configuration = server.configuration
       let connections = ProxyConnections()
       let responder = ProxyResponder(server: server)
-      let clientTimeout = TimeAmount.nanoseconds(Int64(configuration.clientTimeout * 1e9))
+      let clientTimeout = TimeAmount(configuration.clientTimeout)
       let limits = {
         var limits = NIOHTTPDecoderLimitConfiguration()
         limits.maxHeaderFieldCount = 1000

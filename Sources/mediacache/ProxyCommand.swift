@@ -84,7 +84,9 @@ struct ProxyCommand: AsyncParsableCommand {
     Self.tuneAllocator()
     try await reportingErrors {
       let client = try tls.client(
-        .init(connectTimeout: connectTimeout, idleTimeout: idleTimeout, headTimeout: headTimeout))
+        .init(
+          connectTimeout: .seconds(connectTimeout), idleTimeout: .seconds(idleTimeout),
+          headTimeout: .seconds(headTimeout)))
       var configuration = cache.configuration(
         chunkSize: chunkSize, durability: durability, commitPolicy: .init(bytes: 32 << 20, interval: 1))
       configuration.maxSize = maxSize?.bytes
@@ -98,7 +100,7 @@ struct ProxyCommand: AsyncParsableCommand {
         reader: reader,
         configuration: .init(
           host: host, port: port, allowedHosts: allowedHosts.isEmpty ? nil : Set(allowedHosts),
-          clientTimeout: clientTimeout))
+          clientTimeout: .seconds(clientTimeout)))
       if !["127.0.0.1", "::1", "localhost"].contains(host) {
         FileHandle.standardError.write(
           Data(

@@ -43,9 +43,10 @@ struct HostileOriginTests {
     let origin = try await TestOrigin.start()
     let cache = try MediaCache(
       configuration: .init(directory: dir.file("cache"), chunkSize: Self.chunkSize, durability: .relaxed))
-    let client = OriginClient(configuration: .init(connectTimeout: 2, idleTimeout: 2, headTimeout: 3))
+    let client = OriginClient(
+      configuration: .init(connectTimeout: .seconds(2), idleTimeout: .seconds(2), headTimeout: .seconds(3)))
     let reader = CachingReader(
-      cache: cache, client: client, configuration: .init(maxRetries: 1, retryBaseDelay: 0.01))
+      cache: cache, client: client, configuration: .init(maxRetries: 1, retryBaseDelay: .milliseconds(10)))
     do {
       try await body(reader, hostile, origin, cache)
     } catch {

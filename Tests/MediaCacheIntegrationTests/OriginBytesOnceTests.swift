@@ -135,7 +135,8 @@ struct OriginBytesOnceTests {
     let client = OriginClient()
     let reader = CachingReader(
       cache: cache, client: client,
-      configuration: .init(abandonedRequestReadAhead: readAhead, abandonedRequestGrace: grace))
+      configuration: .init(
+        abandonedRequestReadAhead: readAhead, abandonedRequestGrace: .milliseconds(Int64(grace * 1000))))
     do {
       try await body(reader, origin, cache)
     } catch {

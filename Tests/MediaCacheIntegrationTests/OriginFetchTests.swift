@@ -20,10 +20,11 @@ struct OriginFetchTests {
     let origin = try await TestOrigin.start()
     let cache = try MediaCache(
       configuration: .init(directory: dir.file("cache"), chunkSize: Self.chunkSize, durability: .relaxed))
-    let client = OriginClient(configuration: .init(connectTimeout: 5, idleTimeout: 10))
+    let client = OriginClient(configuration: .init(connectTimeout: .seconds(5), idleTimeout: .seconds(10)))
     let reader = CachingReader(
       cache: cache, client: client,
-      configuration: .init(abandonedRequestReadAhead: readAhead, maxRetries: retries, retryBaseDelay: 0.01))
+      configuration: .init(
+        abandonedRequestReadAhead: readAhead, maxRetries: retries, retryBaseDelay: .milliseconds(10)))
     do {
       try await body(reader, origin, cache)
     } catch {
