@@ -320,15 +320,6 @@ public final class MediaCache: Sendable {
   public func withAssetData<Result>(
     for requested: String, writable: Bool = true, _ body: (FileHandleAssetDataManager) throws -> Result
   ) throws -> Result {
-    let manager = try assetDataManager(for: requested, writable: writable)
-    let result: Result
-    do {
-      result = try body(manager)
-    } catch {
-      try? manager.close()
-      throw error
-    }
-    try manager.close()
-    return result
+    try FileHandleAssetDataManager.using(assetDataManager(for: requested, writable: writable), body)
   }
 }

@@ -154,33 +154,35 @@ final class SessionRegistry: Sendable {
     // Closing and flushing commit (fsync, rename): on the I/O executor; reads of the object that arrive
     // meanwhile wait for the close (`closing`).
     if close {
-      cache.closing.begin(id)
-      IOExecutor.shared.submit { [self] in
-        do {
-          try session.manager.close()
-        } catch {
-          // Nobody waits for this close: what it could not commit is fetched again when next needed.
-          session.environment.logger.error(
-            "closing a cached object failed; its last chunks will be fetched again",
-            metadata: ["url": "\(session.url)", "object": "\(id.hex)", "error": "\(error)"])
-        }
+      commitInBackground(session, closing: true) { [self] in
         let waiting = sessions.withLock { $0.closing.removeValue(forKey: id) ?? [] }
-        cache.closing.end(id)
         for reader in waiting { reader.resume() }
       }
     }
-    if flush {
-      cache.closing.begin(id)
-      IOExecutor.shared.submit { [cache] in
-        do {
-          try session.manager.flush()
-        } catch {
-          session.environment.logger.error(
-            "committing a cached object failed; its last chunks will be fetched again",
-            metadata: ["url": "\(session.url)", "object": "\(id.hex)", "error": "\(error)"])
-        }
-        cache.closing.end(id)
+    if flush { commitInBackground(session, closing: false) {} }
+  }
+
+  /// Closes (`closing`) or flushes the session's data manager on the I/O executor, with the object marked as
+  /// closing meanwhile (questions about it wait), then runs `done`. Nobody waits for the outcome: a failure is
+  /// logged, and what it could not commit is fetched again when next needed.
+  private func commitInBackground(
+    _ session: ObjectSession, closing: Bool, then done: @escaping @Sendable () -> Void
+  ) {
+    let id = session.manager.objectID
+    cache.closing.begin(id)
+    IOExecutor.shared.submit { [cache] in
+      do {
+        if closing { try session.manager.close() } else { try session.manager.flush() }
+      } catch {
+        session.environment.logger.error(
+          "committing a cached object failed; its last chunks will be fetched again",
+          metadata: [
+            "url": "\(session.url)", "object": "\(id.hex)", "operation": "\(closing ? "close" : "flush")",
+            "error": "\(error)",
+          ])
       }
+      cache.closing.end(id)
+      done()
     }
   }
 }

@@ -146,8 +146,15 @@ public final class FileHandleAssetDataManager: Sendable {
     store: ShardedStore, id: ObjectID, writable: Bool = true, commitPolicy: CommitPolicy = CommitPolicy(),
     observer: Observer = Observer(), _ body: (FileHandleAssetDataManager) throws -> Result
   ) throws -> Result {
-    let manager = try FileHandleAssetDataManager(
-      store: store, id: id, writable: writable, commitPolicy: commitPolicy, observer: observer)
+    try using(
+      FileHandleAssetDataManager(
+        store: store, id: id, writable: writable, commitPolicy: commitPolicy, observer: observer), body)
+  }
+
+  /// Runs `body` with `manager`, then closes it whether `body` returns or throws (an error from `body` wins).
+  static func using<Result>(
+    _ manager: FileHandleAssetDataManager, _ body: (FileHandleAssetDataManager) throws -> Result
+  ) throws -> Result {
     let result: Result
     do {
       result = try body(manager)
