@@ -17,6 +17,7 @@
 //      changes nothing, one byte more makes the header ignored (`.none`).
 // A violated property ends in `fatalError`, which libFuzzer reports as a crash and saves the input.
 
+import MediaCache
 import MediaCacheHTTP
 import MediaCacheProxy
 
