@@ -162,13 +162,12 @@ final class BodyWriter: HTTPClientResponseDelegate, @unchecked Sendable {
       }
     }
     var flightEnd = flight.endHint.load(ordering: .relaxed)
-    // An abandoned flight whose grace is over stops at the end of the chunk these bytes are in, as
-    // `Flight.endGrace` would have it, even if the flight's task has not run yet (a busy cooperative pool):
-    // meanwhile this loop would fetch on to the whole read-ahead bound.
+    // An abandoned flight whose grace is over stops where these bytes end, as `Flight.endGrace` would have it,
+    // even if the flight's task has not run yet (a busy cooperative pool): meanwhile this loop would fetch on
+    // to the whole read-ahead bound.
     let graceEnd = flight.graceDeadline.load(ordering: .relaxed)
     if graceEnd > 0, NIODeadline.now().uptimeNanoseconds >= graceEnd {
-      let chunkSize = flight.chunkSize
-      let settled = max(((receivedOffset + chunkSize - 1) / chunkSize) * chunkSize, flight.start + chunkSize)
+      let settled = FlightState.settledEnd(arrived: receivedOffset)
       flightEnd = flightEnd >= 0 ? min(flightEnd, settled) : settled
     }
     // A 206 stops at the run's end; so does a 200 of known length that answers a request for the whole object

@@ -101,8 +101,8 @@ public final class CachedBytes: AsyncSequence, Sendable {
   /// An iterator over the range from its first byte; each iterator reads the range on its own.
   public func makeAsyncIterator() -> Iterator { Iterator(cursor: ReadCursor(owner: self)) }
 
-  /// Caches every missing chunk of the range (the last one whole), one flight per missing run, without reading
-  /// what is cached or copying any byte to this task (for prefetch).
+  /// Caches every missing byte of the range, one flight per missing run, without reading what is cached or
+  /// copying any byte to this task (for prefetch).
   func fillMissing() async throws {
     let manager = session.manager
     var position = range.lowerBound
@@ -110,19 +110,12 @@ public final class CachedBytes: AsyncSequence, Sendable {
     while true {
       try Task.checkCancellation()
       let manifest = manager.manifest
-      let chunkSize = Int64(manifest.chunkSize)
-      // The last chunk is cached whole; without a known length, until the flight finds the end.
-      let end: Int64
-      if let length = manifest.contentLength {
-        let wanted = Swift.min(range.upperBound, length)
-        end = Swift.min(((wanted + chunkSize - 1) / chunkSize) * chunkSize, length)
-      } else {
-        end = range.upperBound
-      }
+      // Without a known length, until the flight finds the end.
+      let end = manifest.contentLength.map { Swift.min(range.upperBound, $0) } ?? range.upperBound
       guard position < end else { return }
-      let chunk = Int(position / chunkSize)
-      if manifest.isPresent(chunk) {
-        position = Int64(chunk + 1) * chunkSize
+      let cached = manifest.cachedRun(at: position)
+      if cached > 0 {
+        position += cached
         stalled = 0
         continue
       }
@@ -130,11 +123,11 @@ public final class CachedBytes: AsyncSequence, Sendable {
       if let initial = takeInitialFlight() {
         flight = initial
       } else if let joined = await session.flight(
-        for: position, upTo: end == .max ? nil : end, priority: priority)
+        for: position, upTo: end == .max ? nil : end, priority: priority, windowed: false)
       {
         flight = joined
       } else {
-        continue  // completed meanwhile: the manifest says so on the next look
+        continue  // cached meanwhile: the manifest says so on the next look
       }
       do {
         try await flight.waitForEnd()
@@ -143,7 +136,7 @@ public final class CachedBytes: AsyncSequence, Sendable {
         throw error
       }
       await flight.detach()
-      if !manager.manifest.isPresent(chunk) {
+      if manager.manifest.cachedRun(at: position) == 0 {
         stalled += 1
         if stalled > 3 {
           throw OriginError.inconsistentResponse(
@@ -232,11 +225,11 @@ final class ReadCursor: @unchecked Sendable {
       try Task.checkCancellation()
       let manifest = manager.manifest
       let chunkSize = Int64(manifest.chunkSize)
-      let chunk = Int(state.position / chunkSize)
+      let position = state.position
       let step = state.next(
         ReadCursorState.Object(
           contentLength: manifest.contentLength, versionTag: manifest.versionTag, chunkSize: chunkSize,
-          chunkPresent: manifest.isPresent(chunk)))
+          cachedRun: manifest.cachedRun(at: position)))
       switch step {
       case .finished:
         await leaveFlight(finishingChunk: true)
@@ -248,7 +241,7 @@ final class ReadCursor: @unchecked Sendable {
         do {
           let data = try await IOExecutor.shared.run { try manager.read(range) }
           state.delivered(data.count, versionTag: manager.manifest.versionTag)
-          owner.noteDelivered(data.count, fromOrigin: !owner.manifestAtOpen.isPresent(chunk))
+          owner.noteDelivered(data.count, fromOrigin: owner.manifestAtOpen.cachedRun(at: position) == 0)
           return .disk(data)
         } catch StoreError.corruptChunk, StoreError.notCached {
           continue  // dropped or gone: fetch it again
@@ -282,8 +275,8 @@ final class ReadCursor: @unchecked Sendable {
         owner.noteDelivered(piece.count, fromOrigin: true)
         return piece
       case .disk:
-        // The flight completed this chunk; if the cache does not have it (dropped since), fetch anew.
-        state.flightCompletedChunk(chunkPresent: manager.manifest.isPresent(chunk))
+        // The flight wrote these bytes; if the cache does not have them (dropped since), fetch anew.
+        state.flightWrotePosition(cached: manager.manifest.cachedRun(at: position) > 0)
       case .end:
         await leaveFlight()
         if state.flightEnded(contentLength: manager.contentLength) { return nil }

@@ -28,14 +28,23 @@ public final class CachingReader: Sendable {
     /// Background origin requests (`prefetch`, `fetch --hls`, preloading) at once per origin host and process
     /// (default 6). Background requests for a host also wait while a foreground request for that host waits.
     public var maxBackgroundRequestsPerHost = 6
-    /// The most an origin request fetches past the chunk it is in after its last reader left (default 4 MiB;
-    /// 0: it stops at that chunk's end), taken only while `abandonedRequestGrace` lasts. A player that drops a
+    /// How far ahead of its furthest reader a streamed read asks the origin for bytes, at least (default 0: one
+    /// request to the end of the run, as a plain proxy would; `mediacache proxy` uses 256 KiB). An origin request of a read asks for this
+    /// much past where its reader is, plus an eighth of what the reader has consumed so far (so a long stream
+    /// soon asks for many megabytes at once); the next request goes out when the reader is within half of
+    /// that of the end. A player that drops a `bytes=N-` connection after a few megabytes (to jump to a moov at
+    /// the end, or to seek) thereby leaves at most that much fetched that it did not read, however fast the
+    /// origin sends. The price is a request per window: over a long round trip a stream starts slower until
+    /// its windows have grown. Prefetches are not windowed.
+    public var originRequestWindow: Int64 = 0
+    /// The most an origin request fetches past what had arrived after its last reader left (default 4 MiB;
+    /// 0: it stops at once), taken only while `abandonedRequestGrace` lasts. A player that drops a
     /// `bytes=N-` connection (to jump to a moov at the end) usually comes back for what follows and joins the
     /// request; and bytes the origin already sent are on their way whatever the cache does: cut at once, a fast
     /// origin's socket buffers (megabytes) are paid for and fetched again later.
     public var abandonedRequestReadAhead: Int64 = 4 << 20
-    /// Seconds an abandoned origin request keeps taking what arrives (up to `abandonedRequestReadAhead`) before
-    /// it settles on finishing the chunk it is then in (default 0.25). Bounds what it fetches that the player may
+    /// How long an abandoned origin request keeps taking what arrives (up to `abandonedRequestReadAhead`) before
+    /// it stops (default 0.25 s; what arrived is kept, as whole chunks and spans). Bounds what it fetches that the player may
     /// never read to what the origin sends in that time: measured with `tools/bench --only originbytes` (a
     /// player that seeks past what it dropped, from a 2 MiB/s origin), a read-ahead of 4 MiB without this bound
     /// took 1.44-1.53x the bytes played from the origin; stopping at the chunk at once wasted a fast origin's
@@ -52,8 +61,9 @@ public final class CachingReader: Sendable {
       maxForegroundRequests: Int? = nil, maxBackgroundRequestsPerHost: Int = 6,
       abandonedRequestReadAhead: Int64 = 4 << 20, abandonedRequestGrace: Duration = .milliseconds(250),
       maxRetries: Int = 3,
-      retryBaseDelay: Duration = .milliseconds(200)
+      retryBaseDelay: Duration = .milliseconds(200), originRequestWindow: Int64 = 0
     ) {
+      self.originRequestWindow = originRequestWindow
       self.abandonedRequestGrace = abandonedRequestGrace
       self.maxForegroundRequests = maxForegroundRequests
       self.maxBackgroundRequestsPerHost = maxBackgroundRequestsPerHost
@@ -73,6 +83,9 @@ public final class CachingReader: Sendable {
       }
       if abandonedRequestGrace < .zero {
         throw ConfigurationError.invalidLimit(name: "abandonedRequestGrace", value: -1)
+      }
+      if originRequestWindow < 0 {
+        throw ConfigurationError.invalidLimit(name: "originRequestWindow", value: originRequestWindow)
       }
       if abandonedRequestReadAhead < 0 {
         throw ConfigurationError.invalidLimit(
@@ -131,7 +144,7 @@ public final class CachingReader: Sendable {
       maxRetries: configuration.maxRetries, retryBaseDelay: configuration.retryBaseDelay,
       abandonedRequestReadAhead: configuration.abandonedRequestReadAhead,
       abandonedRequestGrace: configuration.abandonedRequestGrace,
-      logger: backgroundActivityLogger)
+      originRequestWindow: configuration.originRequestWindow, logger: backgroundActivityLogger)
   }
 
   /// A logger that drops everything: the default `backgroundActivityLogger`.
@@ -204,9 +217,12 @@ public final class CachingReader: Sendable {
           } else { 0 }
         let end: Int64? = if case .bounded(let bounds) = range { bounds.upperBound } else { nil }
         // A chunk completed meanwhile gives no flight; unless the length is known with it, one is needed.
-        var flight = await session.flight(for: start, upTo: end, priority: priority)
+        // A prefetch (background) waits for its runs rather than reading them: not windowed.
+        let windowed = priority == .foreground
+        var flight = await session.flight(for: start, upTo: end, priority: priority, windowed: windowed)
         if flight == nil, session.manager.contentLength == nil {
-          flight = await session.flight(for: start, upTo: end, priority: priority, evenIfCached: true)
+          flight = await session.flight(
+            for: start, upTo: end, priority: priority, evenIfCached: true, windowed: windowed)
         }
         if let flight {
           do {

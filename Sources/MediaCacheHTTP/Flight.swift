@@ -43,12 +43,16 @@ actor Flight {
   nonisolated let queuedBytes = Atomic<Int>(0)
   static let maxQueuedBytes = 4 << 20
 
+  /// The fetching task, waiting for a reader to get near enough for the next window.
+  private var demandWaiter: CheckedContinuation<Void, Never>?
+
   init(
     start: Int64, end: Int64?, chunkSize: Int, priority: ReadPriority = .foreground, readAhead: Int64 = 0,
-    grace: Duration = .zero
+    grace: Duration = .zero, window: Int64 = 0
   ) {
     state = FlightState(
-      start: start, end: end, chunkSize: chunkSize, priority: priority, readAhead: readAhead, grace: grace)
+      start: start, end: end, chunkSize: chunkSize, priority: priority, readAhead: readAhead, grace: grace,
+      window: window)
     self.start = start
     self.chunkSize = Int64(chunkSize)
     self.endHint.store(end ?? -1, ordering: .relaxed)
@@ -73,13 +77,42 @@ actor Flight {
 
   func setTask(_ task: Task<Void, Never>) { self.task = task }
 
+  /// See `FlightState.nextRequestEnd`.
+  func nextRequestEnd() -> Int64? { state.nextRequestEnd() }
+
+  /// After an origin request ended without error: waits until the next one is due and returns true, or
+  /// returns false when the flight is done (`FlightState.afterRequest`).
+  func awaitNextRequest(objectLength: @Sendable () -> Int64?) async -> Bool {
+    while true {
+      switch state.afterRequest(objectLength: objectLength()) {
+      case .request: return true
+      case .stop: return false
+      case .wait:
+        if Task.isCancelled { return false }
+        await withTaskCancellationHandler {
+          await withCheckedContinuation { demandWaiter = $0 }
+        } onCancel: {
+          Task { await self.wakeDemandWaiter() }
+        }
+      }
+    }
+  }
+
+  private func wakeDemandWaiter() {
+    demandWaiter?.resume()
+    demandWaiter = nil
+  }
+
   // MARK: Transitions
 
   /// A reader joins. Returns true if that promoted the flight from background to foreground (the caller tells
   /// the scheduler, so the request does not keep waiting for a background slot).
-  func attach(priority: ReadPriority = .foreground) -> Bool {
+  /// A reader that does not pull bytes (`streaming` false: it waits for the run to end) makes the flight ask
+  /// for the rest of its run at once.
+  func attach(priority: ReadPriority = .foreground, streaming: Bool = true) -> Bool {
     let (promoted, actions) = state.attach(priority: priority, written: written)
     perform(actions)
+    if !streaming { perform(state.dropWindow()) }
     return promoted
   }
 
@@ -109,6 +142,8 @@ actor Flight {
   private func endGrace(of number: Int) { perform(state.endGrace(of: number, written: written)) }
 
   private func perform(_ actions: [FlightAction]) {
+    // Whatever changed (a reader left, joined or moved on, the flight ended) may decide the next window.
+    wakeDemandWaiter()
     endHint.store(state.end ?? -1, ordering: .relaxed)
     if state.graceRunning == nil { graceDeadline.store(0, ordering: .relaxed) }
     for action in actions {
@@ -149,6 +184,7 @@ actor Flight {
 
   /// The next bytes for a reader at `position` (at most `limit`), waiting for them if needed.
   func next(from position: Int64, limit: Int) async throws -> Piece {
+    if state.noteDemand(position) { wakeDemandWaiter() }
     while true {
       switch state.next(from: position, limit: limit) {
       case .piece(let piece): return piece

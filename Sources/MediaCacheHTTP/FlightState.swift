@@ -16,7 +16,7 @@ enum FlightAction: Equatable {
 /// the request, starting a timer. No clock, task or lock in here: the time and how far the writer has got are
 /// passed in, so every transition is tested on its own (`FlightStateTests`).
 ///
-/// A run starts on a chunk boundary and ends at `end` (nil: the object's end). Bytes arrive in order
+/// A run starts at any byte and ends at `end` (nil: the object's end). Bytes arrive in order
 /// (`deliver`), already written to the cache; only the chunk being filled is kept (`parts`): a reader behind it
 /// reads the cache.
 struct FlightState {
@@ -38,19 +38,24 @@ struct FlightState {
     case fail(any Error)
   }
 
-  /// First byte (chunk-aligned).
+  /// First byte.
   let start: Int64
   let chunkSize: Int64
-  /// Bytes fetched past the current chunk once the last reader left.
+  /// Bytes fetched past what had arrived once the last reader left early (within `grace`).
   let readAhead: Int64
-  /// How long an abandoned flight takes what arrives before it settles on the chunk it is then in.
+  /// How long an abandoned flight takes what arrives before it stops.
   let grace: Duration
+  /// The least an origin request asks for past the furthest reader; 0: one request to `end` (see
+  /// `CachingReader.Configuration.originRequestWindow`).
+  private(set) var window: Int64
+  /// The furthest position a reader has asked this flight for.
+  private(set) var demand: Int64
   /// Exclusive end of the run; nil: to the end of the object. The least of the end asked for, a `limit` (another
   /// flight fetches what follows) and the read-ahead bound of an abandoned flight.
   private(set) var end: Int64?
   /// The end before any read-ahead bound: what a reader joining an abandoned flight gets back.
   private(set) var committedEnd: Int64?
-  /// Set while no reader is attached: the flight stops here (a chunk boundary) unless a reader joins.
+  /// Set while no reader is attached: the flight stops here unless a reader joins.
   private(set) var abandonedEnd: Int64?
   /// Counts abandonments, so the grace timer of an earlier one does nothing.
   private(set) var abandonment = 0
@@ -80,8 +85,13 @@ struct FlightState {
   /// How long after its first byte a flight's rate is too uncertain to judge by (see `warmUpRemaining`).
   static let warmUp = Duration.milliseconds(50)
 
-  init(start: Int64, end: Int64?, chunkSize: Int, priority: ReadPriority, readAhead: Int64, grace: Duration) {
+  init(
+    start: Int64, end: Int64?, chunkSize: Int, priority: ReadPriority, readAhead: Int64, grace: Duration,
+    window: Int64 = 0
+  ) {
     self.start = start
+    self.window = max(0, window)
+    self.demand = start
     self.end = end
     self.committedEnd = end
     self.chunkSize = Int64(chunkSize)
@@ -145,25 +155,22 @@ struct FlightState {
     return (true, actions)
   }
 
-  /// A reader left. When the last one leaves the request is not cancelled: a reader that reached the end of
-  /// its range (`finishingChunk`) lets it finish the chunk it is in; a reader that gave up early lets it take
-  /// what arrives within `grace`, at most `readAhead` past the chunk it is in, then finish the chunk it is in
-  /// (`endGrace`). A background flight whose reader left stops at once.
+  /// A reader left. When the last one leaves: a reader that reached the end of its range (`finishingChunk`)
+  /// stops the request at once (what arrived is cached: whole chunks, and spans of the chunk it was in); a
+  /// reader that gave up early lets it take what arrives within `grace`, at most `readAhead` past what had
+  /// arrived, then stop (`endGrace`). A background flight whose reader left stops at once.
   mutating func detach(finishingChunk: Bool, written: Int64) -> [FlightAction] {
     readers -= 1
     guard readers <= 0, isLive else { return [] }
-    let chunkEnd = ((received + chunkSize - 1) / chunkSize) * chunkSize
-    if finishingChunk && received > start && chunkEnd > received {
-      return limit(to: chunkEnd, written: written)
-    }
     if finishingChunk || priority == .background {
       closing = true
       return [.cancelRequest]
     }
-    let bound = chunkEnd + ((readAhead + chunkSize - 1) / chunkSize) * chunkSize
+    let bound = max(received, written) + readAhead
     abandonedEnd = bound
     var actions = setEnd(committedEnd.map { min($0, bound) } ?? bound, written: written)
     abandonment += 1
+    if !isLive { return actions }  // everything it is to keep has arrived
     if grace > .zero {
       graceRunning = abandonment
       actions.append(.startGrace(grace, number: abandonment))
@@ -173,13 +180,16 @@ struct FlightState {
     return actions
   }
 
-  /// The grace of abandonment `number` is over: unless a reader joined since, the flight stops at the end of
-  /// the chunk it is in now.
+  /// Where an abandoned flight whose grace is over stops, given how far its bytes have got: there (every
+  /// byte that arrived is cached, as whole chunks or spans). `BodyWriter` applies the same rule on the
+  /// origin's event loop before `endGrace` runs.
+  static func settledEnd(arrived: Int64) -> Int64 { arrived }
+
+  /// The grace of abandonment `number` is over: unless a reader joined since, the flight stops at what has
+  /// arrived.
   mutating func endGrace(of number: Int, written: Int64) -> [FlightAction] {
     guard number == abandonment, let bound = abandonedEnd, readers <= 0, isLive else { return [] }
-    let arrived = max(received, written)
-    let chunkEnd = ((arrived + chunkSize - 1) / chunkSize) * chunkSize
-    let settled = min(bound, max(chunkEnd, start + chunkSize))
+    let settled = min(bound, Self.settledEnd(arrived: max(received, written)))
     graceRunning = nil
     abandonedEnd = settled
     return setEnd(committedEnd.map { min($0, settled) } ?? settled, written: written)
@@ -268,6 +278,51 @@ struct FlightState {
     bufferStart = received
     memoryStart = received
     return [.wake]
+  }
+
+  // MARK: Origin requests
+
+  /// What the fetching task does once an origin request of the flight has ended without error.
+  enum AfterRequest: Equatable {
+    /// Ask the origin for the next window now.
+    case request
+    /// Wait until a reader gets nearer (or leaves).
+    case wait
+    /// The flight is done.
+    case stop
+  }
+
+  /// How far ahead of its furthest reader the flight keeps bytes requested: `window`, plus an eighth of what
+  /// its readers have consumed.
+  private var lead: Int64 { max(window, (demand - start) / 8) }
+
+  /// The end of the next origin request: `lead` past the furthest reader (or past what arrived), at most
+  /// `end`; nil (or `end`) when the flight is not windowed.
+  func nextRequestEnd() -> Int64? {
+    guard window > 0 else { return end }
+    let requestEnd = max(received, demand) + lead
+    return end.map { min($0, requestEnd) } ?? requestEnd
+  }
+
+  /// After a request ended: the next one now, later, or none (`objectLength`: the length, once known).
+  func afterRequest(objectLength: Int64?) -> AfterRequest {
+    guard isLive, received < min(end ?? .max, objectLength ?? .max) else { return .stop }
+    guard window > 0 else { return .request }
+    guard readers > 0, abandonedEnd == nil else { return .stop }
+    return demand + lead / 2 >= received ? .request : .wait
+  }
+
+  /// A reader that waits for the whole run rather than reading it (a prefetch) joined: no more windows.
+  mutating func dropWindow() -> [FlightAction] {
+    window = 0
+    return [.wake]
+  }
+
+  /// A reader asked for `position`: the flight's demand moves there if that is further.
+  mutating func noteDemand(_ position: Int64) -> Bool {
+    guard position > demand else { return false }
+    demand = position
+    return true
   }
 
   // MARK: Readers

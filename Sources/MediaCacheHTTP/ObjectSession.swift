@@ -31,11 +31,12 @@ final class ObjectSession: Sendable {
   var chunkSize: Int { manager.manifest.chunkSize }
 
   /// A flight that will deliver the byte at `position` soon, joined (attached); a new one if none can.
-  /// The new run goes from the chunk of `position` to the next present chunk, the start of the next flight
-  /// still fetching (no two origin requests of this process ever ask for the same chunk), or `want`
-  /// (chunk-aligned). A foreground reader joining a background flight promotes it.
+  /// The new run goes from `position` to the next cached byte, the start of the next flight still fetching (no
+  /// two origin requests of this process ever ask for the same byte), or `want`. A foreground reader joining a
+  /// background flight promotes it.
   func flight(
-    for position: Int64, upTo want: Int64?, priority: ReadPriority = .foreground, evenIfCached: Bool = false
+    for position: Int64, upTo want: Int64?, priority: ReadPriority = .foreground, evenIfCached: Bool = false,
+    windowed: Bool = true
   ) async -> Flight? {
     // One selection at a time, so two readers arriving together share one new flight (the look-up and the
     // registration are separated by awaits on the flights).
@@ -43,7 +44,9 @@ final class ObjectSession: Sendable {
     defer { if serialised { Task { await selection.release() } } }
     let running = flights.withLock { $0 }
     for flight in running where await flight.canServe(position) {
-      if await flight.attach(priority: priority) { await environment.scheduler.promote(flight.id) }
+      if await flight.attach(priority: priority, streaming: windowed) {
+        await environment.scheduler.promote(flight.id)
+      }
       return flight
     }
     // A flight that covers the position but has only just started: wait (at most `Flight.warmUp`, once) until
@@ -52,31 +55,24 @@ final class ObjectSession: Sendable {
       guard let remaining = await flight.warmUpRemaining(for: position) else { continue }
       try? await Task.sleep(for: remaining)
       if await flight.canServe(position) {
-        if await flight.attach(priority: priority) { await environment.scheduler.promote(flight.id) }
+        if await flight.attach(priority: priority, streaming: windowed) {
+          await environment.scheduler.promote(flight.id)
+        }
         return flight
       }
       break
     }
     let manifest = manager.manifest
-    // The chunk may have been completed (by a flight that has ended since) while this reader waited for the
+    // The byte may have been cached (by a flight that has ended since) while this reader waited for the
     // selection: it is read from the cache, not fetched twice.
-    if !evenIfCached && manifest.isPresent(Int(position / Int64(manifest.chunkSize))) { return nil }
-    let chunkSize = Int64(manifest.chunkSize)
-    let start = (position / chunkSize) * chunkSize
-    var end: Int64? = want.map {
-      min(((($0 + chunkSize - 1) / chunkSize) * chunkSize), manifest.contentLength ?? .max)
-    }
+    if !evenIfCached && manifest.cachedRun(at: position) > 0 { return nil }
+    // The run starts at the position itself, not at its chunk's start: bytes nobody asked for are not fetched
+    // (the chunk's bytes before it stay missing; what arrives is kept as a span until the chunk is whole).
+    let start = position
+    var end: Int64? = want
     if let length = manifest.contentLength { end = min(end ?? length, length) }
-    // Stop before the next chunk that is already cached.
-    var chunk = Int(start / chunkSize) + 1
-    let lastChunk = end.map { Int(($0 - 1) / chunkSize) } ?? manifest.chunkCount.map { $0 - 1 }
-    while lastChunk.map({ chunk <= $0 }) ?? false {
-      if manifest.isPresent(chunk) {
-        end = Int64(chunk) * chunkSize
-        break
-      }
-      chunk += 1
-    }
+    // Stop before the next byte that is already cached.
+    if let cached = manifest.nextCachedByte(from: start + 1, before: end ?? .max) { end = cached }
     // Stop where a flight ahead that is still fetching begins: it brings those bytes (the reader joins it or
     // reads them from the cache when it gets there).
     for other in running where other.start > start && end.map({ other.start < $0 }) ?? true {
@@ -84,7 +80,8 @@ final class ObjectSession: Sendable {
     }
     let flight = Flight(
       start: start, end: end, chunkSize: manifest.chunkSize, priority: priority,
-      readAhead: environment.abandonedRequestReadAhead, grace: environment.abandonedRequestGrace)
+      readAhead: environment.abandonedRequestReadAhead, grace: environment.abandonedRequestGrace,
+      window: windowed ? environment.originRequestWindow : 0)
     _ = await flight.attach(priority: priority)
     // An earlier flight of the same run that is far behind stops where this one starts.
     for other in flights.withLock({ $0 }) where other.start < start { await other.limit(to: start) }
@@ -145,6 +142,12 @@ final class ObjectSession: Sendable {
           lastCut = received
         }
         try result.get()
+        // A windowed flight asks for its next window once a reader gets near (`FlightState.afterRequest`).
+        if await flight.awaitNextRequest(objectLength: { [manager] in manager.contentLength }) {
+          attempt = 1
+          lastCut = nil
+          continue
+        }
         await flight.finish(.success(()))
         forget(flight)
         return
@@ -187,7 +190,7 @@ final class ObjectSession: Sendable {
   private func fetchOnce(_ flight: Flight) async throws {
     try Task.checkCancellation()
     let position = await flight.received
-    let end = await flight.end
+    let end = await flight.nextRequestEnd()
     if let end, position >= end { return }
     let stored = manager.manifest
     // A weak entity tag may not be used in If-Range (RFC 9110 13.1.5): fall back to Last-Modified. A changed

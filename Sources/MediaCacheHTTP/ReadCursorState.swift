@@ -11,8 +11,9 @@ struct ReadCursorState {
     var contentLength: Int64?
     var versionTag: UInt32
     var chunkSize: Int64
-    /// Whether the chunk holding the reader's position is present.
-    var chunkPresent: Bool
+    /// Bytes cached from the reader's position on, within the chunk holding it (a present chunk, or a span of
+    /// an incomplete one): 0 if that byte is not cached.
+    var cachedRun: Int64
   }
 
   /// What the reader does next.
@@ -21,7 +22,7 @@ struct ReadCursorState {
     case finished
     /// The object changed version after this reader delivered bytes of the old one.
     case versionChanged
-    /// Read `range` (inside one present chunk) from the cache.
+    /// Read `range` (inside one present chunk or one span) from the cache.
     case readCache(Range<Int64>)
     /// Leave the flight, if any, and join or start one for the position.
     case findFlight
@@ -51,8 +52,8 @@ struct ReadCursorState {
     let end = min(range.upperBound, object.contentLength ?? .max)
     if position >= end { return .finished }
     if let versionSeen, object.versionTag != versionSeen { return .versionChanged }
-    if object.chunkPresent {
-      return .readCache(position..<min(end, (position / object.chunkSize + 1) * object.chunkSize))
+    if object.cachedRun > 0 {
+      return .readCache(position..<min(end, position + object.cachedRun))
     }
     if !attached || needsNewFlight {
       needsNewFlight = false
@@ -85,9 +86,9 @@ struct ReadCursorState {
     return usable
   }
 
-  /// The flight said the position is in a chunk it completed; `chunkPresent`: whether the cache has it now.
-  mutating func flightCompletedChunk(chunkPresent: Bool) {
-    if !chunkPresent { needsNewFlight = true }
+  /// The flight said the byte at the position is in the cache; `cached`: whether the cache has it now.
+  mutating func flightWrotePosition(cached: Bool) {
+    if !cached { needsNewFlight = true }
   }
 
   /// The flight ended before the position. Returns true when that is the object's end (the read is over).

@@ -19,6 +19,8 @@ struct SessionEnvironment: Sendable {
   let abandonedRequestReadAhead: Int64
   /// See `CachingReader.Configuration.abandonedRequestGrace`.
   let abandonedRequestGrace: Duration
+  /// See `CachingReader.Configuration.originRequestWindow`.
+  let originRequestWindow: Int64
   /// Where work nobody waits for is logged: retries, and commits that fail when an object closes.
   let logger: Logger
 }

@@ -65,6 +65,12 @@ struct ProxyCommand: AsyncParsableCommand {
         + "covers. Smaller chunks fetch fewer bytes a player does not read when it seeks; objects already cached "
         + "keep theirs.", valueName: "BYTES"))
   var chunkSize = 1 << 20
+  @Option(
+    help: ArgumentHelp(
+      "How far ahead of a player the origin is asked for bytes, at least (grows by an eighth of what the player "
+        + "has read; 0: one request to the end). Bounds what a player that drops a request leaves fetched.",
+      valueName: "BYTES"))
+  var originRequestWindow: Int64 = 256 << 10
   @OptionGroup var requestLimits: RequestLimitOptions
 
   func validate() throws {
@@ -74,6 +80,9 @@ struct ProxyCommand: AsyncParsableCommand {
       throw ValidationError("timeouts must be positive")
     }
     guard (0...20).contains(retries) else { throw ValidationError("--retries must be 0...20") }
+    guard originRequestWindow >= 0 else {
+      throw ValidationError("--origin-request-window must be at least 0, not \(originRequestWindow)")
+    }
     guard (Manifest.minChunkSize...Manifest.maxChunkSize).contains(chunkSize) else {
       throw ValidationError(
         "--chunk-size must be \(Manifest.minChunkSize)...\(Manifest.maxChunkSize) bytes, not \(chunkSize)")
@@ -94,8 +103,9 @@ struct ProxyCommand: AsyncParsableCommand {
       // of the running proxy.
       let settings = configuration
       let mediaCache = try await IOExecutor.shared.run { try MediaCache(configuration: settings) }
-      let reader = CachingReader(
-        cache: mediaCache, client: client, configuration: requestLimits.configuration(maxRetries: retries))
+      var readerConfiguration = requestLimits.configuration(maxRetries: retries)
+      readerConfiguration.originRequestWindow = originRequestWindow
+      let reader = CachingReader(cache: mediaCache, client: client, configuration: readerConfiguration)
       let server = ProxyServer(
         reader: reader,
         configuration: .init(

@@ -145,13 +145,13 @@ import Testing
 
   // MARK: Leaving
 
-  @Test func theLastReaderAtTheEndOfItsRangeLetsTheFlightFinishItsChunk() {
+  @Test func theLastReaderAtTheEndOfItsRangeStopsTheRequestAtOnce() {
+    // What arrived is cached (a chunk, and a span of the next): no need to finish the chunk.
     var state = flight()
     _ = state.attach(priority: .foreground, written: 0)
     _ = state.deliver([bytes(1500)], at: 0, now: t0)
-    #expect(state.detach(finishingChunk: true, written: 1500) == [.wake])
-    #expect(state.end == 2000)
-    #expect(state.isLive)
+    #expect(state.detach(finishingChunk: true, written: 1500) == [.cancelRequest])
+    #expect(!state.isLive)
   }
 
   @Test func aReaderDoneOnAChunkBoundaryOrABackgroundReaderStopsTheRequest() {
@@ -166,40 +166,45 @@ import Testing
     #expect(prefetch.detach(finishingChunk: false, written: 300) == [.cancelRequest])
   }
 
-  @Test func anAbandonedFlightTakesItsGraceThenSettlesOnItsChunk() {
+  @Test func anAbandonedFlightTakesItsGraceThenStopsWhereItsBytesEnd() {
     var state = flight(readAhead: 2500, grace: .milliseconds(250))
     _ = state.attach(priority: .foreground, written: 0)
     _ = state.deliver([bytes(300)], at: 0, now: t0)
-    // Bound: the chunk it is in (to 1000) plus the read-ahead in whole chunks (3000): 4000.
+    // Bound: what arrived plus the read-ahead, at any byte: 2800.
     #expect(
       state.detach(finishingChunk: false, written: 300) == [
         .wake, .startGrace(.milliseconds(250), number: 1),
       ])
-    #expect(state.end == 4000)
+    #expect(state.end == 2800)
     #expect(state.graceRunning == 1)
-    // Within the grace, bytes arrive up to 1700; when it ends the flight stops at that chunk's end.
+    // Within the grace, bytes arrive up to 1700; when it ends the flight stops there (1700..<2000 is a span).
     _ = state.deliver([bytes(1400)], at: 300, now: t0)
-    #expect(state.endGrace(of: 1, written: 1700) == [.wake])
-    #expect(state.end == 2000)
+    #expect(state.endGrace(of: 1, written: 1700) == [.cancelRequest, .wake])
+    #expect(state.end == 1700)
     #expect(state.graceRunning == nil)
-    // The chunk completes: nobody is left, the request stops.
-    _ = state.deliver([bytes(300)], at: 1700, now: t0)
-    #expect(state.limit(to: 2000, written: 2000) == [.cancelRequest, .wake])
     #expect(!state.isLive)
   }
 
-  @Test func aGraceEndingOnAReachedBoundaryStopsTheRequestAtOnce() {
+  @Test func withoutReadAheadAnAbandonedFlightStopsAtOnce() {
     var state = flight(readAhead: 0, grace: .milliseconds(250))
     _ = state.attach(priority: .foreground, written: 0)
     _ = state.deliver([bytes(500)], at: 0, now: t0)
+    #expect(state.detach(finishingChunk: false, written: 500) == [.cancelRequest, .wake])
+    #expect(!state.isLive)
+  }
+
+  @Test func aGraceEndingWithEverythingWrittenStopsTheRequestAtOnce() {
+    var state = flight(readAhead: 300, grace: .milliseconds(250))
+    _ = state.attach(priority: .foreground, written: 0)
+    _ = state.deliver([bytes(500)], at: 0, now: t0)
     _ = state.detach(finishingChunk: false, written: 500)
-    // The writer has already written the whole chunk (not yet handed over): nothing more to take.
+    // The writer has already written up to 1000 (not yet handed over): nothing more to take.
     #expect(state.endGrace(of: 1, written: 1000) == [.cancelRequest, .wake])
     #expect(!state.isLive)
   }
 
   @Test func aReaderJoiningAnAbandonedFlightLiftsItsBoundAndAnOldGraceDoesNothing() {
-    var state = flight(end: 9000, readAhead: 0, grace: .milliseconds(250))
+    var state = flight(end: 9000, readAhead: 500, grace: .milliseconds(250))
     _ = state.attach(priority: .foreground, written: 0)
     _ = state.deliver([bytes(500)], at: 0, now: t0)
     // 500 bytes in 10 ms: fast enough that a reader 3500 bytes ahead joins while a reader is attached.
@@ -232,8 +237,9 @@ import Testing
     var state = flight(readAhead: 5000, grace: .zero)
     _ = state.attach(priority: .foreground, written: 0)
     _ = state.deliver([bytes(200)], at: 0, now: t0)
-    #expect(state.detach(finishingChunk: false, written: 200) == [.wake, .wake])
-    #expect(state.end == 1000)
+    #expect(state.detach(finishingChunk: false, written: 200) == [.wake, .cancelRequest, .wake])
+    #expect(state.end == 200)
+    #expect(!state.isLive)
   }
 
   // MARK: Limits and cancelling

@@ -84,30 +84,30 @@ import Testing
     let source = randomBytes(count: 5 * 65536 + 100, seed: 4)
     try source.write(to: URL(fileURLWithPath: dir.file("src")))
     let common = ["--cache", cache, "k", dir.file("src"), "--chunk-size", "65536"]
-    // Bytes 65536..<196608 are exactly chunks 1 and 2; the bytes around them stay partial chunks.
+    // Bytes 65536..<196608 are exactly chunks 1 and 2; 65000..<65536 is a span of chunk 0.
     let imported = try run(
       mediacache, ["import"] + common + ["--range", "65000-196607", "--length", "\(source.count)"])
     #expect(imported.status == 0, "\(imported.stderr)")
 
     #expect(
       try status(cache, "k")
-        == .partial(cachedBytes: 131_072, length: Int64(source.count), ranges: [65536..<196_608]))
+        == .partial(cachedBytes: 131_608, length: Int64(source.count), ranges: [65000..<196_608]))
 
-    let inside = try run(mediacache, ["cat", "--cache", cache, "k", "--range", "70000-70009"])
-    #expect(inside.stdout == source[70000...70009])
+    let inside = try run(mediacache, ["cat", "--cache", cache, "k", "--range", "65000-70009"])
+    #expect(inside.stdout == source[65000...70009])
 
     // One byte outside the cached ranges: nothing is written, exit 2, one line naming what is missing.
-    let missing = try run(mediacache, ["cat", "--cache", cache, "k", "--range", "65535-70000"])
+    let missing = try run(mediacache, ["cat", "--cache", cache, "k", "--range", "64999-70000"])
     #expect(missing.status == 2)
     #expect(missing.stdout.isEmpty)
-    #expect(missing.stderr.hasSuffix("missing bytes 65535-65535\n"))
+    #expect(missing.stderr.hasSuffix("missing bytes 64999-64999\n"))
     #expect(missing.stderr.split(separator: "\n").count == 1)
 
     // The last (short) chunk completes once it is imported, because the length is known.
     let last = try run(
       mediacache, ["import"] + common + ["--range", "327680-", "--length", "\(source.count)"])
     #expect(last.status == 0, "\(last.stderr)")
-    #expect(try status(cache, "k").ranges == [65536..<196_608, 327_680..<Int64(source.count)])
+    #expect(try status(cache, "k").ranges == [65000..<196_608, 327_680..<Int64(source.count)])
 
     let conflicting = try run(mediacache, ["import"] + common + ["--range", "0-99", "--length", "999"])
     #expect(conflicting.status == 1)

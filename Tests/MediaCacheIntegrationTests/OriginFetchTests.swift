@@ -48,20 +48,22 @@ struct OriginFetchTests {
   }
 
   /// A reader that takes a range smaller than a chunk and closes at once (a player reading an index, the
-  /// proxy answering `Range: bytes=0-65535`) leaves the flight to finish that chunk, which is then cached: the
-  /// same range again is served without the origin. Before, closing the read closed the object's data manager
-  /// under the running flight, so the chunk was never committed and every such request went to the origin.
-  @Test func aSmallRangeReadAndClosedStillCachesItsChunk() async throws {
+  /// proxy answering `Range: bytes=0-65535`) leaves what it read cached, as a span of the chunk (manifest 1.1),
+  /// committed when the object closes: the same range again is served without the origin. Before, closing the
+  /// read closed the object's data manager under the running flight, so nothing was committed and every such
+  /// request went to the origin.
+  @Test func aSmallRangeReadAndClosedStillCachesItsBytes() async throws {
     try await withReader { reader, origin, cache in
       let size = 4 * Self.chunkSize + 100
       let url = origin.url(.slow, "small-range", size: size, query: "delay-ms=5")
       #expect(try await readAll(reader, url, .bounded(0..<1000)) == expected("small-range", size, 0..<1000))
       let id = cache.objectID(for: url)
       let deadline = Date().addingTimeInterval(20)
-      while (try cache.store.readManifest(id)?.isPresent(0)) != true && Date() < deadline {
+      while (try cache.store.readManifest(id)?.cachedRun(at: 0) ?? 0) < 1000 && Date() < deadline {
         try await Task.sleep(for: .milliseconds(20))
       }
-      #expect(try cache.store.readManifest(id)?.isPresent(0) == true, "chunk 0 was not cached")
+      #expect(
+        (try cache.store.readManifest(id)?.cachedRun(at: 0) ?? 0) >= 1000, "bytes 0..<1000 were not cached")
       let requests = origin.requests(for: "small-range").count
       #expect(try await readAll(reader, url, .bounded(0..<1000)) == expected("small-range", size, 0..<1000))
       #expect(origin.requests(for: "small-range").count == requests, "the second read went to the origin")

@@ -223,12 +223,22 @@ struct RawManifest {
     var raw = RawManifest()
     raw.trailing = [0, 0, 0]
     #expect(decodeError(raw) == .trailingBytes(count: 3))
-    // A newer minor version may append fields this build skips.
+    // Version 1.1 appends the span count (and spans); bytes after them are refused as well.
     raw.minor = 1
+    raw.trailing = [0, 0, 0, 0]
+    let noSpans = try ManifestCodec.decode(raw.bytes)
+    raw.trailing = [0, 0, 0, 0, 7]
+    #expect(decodeError(raw) == .trailingBytes(count: 1))
+    raw.trailing = [0, 0, 0]
+    #expect(decodeError(raw) == .truncated(needed: 4, available: 3, field: "span count"))
+    // A newer minor version may append fields this build skips (after 1.1's spans).
+    raw.minor = 2
+    raw.trailing = [0, 0, 0, 0, 9, 9, 9]
     let decoded = try ManifestCodec.decode(raw.bytes)
     raw.minor = 0
     raw.trailing = []
     #expect(decoded == (try ManifestCodec.decode(raw.bytes)))
+    #expect(noSpans == decoded)
   }
 
   @Test func checksumMismatch() {

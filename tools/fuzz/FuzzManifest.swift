@@ -58,14 +58,17 @@ func checkAccepted(_ manifest: Manifest, _ raw: UnsafeRawBufferPointer) {
     fatalError("decode(encode(m)) != m:\n  m:     \(manifest)\n  again: \(again)")
   }
 
-  // 3. Canonical bytes. Minor 0: identical. Other minor: the same up to the end of the user metadata, with
-  //    minor version 0, and a fresh CRC (the 1.0 writer drops the fields it does not know).
+  // 3. Canonical bytes. A manifest is written as 1.0 without spans and as 1.1 with them. Written at the minor
+  //    version it came in: identical. Otherwise: the same up to the end of the fields the writer knows (user
+  //    metadata, then any spans), with the minor version it writes, and a fresh CRC (the writer drops the
+  //    fields it does not know, and an empty span list).
   let minor = raw[5]
+  let writtenMinor: UInt8 = manifest.allSpans.isEmpty ? 0 : 1
   let expectedBodyCount = encoded.count - 4
-  if minor == ManifestCodec.minorVersion {
+  if minor == writtenMinor {
     guard encoded.elementsEqual(raw) else {
       fatalError(
-        "encode(decode(b)) != b for a minor-0 manifest (\(raw.count) bytes in, \(encoded.count) out)")
+        "encode(decode(b)) != b for a minor-\(minor) manifest (\(raw.count) bytes in, \(encoded.count) out)")
     }
   } else {
     guard expectedBodyCount <= raw.count - 4 else {
@@ -74,7 +77,7 @@ func checkAccepted(_ manifest: Manifest, _ raw: UnsafeRawBufferPointer) {
       )
     }
     for index in 0..<expectedBodyCount {
-      let want = index == 5 ? ManifestCodec.minorVersion : raw[index]
+      let want = index == 5 ? writtenMinor : raw[index]
       guard encoded[encoded.startIndex + index] == want else {
         fatalError("re-encoding a minor-\(minor) manifest changed byte \(index)")
       }

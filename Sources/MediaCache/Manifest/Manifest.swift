@@ -34,6 +34,9 @@ public struct Manifest: Sendable, Equatable {
   public let chunkSize: Int
   /// CRC-32 of every present chunk, by chunk index.
   public private(set) var chunkCRCs: [Int: UInt32]
+  /// Runs of bytes of chunks that are not present, each with its CRC-32, by chunk index (ascending, disjoint
+  /// and not touching within a chunk; see `Manifest+Spans.swift`).
+  public internal(set) var spans: [Int: [Span]] = [:]
   /// MIME type reported by the origin or given on import.
   public var contentType: String?
   /// The origin's entity tag, verbatim (with quotes and any `W/`).
@@ -97,13 +100,22 @@ public struct Manifest: Sendable, Equatable {
   public func crc(ofChunk index: Int) -> UInt32? { chunkCRCs[index] }
 
   /// Records chunk `index` as present with checksum `crc`.
-  public mutating func setChunk(_ index: Int, crc: UInt32) { chunkCRCs[index] = crc }
+  public mutating func setChunk(_ index: Int, crc: UInt32) {
+    chunkCRCs[index] = crc
+    spans[index] = nil
+  }
 
-  /// Forgets chunk `index`; its bytes will be fetched or written again.
-  public mutating func removeChunk(_ index: Int) { chunkCRCs[index] = nil }
+  /// Forgets chunk `index` (and any span of it); its bytes will be fetched or written again.
+  public mutating func removeChunk(_ index: Int) {
+    chunkCRCs[index] = nil
+    spans[index] = nil
+  }
 
-  /// Forgets every chunk (an origin change or a reset).
-  public mutating func removeAllChunks() { chunkCRCs = [:] }
+  /// Forgets every chunk and span (an origin change or a reset).
+  public mutating func removeAllChunks() {
+    chunkCRCs = [:]
+    spans = [:]
+  }
 
   /// The byte range chunk `index` covers, clipped to the length when known.
   public func byteRange(ofChunk index: Int) -> Range<Int64> {
@@ -121,7 +133,7 @@ public struct Manifest: Sendable, Equatable {
     return first..<(last + 1)
   }
 
-  /// The cached bytes, as ranges.
+  /// The cached bytes, as ranges: present chunks and spans.
   public var presentByteRanges: ByteRangeSet {
     var set = ByteRangeSet()
     for run in presentChunks.ranges {
@@ -129,6 +141,9 @@ public struct Manifest: Sendable, Equatable {
       var end = Int64(run.upperBound) * Int64(chunkSize)
       if let length = contentLength { end = min(end, length) }
       set.insert(start..<end)
+    }
+    for chunkSpans in spans.values {
+      for span in chunkSpans { set.insert(span.range) }
     }
     return set
   }

@@ -1,6 +1,6 @@
 import Foundation
 
-/// The binary manifest format, version 1.0 (byte by byte in `docs/FORMAT.md`).
+/// The binary manifest format, versions 1.0 and 1.1 (byte by byte in `docs/FORMAT.md`).
 ///
 /// The decoder checks every length and count against the bytes that remain before it allocates, and refuses
 /// with a `ManifestError` anything out of bounds; it never traps on input.
@@ -9,9 +9,12 @@ public enum ManifestCodec {
   public static let magic: [UInt8] = [0x4D, 0x43, 0x4D, 0x46]
   /// The major version written and the only one read.
   public static let majorVersion: UInt8 = 1
-  /// The minor version written. A reader accepts any minor version of its major version and ignores the
-  /// bytes a newer minor version appends after the last field it knows.
-  public static let minorVersion: UInt8 = 0
+  /// The newest minor version written: 1 adds spans (bytes of incomplete chunks). A manifest without spans is
+  /// written as 1.0, byte for byte what earlier builds wrote. A reader accepts any minor version of its major
+  /// version and ignores the bytes a newer minor version appends after the last field it knows.
+  public static let minorVersion: UInt8 = 1
+  /// Bytes of one span entry: chunk index, offset in the chunk, length, CRC-32 (four u32).
+  static let spanEntrySize = 16
   /// Size of the fixed header.
   static let headerSize = 72
   /// Smallest possible manifest: header, four empty variable fields, trailing CRC.
@@ -48,9 +51,10 @@ public enum ManifestCodec {
     let runs = manifest.presentChunks.ranges
     let indices = manifest.chunkCRCs.keys.sorted()
     var out = ByteWriter(capacity: minimumSize + runs.count * 8 + indices.count * 4 + etag.count)
+    let spans = manifest.allSpans
     out.append(magic)
     out.append(majorVersion)
-    out.append(minorVersion)
+    out.append(spans.isEmpty ? 0 : minorVersion)
     var flags: UInt16 = 0
     if manifest.isPinned { flags |= flagPinned }
     if manifest.contentLength != nil { flags |= flagLengthKnown }
@@ -75,6 +79,16 @@ public enum ManifestCodec {
     out.append(lastModified)
     out.append(UInt32(manifest.userMetadata.count))
     out.append(Array(manifest.userMetadata))
+    if !spans.isEmpty {
+      out.append(UInt32(spans.count))
+      for span in spans {
+        let index = span.range.lowerBound / Int64(manifest.chunkSize)
+        out.append(UInt32(index))
+        out.append(UInt32(span.range.lowerBound - index * Int64(manifest.chunkSize)))
+        out.append(UInt32(span.range.count))
+        out.append(span.crc)
+      }
+    }
     out.append(CRC32.checksum(out.bytes))
     return Data(out.bytes)
   }
@@ -211,8 +225,47 @@ public enum ManifestCodec {
         name: "user metadata", reason: "\(metadataCount) bytes exceeds \(Manifest.maxUserMetadataBytes)")
     }
     manifest.userMetadata = Data(try reader.readBytes(metadataCount, "user metadata"))
-    if minor == minorVersion && reader.remaining != 0 { throw .trailingBytes(count: reader.remaining) }
+    if minor >= 1 { try decodeSpans(&reader, into: &manifest, chunkLimit: chunkLimit) }
+    if minor <= minorVersion && reader.remaining != 0 { throw .trailingBytes(count: reader.remaining) }
     return manifest
+  }
+
+  /// Version 1.1's spans: a u32 count, then per span its chunk index, offset in the chunk, length and CRC
+  /// (u32 each), ordered by chunk then offset, disjoint and not touching, each inside a chunk that is not
+  /// present and short of the whole chunk.
+  private static func decodeSpans(
+    _ reader: inout ByteReader, into manifest: inout Manifest, chunkLimit: Int64
+  ) throws(ManifestError) {
+    let count = Int(try reader.read("span count") as UInt32)
+    guard count * spanEntrySize <= reader.remaining else {
+      throw .truncated(needed: count * spanEntrySize, available: reader.remaining, field: "spans")
+    }
+    let chunkSize = Int64(manifest.chunkSize)
+    var previousEnd: Int64 = -1
+    for number in 0..<count {
+      let index = Int64(try reader.read("span chunk") as UInt32)
+      let offset = Int64(try reader.read("span offset") as UInt32)
+      let length = Int64(try reader.read("span length") as UInt32)
+      let crc: UInt32 = try reader.read("span CRC")
+      let start = index * chunkSize + offset
+      guard index < chunkLimit, length > 0, offset + length <= chunkSize,
+        manifest.contentLength.map({ start + length <= $0 }) ?? true
+      else {
+        throw .invalidField(
+          name: "span \(number)", reason: "chunk \(index) bytes \(offset)..<\(offset + length) out of bounds")
+      }
+      guard start > previousEnd || (start == previousEnd && offset == 0) else {
+        throw .invalidField(
+          name: "span \(number)",
+          reason: "starts at \(start), not after the previous span's end \(previousEnd)")
+      }
+      let range = start..<(start + length)
+      guard !manifest.isPresent(Int(index)), range != manifest.byteRange(ofChunk: Int(index)) else {
+        throw .invalidField(name: "span \(number)", reason: "chunk \(index) is present or covered whole")
+      }
+      manifest.spans[Int(index), default: []].append(Manifest.Span(range: range, crc: crc))
+      previousEnd = range.upperBound
+    }
   }
 }
 

@@ -8,6 +8,10 @@ struct ManifestChange: Sendable {
   /// Chunks this writer found corrupt, with the CRC that failed: dropped only if the disk still records that
   /// CRC (another writer may have rewritten the chunk since).
   var dropped: [Int: UInt32] = [:]
+  /// The spans (bytes of incomplete chunks) this writer has written, by chunk: added to the disk's.
+  var spans: [Int: [Manifest.Span]] = [:]
+  /// Spans this writer found corrupt: dropped only if the disk records exactly them.
+  var droppedSpans: [Manifest.Span] = []
   /// Metadata this writer set.
   var isPinned: Bool?
   var userMetadata: Data?
@@ -23,7 +27,8 @@ struct ManifestChange: Sendable {
   var reset = false
 
   var isEmpty: Bool {
-    added.isEmpty && dropped.isEmpty && isPinned == nil && userMetadata == nil && contentType == nil
+    added.isEmpty && dropped.isEmpty && spans.isEmpty && droppedSpans.isEmpty && isPinned == nil
+      && userMetadata == nil && contentType == nil
       && contentLength == nil && etag == nil && lastModified == nil && !reset
   }
 
@@ -36,6 +41,10 @@ struct ManifestChange: Sendable {
     for (index, crc) in earlier.dropped where added[index] == nil && dropped[index] == nil {
       dropped[index] = crc
     }
+    for (index, list) in earlier.spans where spans[index] == nil && added[index] == nil {
+      spans[index] = list
+    }
+    droppedSpans += earlier.droppedSpans.filter { !droppedSpans.contains($0) }
     isPinned = isPinned ?? earlier.isPinned
     userMetadata = userMetadata ?? earlier.userMetadata
     contentType = contentType ?? earlier.contentType
@@ -60,18 +69,21 @@ struct ManifestChange: Sendable {
           for index in result.chunkCRCs.keys where Int64(index + 1) * Int64(result.chunkSize) > length {
             result.removeChunk(index)
           }
+          result.removeSpans(beyond: length)
         }
         if result.etag == nil { result.etag = base.etag }
         if result.lastModified == nil { result.lastModified = base.lastModified }
         for (index, crc) in added where result.contentLength.map({ index < chunkCount($0) }) ?? true {
           result.setChunk(index, crc: crc)
         }
+        addSpans(to: &result)
       } else {
         // Another writer moved the object to a different origin version: this writer's chunks are of the old
         // one and are discarded.
         superseded = true
       }
       for (index, crc) in dropped where result.crc(ofChunk: index) == crc { result.removeChunk(index) }
+      for span in droppedSpans { result.removeSpan(span) }
     } else {
       // No readable manifest, or a new version: the writer's own view (which already holds its added chunks) is
       // the truth.
@@ -82,12 +94,22 @@ struct ManifestChange: Sendable {
         result.userMetadata = onDisk.userMetadata
       }
       for (index, crc) in added { result.setChunk(index, crc: crc) }
+      addSpans(to: &result)
       for (index, crc) in dropped where result.crc(ofChunk: index) == crc { result.removeChunk(index) }
+      for span in droppedSpans { result.removeSpan(span) }
     }
     if let isPinned { result.isPinned = isPinned }
     if let userMetadata { result.userMetadata = userMetadata }
     if let contentType { result.contentType = contentType.isEmpty ? nil : contentType }
     return CommitResult(manifest: result, superseded: superseded)
+
+    func addSpans(to result: inout Manifest) {
+      for (_, list) in spans.sorted(by: { $0.key < $1.key }) {
+        for span in list where result.contentLength.map({ span.range.upperBound <= $0 }) ?? true {
+          result.addSpan(span)
+        }
+      }
+    }
 
     func chunkCount(_ length: Int64) -> Int {
       Int((length + Int64(base.chunkSize) - 1) / Int64(base.chunkSize))

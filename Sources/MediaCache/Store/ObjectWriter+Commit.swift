@@ -45,7 +45,7 @@ extension ObjectWriter {
 
   /// Flushes the data (durable mode) and commits `change`: runs on the background queue, without the lock.
   private func commitInBackground(_ change: ManifestChange, base: Manifest) -> BackgroundOutcome {
-    if store.durability == .durable && !change.added.isEmpty {
+    if store.durability == .durable && (!change.added.isEmpty || !change.spans.isEmpty) {
       do {
         try mapIO { try file.syncData() }
         try scheduler.syncNameOnce(store, objectID)
@@ -90,11 +90,13 @@ extension ObjectWriter {
         for (index, crc) in change.added where view.manifest.crc(ofChunk: index) == crc {
           view.manifest.removeChunk(index)
         }
+        for span in change.spans.values.joined() { view.manifest.removeSpan(span) }
       }
       // Chunks completed since the batch was handed over may have been written before that sync started.
       forgetUnsyncedChunks(&state)
       var metadata = change
       metadata.added = [:]
+      metadata.spans = [:]
       view.withLock { $0.pending.absorb(earlier: metadata) }
     case .commitFailed(let error):
       state.backgroundError = error
@@ -116,6 +118,8 @@ extension ObjectWriter {
         view.manifest.removeChunk(index)
       }
       view.pending.added = [:]
+      for span in view.pending.spans.values.joined() { view.manifest.removeSpan(span) }
+      view.pending.spans = [:]
     }
     state.partial = [:]
     state.uncommittedBytes = 0
@@ -126,7 +130,7 @@ extension ObjectWriter {
   func commitLocked(_ state: inout State) throws {
     let (change, base) = view.withLock { ($0.pending, $0.manifest) }
     if change.isEmpty { return }
-    if store.durability == .durable && !change.added.isEmpty {
+    if store.durability == .durable && (!change.added.isEmpty || !change.spans.isEmpty) {
       do {
         try mapIO { try file.syncData() }
         try scheduler.syncNameOnce(store, objectID)

@@ -76,9 +76,11 @@ final class ObjectWriter: Sendable {
         let slice = UnsafeRawBufferPointer(
           rebasing: bytes[Int(piece.lowerBound - offset)..<Int(piece.upperBound - offset)])
         try mapIO { try file.write(slice, at: piece.lowerBound) }
-        state.partial[index, default: PartialChunk()].add(
+        if state.partial[index] == nil { state.partial[index] = seededPartial(index, chunkStart: chunkStart) }
+        state.partial[index]!.add(
           (piece.lowerBound - chunkStart)..<(piece.upperBound - chunkStart), crc: CRC32.checksum(slice))
         try completeIfCovered(index, &state)
+        if let partial = state.partial[index] { publishSpans(index, partial, chunkStart: chunkStart) }
       }
       return try commitIfDue(&state)
     }
@@ -133,6 +135,32 @@ final class ObjectWriter: Sendable {
     }
   }
 
+  /// A chunk's parts as the view knows them (spans committed by this or another writer, or published earlier),
+  /// so that bytes written now join them.
+  private func seededPartial(_ index: Int, chunkStart: Int64) -> PartialChunk {
+    var partial = PartialChunk()
+    for span in view.withLock({ $0.manifest.spans[index] ?? [] }) {
+      partial.add((span.range.lowerBound - chunkStart)..<(span.range.upperBound - chunkStart), crc: span.crc)
+    }
+    return partial
+  }
+
+  /// Publishes the parts of incomplete chunk `index` whose CRC is known as its spans: readable at once, and
+  /// listed by the next commit.
+  private func publishSpans(_ index: Int, _ partial: PartialChunk, chunkStart: Int64) {
+    let spans = partial.runs.compactMap { run in
+      run.crc.map {
+        Manifest.Span(
+          range: (chunkStart + run.range.lowerBound)..<(chunkStart + run.range.upperBound), crc: $0)
+      }
+    }
+    view.withLock { view in
+      guard !view.manifest.isPresent(index) else { return }
+      view.manifest.spans[index] = spans.isEmpty ? nil : spans
+      view.pending.spans[index] = spans.isEmpty ? nil : spans
+    }
+  }
+
   /// Makes chunk `index` present if its written parts now cover it: its CRC is combined from theirs (or read
   /// back from disk where parts overlapped).
   private func completeIfCovered(_ index: Int, _ state: inout State) throws {
@@ -156,6 +184,7 @@ final class ObjectWriter: Sendable {
       view.manifest.setChunk(index, crc: crc)
       view.pending.added[index] = crc
       view.pending.dropped[index] = nil
+      view.pending.spans[index] = nil
     }
     state.uncommittedBytes += needed
     observer.chunkCompleted?(needed)
@@ -225,6 +254,21 @@ final class ObjectWriter: Sendable {
         _ = try? store.commit(change, base: base, dataFile: writer)
         writer.close()
       }
+    }
+  }
+
+  /// `span` failed its CRC on read: it is forgotten by the view and by this writer's parts of its chunk, and
+  /// dropped from the manifest by the next commit (if the disk still lists exactly it).
+  func dropSpan(_ span: Manifest.Span) {
+    state.withLock { state in
+      let index = view.withLock { view -> Int in
+        view.manifest.removeSpan(span)
+        view.pending.droppedSpans.append(span)
+        let index = Int(span.range.lowerBound / Int64(view.manifest.chunkSize))
+        view.pending.spans[index] = nil
+        return index
+      }
+      state.partial[index] = nil
     }
   }
 

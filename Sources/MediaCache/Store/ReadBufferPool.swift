@@ -14,21 +14,26 @@ final class ReadBufferPool: Sendable {
 
   /// A buffer of `count` bytes, filled by `fill` (which returns how many bytes it wrote), as a `Data` that gives
   /// the memory back to the pool when released.
-  func data(count: Int, fill: (UnsafeMutableRawBufferPointer) throws -> Int) rethrows -> Data {
+  /// `capacity` (at least `count`) is the size of the buffer taken and kept: reads of varying lengths (spans)
+  /// pass their chunk size, so the pool does not keep buffers of every length it ever saw.
+  func data(count: Int, capacity: Int? = nil, fill: (UnsafeMutableRawBufferPointer) throws -> Int) rethrows
+    -> Data
+  {
+    let size = max(count, capacity ?? count)
     let pointer =
-      free.withLock { $0[count]?.popLast() }.flatMap { UnsafeMutableRawPointer(bitPattern: $0) }
-      ?? UnsafeMutableRawPointer.allocate(byteCount: max(count, 1), alignment: 16)
+      free.withLock { $0[size]?.popLast() }.flatMap { UnsafeMutableRawPointer(bitPattern: $0) }
+      ?? UnsafeMutableRawPointer.allocate(byteCount: max(size, 1), alignment: 16)
     let written: Int
     do {
       written = try fill(UnsafeMutableRawBufferPointer(start: pointer, count: count))
     } catch {
-      give(pointer, size: count)
+      give(pointer, size: size)
       throw error
     }
     return Data(
       bytesNoCopy: pointer, count: written,
       deallocator: .custom { [self] pointer, _ in
-        give(pointer, size: count)
+        give(pointer, size: size)
       })
   }
 

@@ -25,7 +25,7 @@ struct VerifiedChunkReader: Sendable {
     guard !range.isEmpty else { return Data() }
     let first = Int(range.lowerBound / chunkSize)
     let last = Int((range.upperBound - 1) / chunkSize)
-    if first == last, range.lowerBound == Int64(first) * chunkSize {
+    if first == last, range.lowerBound == Int64(first) * chunkSize, spanHolding(range.lowerBound) == nil {
       // One chunk from its start (the common piece of a streamed read): no copy when it is the whole chunk.
       let data = try verifiedChunkData(first)
       return data.count == range.count ? data : data.prefix(Int(range.count))
@@ -33,8 +33,16 @@ struct VerifiedChunkReader: Sendable {
     var out = Data()
     out.reserveCapacity(Int(range.count))
     for index in first...last {
-      let data = try verifiedChunkData(index)
       let chunkStart = Int64(index) * chunkSize
+      if let span = spanHolding(max(range.lowerBound, chunkStart)) {
+        // Bytes of a chunk that is not complete: its span, read whole and checked.
+        let data = try verifiedSpanData(span)
+        let low = Int(max(range.lowerBound, chunkStart) - span.range.lowerBound)
+        let high = Int(min(range.upperBound, span.range.upperBound) - span.range.lowerBound)
+        out.append(data[data.startIndex + low..<data.startIndex + high])
+        continue
+      }
+      let data = try verifiedChunkData(index)
       let low = Int(max(range.lowerBound, chunkStart) - chunkStart)
       let high = Int(min(range.upperBound, chunkStart + Int64(data.count)) - chunkStart)
       out.append(data[data.startIndex + low..<data.startIndex + high])
@@ -50,6 +58,11 @@ struct VerifiedChunkReader: Sendable {
     store.noteAccess(objectID)
     let index = Int(offset / chunkSize)
     let chunkStart = Int64(index) * chunkSize
+    if let span = spanHolding(offset) {
+      let data = try verifiedSpanData(span)
+      let high = min(pieceEnd, span.range.upperBound)
+      return data.subdata(in: Int(offset - span.range.lowerBound)..<Int(high - span.range.lowerBound))
+    }
     let chunk = try verifiedChunkData(index)
     if offset == chunkStart && pieceEnd - chunkStart == Int64(chunk.count) { return chunk }
     return chunk.subdata(in: Int(offset - chunkStart)..<Int(pieceEnd - chunkStart))
@@ -65,7 +78,12 @@ struct VerifiedChunkReader: Sendable {
         throw StoreError.outOfBounds(objectID, range: range, length: view.manifest.contentLength)
       }
       // Per chunk, not through the byte-range set: this runs for every piece of a streamed read.
-      let present = view.manifest.chunks(covering: range).allSatisfy { view.manifest.isPresent($0) }
+      let present = view.manifest.chunks(covering: range).allSatisfy { index in
+        if view.manifest.isPresent(index) { return true }
+        let part = view.manifest.byteRange(ofChunk: index).clamped(to: range)
+        return view.manifest.span(containing: part.lowerBound).map { $0.range.upperBound >= part.upperBound }
+          ?? false
+      }
       return present ? Int64(view.manifest.chunkSize) : nil
     }
     if let known { return known }
@@ -76,6 +94,41 @@ struct VerifiedChunkReader: Sendable {
       if !missing.isEmpty { throw StoreError.notCached(objectID, missing: missing) }
       return Int64(view.manifest.chunkSize)
     }
+  }
+
+  /// The span holding byte `offset` when its chunk is not present.
+  private func spanHolding(_ offset: Int64) -> Manifest.Span? {
+    view.withLock { view in
+      view.manifest.isPresent(Int(offset / Int64(view.manifest.chunkSize)))
+        ? nil : view.manifest.span(containing: offset)
+    }
+  }
+
+  /// `span` read whole and checked against its CRC. On a mismatch the span is dropped and
+  /// `StoreError.corruptChunk` is thrown.
+  private func verifiedSpanData(_ span: Manifest.Span) throws -> Data {
+    let chunkSize = try view.withLock { view in
+      try self.view.ensureOpen(view)
+      self.view.readsInFlight.add(1, ordering: .acquiring)
+      return view.manifest.chunkSize
+    }
+    var check: ChunkCheck?
+    let data: Data
+    do {
+      defer { view.readsInFlight.subtract(1, ordering: .releasing) }
+      data = try ReadBufferPool.shared.data(count: Int(span.range.count), capacity: chunkSize) { buffer in
+        let read = try mapIO { try ChunkCheck.read(span.range, expected: span.crc, from: file, into: buffer) }
+        check = read
+        return read.bytesRead
+      }
+    }
+    guard let check, check.passed else {
+      writer.dropSpan(span)
+      throw StoreError.corruptChunk(
+        objectID, chunk: Int(span.range.lowerBound / Int64(chunkSize)), expected: span.crc,
+        actual: check?.actual ?? 0)
+    }
+    return data
   }
 
   /// Chunk `index` read whole into a pooled buffer and CRC-checked there (no copy after the read). On a

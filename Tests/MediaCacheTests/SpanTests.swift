@@ -1,0 +1,131 @@
+import Foundation
+import MediaCacheTestSupport
+import Testing
+
+@testable import MediaCache
+
+/// Spans: bytes of incomplete chunks, kept with their CRC (manifest 1.1), readable, committed, joined into
+/// whole chunks.
+@Suite struct SpanTests {
+  static let chunk = 4096
+  static let id = ObjectID(CacheKey("https://example.com/spans.mp4"))
+
+  @Test func spansRoundTripAsVersion1_1AndAManifestWithoutIsStill1_0() throws {
+    var manifest = Manifest(objectID: Self.id, chunkSize: Self.chunk, contentLength: 20_000)
+    manifest.setChunk(0, crc: 7)
+    #expect(try Array(ManifestCodec.encode(manifest))[5] == 0)
+    manifest.addSpan(.init(range: 4100..<4200, crc: 1))
+    manifest.addSpan(.init(range: 8192..<8200, crc: 2))  // chunk 2, touching chunk 1's end is allowed
+    manifest.addSpan(.init(range: 19_000..<20_000, crc: 3))
+    let bytes = try ManifestCodec.encode(manifest)
+    #expect(Array(bytes)[5] == 1)
+    let decoded = try ManifestCodec.decode(bytes)
+    #expect(decoded == manifest)
+    #expect(decoded.allSpans.map(\.range) == [4100..<4200, 8192..<8200, 19_000..<20_000])
+    #expect(decoded.presentByteRanges.ranges == [0..<4096, 4100..<4200, 8192..<8200, 19_000..<20_000])
+    #expect(decoded.cachedRun(at: 4150) == 50 && decoded.cachedRun(at: 4200) == 0)
+    #expect(decoded.nextCachedByte(from: 4200, before: .max) == 8192)
+    #expect(decoded.nextCachedByte(from: 8200, before: 19_000) == nil)
+  }
+
+  @Test func touchingSpansJoinAndACoveredChunkBecomesPresent() throws {
+    let data = randomBytes(count: Self.chunk, seed: 3)
+    var manifest = Manifest(objectID: Self.id, chunkSize: Self.chunk, contentLength: 10_000)
+    let crc = { (range: Range<Int>) in CRC32.checksum(data[range]) }
+    #expect(manifest.addSpan(.init(range: 100..<400, crc: crc(100..<400))) == nil)
+    #expect(manifest.addSpan(.init(range: 400..<4096, crc: crc(400..<4096))) == nil)
+    #expect(manifest.spans[0] == [.init(range: 100..<4096, crc: crc(100..<4096))])
+    // A span inside a recorded one changes nothing; one overlapping in part replaces what it overlaps.
+    manifest.addSpan(.init(range: 200..<300, crc: 99))
+    #expect(manifest.spans[0]?.count == 1)
+    #expect(manifest.addSpan(.init(range: 0..<100, crc: crc(0..<100))) == CRC32.checksum(data))
+    #expect(manifest.crc(ofChunk: 0) == CRC32.checksum(data) && manifest.spans[0] == nil)
+  }
+
+  @Test func theDecoderRefusesSpansThatAreNotCanonical() throws {
+    var base = Manifest(objectID: Self.id, chunkSize: Self.chunk, contentLength: 10_000)
+    base.setChunk(1, crc: 5)
+    func encoded(_ entries: [(UInt32, UInt32, UInt32)]) throws -> Data {
+      var manifest = base
+      manifest.addSpan(.init(range: 10..<20, crc: 1))
+      var bytes = Array(try ManifestCodec.encode(manifest).dropLast(4 + 4 + 16))
+      var count = UInt32(entries.count).littleEndian
+      withUnsafeBytes(of: &count) { bytes += $0 }
+      for (index, offset, length) in entries {
+        for value in [index, offset, length, 0xABCD] {
+          var little = value.littleEndian
+          withUnsafeBytes(of: &little) { bytes += $0 }
+        }
+      }
+      var crc = CRC32.checksum(Data(bytes)).littleEndian
+      withUnsafeBytes(of: &crc) { bytes += $0 }
+      return Data(bytes)
+    }
+    #expect(try ManifestCodec.decode(encoded([(0, 10, 10), (2, 0, 5)])).allSpans.count == 2)
+    func refused(_ entries: [(UInt32, UInt32, UInt32)]) -> Bool {
+      (try? ManifestCodec.decode(encoded(entries))) == nil
+    }
+    #expect(refused([(0, 10, 0)]), "empty")
+    #expect(refused([(0, 10, 10), (0, 20, 5)]), "touching")
+    #expect(refused([(0, 10, 10), (0, 15, 10)]), "overlapping")
+    #expect(refused([(0, 30, 10), (0, 10, 10)]), "out of order")
+    #expect(refused([(1, 0, 10)]), "in a present chunk")
+    #expect(refused([(0, 0, 4096)]), "a whole chunk")
+    #expect(refused([(2, 1800, 100)]), "past the length")
+    #expect(refused([(0, 4000, 200)]), "past the chunk")
+    #expect(refused([(3, 0, 10)]), "past the last chunk")
+  }
+
+  @Test(arguments: Durability.allCases)
+  func spansAreCommittedReadAfterReopenAndJoinedIntoChunks(_ durability: Durability) async throws {
+    try await withStore(durability: durability) { store in
+      let data = randomBytes(count: 3 * Self.chunk, seed: 9)
+      do {
+        let writer = try FileHandleAssetDataManager(store: store, id: Self.id)
+        try writer.setContentLength(Int64(data.count))
+        try writer.write(data[1000..<5000], at: 1000)
+        try writer.close()
+      }
+      let committed = try #require(try store.readManifest(Self.id))
+      #expect(committed.presentByteRanges.ranges == [1000..<5000])
+      #expect(committed.allSpans.map(\.range) == [1000..<4096, 4096..<5000])
+      do {
+        let reader = try FileHandleAssetDataManager(store: store, id: Self.id, writable: false)
+        defer { try? reader.close() }
+        #expect(try reader.read(1500..<4500) == data[1500..<4500])
+        #expect(throws: StoreError.notCached(Self.id, missing: [999..<1000])) { try reader.read(999..<1001) }
+      }
+      // Another writer brings the bytes before the span: chunk 0 becomes present with the right CRC.
+      do {
+        let writer = try FileHandleAssetDataManager(store: store, id: Self.id)
+        try writer.write(data[0..<1000], at: 0)
+        #expect(writer.manifest.crc(ofChunk: 0) == CRC32.checksum(data[0..<4096]))
+        try writer.close()
+      }
+      let joined = try #require(try store.readManifest(Self.id))
+      #expect(joined.crc(ofChunk: 0) == CRC32.checksum(data[0..<4096]))
+      #expect(joined.allSpans.map(\.range) == [4096..<5000])
+    }
+  }
+
+  @Test func aCorruptSpanIsDroppedAndReportedNotReturned() async throws {
+    try await withStore { store in
+      let data = randomBytes(count: 2 * Self.chunk, seed: 11)
+      do {
+        let writer = try FileHandleAssetDataManager(store: store, id: Self.id)
+        try writer.setContentLength(Int64(data.count))
+        try writer.write(data[100..<900], at: 100)
+        try writer.close()
+      }
+      let file = try FileHandle(forUpdating: URL(fileURLWithPath: store.paths(for: Self.id).data))
+      try file.seek(toOffset: 500)
+      try file.write(contentsOf: Data([0xFF ^ data[500]]))
+      try file.close()
+      let manager = try FileHandleAssetDataManager(store: store, id: Self.id)
+      #expect(throws: StoreError.self) { try manager.read(200..<300) }
+      #expect(manager.manifest.allSpans.isEmpty)
+      try manager.close()
+      #expect(try store.readManifest(Self.id)?.allSpans.isEmpty == true)
+    }
+  }
+}
