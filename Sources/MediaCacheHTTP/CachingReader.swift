@@ -4,16 +4,20 @@ import MediaCache
 import NIOPosix
 import Synchronization
 
-/// Reads any byte range of a remote object through the cache: present chunks come from disk (CRC-checked),
-/// missing runs from the origin with one chunk-aligned range request each, streamed to the reader as they
-/// arrive and written to the cache at the same time.
+/// Reads any byte range of a remote object through the cache: cached bytes come from disk (CRC-checked, whole
+/// chunks and spans of incomplete ones), missing runs from the origin with range requests that start at the
+/// byte asked for and stop before the next cached byte, streamed to the reader as they arrive and written to
+/// the cache at the same time.
 ///
 /// Concurrent readers of the same missing bytes in this process share one origin request, and no two origin
-/// requests of the process ask for the same chunk (a new one stops where a running one ahead begins). When the
-/// last reader of a request goes away, the request finishes its chunk plus
-/// `Configuration.abandonedRequestReadAhead` (a player that dropped it usually comes back for those bytes), then
-/// stops at a chunk boundary; a prefetch's request stops at once. A chunk that fails its CRC on read is dropped
-/// and fetched again without the reader noticing.
+/// requests of the process ask for the same byte (a new one stops where a running one ahead begins). When the
+/// last reader of a request has its range, the request stops at once; when it goes away early, the request
+/// takes what arrives within `Configuration.abandonedRequestGrace`, at most
+/// `Configuration.abandonedRequestReadAhead` more (a player that dropped it usually comes back for those
+/// bytes), then stops; every byte that arrived stays cached. A prefetch's request stops at once. With
+/// `Configuration.originRequestWindow` set, a streamed read asks the origin for a bounded lead ahead of its
+/// reader rather than for the whole run. A chunk or span that fails its CRC on read is dropped and fetched
+/// again without the reader noticing.
 ///
 /// Playback first: foreground reads (`read`) are not limited by a slot count unless
 /// `Configuration.maxForegroundRequests` is set; background reads (`prefetch`, `read(priority: .background)`) are
@@ -28,14 +32,14 @@ public final class CachingReader: Sendable {
     /// Background origin requests (`prefetch`, `fetch --hls`, preloading) at once per origin host and process
     /// (default 6). Background requests for a host also wait while a foreground request for that host waits.
     public var maxBackgroundRequestsPerHost = 6
-    /// How far ahead of its furthest reader a streamed read asks the origin for bytes, at least (default 0: one
-    /// request to the end of the run, as a plain proxy would; `mediacache proxy` uses 256 KiB). An origin request of a read asks for this
-    /// much past where its reader is, plus an eighth of what the reader has consumed so far (so a long stream
-    /// soon asks for many megabytes at once); the next request goes out when the reader is within half of
-    /// that of the end. A player that drops a `bytes=N-` connection after a few megabytes (to jump to a moov at
-    /// the end, or to seek) thereby leaves at most that much fetched that it did not read, however fast the
+    /// How far ahead a streamed read keeps the origin asked for bytes, at least (default 0: one request to the
+    /// end of the run, as a plain proxy would; `mediacache proxy` uses 256 KiB). The lead is this window plus
+    /// an eighth of what the read's reader has consumed (so a long stream soon asks for megabytes at once); the
+    /// next origin request, for one lead past what has arrived, goes out once the reader is within half a lead
+    /// of it. A player that drops a `bytes=N-` connection after a few megabytes (to jump to a moov at the end,
+    /// or to seek) thereby leaves at most one and a half leads fetched that it did not read, however fast the
     /// origin sends. The price is a request per window: over a long round trip a stream starts slower until
-    /// its windows have grown. Prefetches are not windowed.
+    /// its lead has grown. Prefetches are not windowed.
     public var originRequestWindow: Int64 = 0
     /// The most an origin request fetches past what had arrived after its last reader left (default 4 MiB;
     /// 0: it stops at once), taken only while `abandonedRequestGrace` lasts. A player that drops a

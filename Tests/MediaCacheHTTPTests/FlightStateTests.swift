@@ -11,10 +11,11 @@ import Testing
 
   func flight(
     start: Int64 = 0, end: Int64? = nil, priority: ReadPriority = .foreground, readAhead: Int64 = 0,
-    grace: Duration = .zero
+    grace: Duration = .zero, window: Int64 = 0
   ) -> FlightState {
     FlightState(
-      start: start, end: end, chunkSize: Self.chunk, priority: priority, readAhead: readAhead, grace: grace)
+      start: start, end: end, chunkSize: Self.chunk, priority: priority, readAhead: readAhead, grace: grace,
+      window: window)
   }
 
   func bytes(_ count: Int, from first: UInt8 = 0) -> ByteBuffer {
@@ -240,6 +241,67 @@ import Testing
     #expect(state.detach(finishingChunk: false, written: 200) == [.wake, .cancelRequest, .wake])
     #expect(state.end == 200)
     #expect(!state.isLive)
+  }
+
+  // MARK: Windows
+
+  @Test func anUnwindowedFlightAsksForItsWholeRunOnce() {
+    var state = flight(start: 300, end: 9000)
+    _ = state.attach(priority: .foreground, written: 0)
+    #expect(state.nextRequestEnd() == 9000)
+    _ = state.deliver([bytes(8700)], at: 300, now: t0)
+    #expect(state.afterRequest(objectLength: 20_000) == .stop)
+    // Cut short (the origin ended early): the fetching task asks for the rest.
+    var cut = flight(start: 0, end: 9000)
+    _ = cut.attach(priority: .foreground, written: 0)
+    _ = cut.deliver([bytes(100)], at: 0, now: t0)
+    #expect(cut.afterRequest(objectLength: nil) == .request)
+  }
+
+  @Test func aWindowedFlightAsksAWindowAheadOfItsReaderAndGrowsWithWhatWasRead() {
+    var state = flight(start: 500, window: 400)
+    _ = state.attach(priority: .foreground, written: 0)
+    // The first request: the window past the start.
+    #expect(state.nextRequestEnd() == 900)
+    _ = state.deliver([bytes(400)], at: 500, now: t0)
+    // The reader is still far from the end of what arrived (more than half the window): wait.
+    let moved = state.noteDemand(600)
+    #expect(moved)
+    #expect(state.afterRequest(objectLength: nil) == .wait)
+    let back = state.noteDemand(550)
+    #expect(!back, "demand never moves back")
+    // Within half a window of the end: the next request, a window past what arrived.
+    let nearer = state.noteDemand(700)
+    #expect(nearer)
+    #expect(state.afterRequest(objectLength: nil) == .request)
+    #expect(state.nextRequestEnd() == 1300)
+    // After 8000 bytes read the lead is an eighth of them: 1000.
+    _ = state.deliver([bytes(7700)], at: 900, now: t0)
+    _ = state.noteDemand(8500)
+    #expect(state.afterRequest(objectLength: nil) == .request)
+    #expect(state.nextRequestEnd() == 9600)
+    // Never past the run's end or the object's.
+    #expect(state.afterRequest(objectLength: 8600) == .stop)
+    var bounded = flight(start: 0, end: 600, window: 400)
+    _ = bounded.attach(priority: .foreground, written: 0)
+    _ = bounded.noteDemand(500)
+    #expect(bounded.nextRequestEnd() == 600)
+  }
+
+  @Test func aWindowedFlightWithoutReadersOrWithAWaitingReaderStopsWindowing() {
+    var abandoned = flight(readAhead: 0, window: 400)
+    _ = abandoned.attach(priority: .foreground, written: 0)
+    _ = abandoned.deliver([bytes(400)], at: 0, now: t0)
+    _ = abandoned.detach(finishingChunk: false, written: 400)
+    #expect(abandoned.afterRequest(objectLength: nil) == .stop)
+    // A prefetch joins: the rest of the run in one request.
+    var prefetched = flight(end: 5000, window: 400)
+    _ = prefetched.attach(priority: .foreground, written: 0)
+    _ = prefetched.deliver([bytes(400)], at: 0, now: t0)
+    #expect(prefetched.afterRequest(objectLength: nil) == .wait)
+    _ = prefetched.dropWindow()
+    #expect(prefetched.afterRequest(objectLength: nil) == .request)
+    #expect(prefetched.nextRequestEnd() == 5000)
   }
 
   // MARK: Limits and cancelling

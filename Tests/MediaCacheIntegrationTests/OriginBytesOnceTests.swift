@@ -264,7 +264,9 @@ struct OriginBytesOnceTests {
       // What arrived before the close plus at most 2 chunks, and no more than a few pieces in transit.
       #expect(sent > 0 && sent < 3 * Self.chunkSize + (1 << 20), "\(records)")
       let id = cache.objectID(for: url)
-      for _ in 0..<500 where (try cache.store.readManifest(id)?.cachedRun(at: 0) ?? 0) == 0 {
+      // Committed when the object closes (the request's last commit may come after the origin logged it).
+      for _ in 0..<1000
+      where (try cache.store.readManifest(id)?.presentByteRanges.ranges) != [0..<Int64(sent)] {
         try await Task.sleep(for: .milliseconds(10))
       }
       // Every byte the origin sent is cached, none more.
@@ -284,7 +286,11 @@ struct OriginBytesOnceTests {
       var data = Data()
       for try await piece in joined { data.append(piece) }
       #expect(data == Data(TestOrigin.bytes(name: "abandoned", size: size).dropFirst(4 * Self.chunkSize)))
-      #expect(origin.requests(for: "abandoned").count == 2, "\(origin.requests(for: "abandoned"))")
+      // The joiner shares the running request (or, on a machine so loaded that it arrives after the request
+      // stopped, starts one where it ended): no byte is fetched twice.
+      let all = origin.requests(for: "abandoned")
+      #expect(all.count == 2 || all.count == 3, "\(all)")
+      #expect(all.reduce(0) { $0 + $1.bodyBytesSent } <= size, "\(all)")
     }
   }
 }

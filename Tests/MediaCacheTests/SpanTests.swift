@@ -128,4 +128,70 @@ import Testing
       #expect(try store.readManifest(Self.id)?.allSpans.isEmpty == true)
     }
   }
+
+  /// `cache-fsck` and the compactor's scrub check spans as they check chunks: a clean span is no finding, a bad
+  /// one is a chunk-checksum finding that `--repair` (or the scrub) drops, leaving the rest.
+  @Test func fsckAndTheScrubCheckSpans() async throws {
+    try await withStore { store in
+      let data = randomBytes(count: 3 * Self.chunk, seed: 12)
+      do {
+        let writer = try FileHandleAssetDataManager(store: store, id: Self.id)
+        try writer.setContentLength(Int64(data.count))
+        try writer.write(data[0..<Self.chunk], at: 0)
+        try writer.write(data[5000..<6000], at: 5000)
+        try writer.write(data[9000..<9100], at: 9000)
+        try writer.close()
+      }
+      let clean = try CacheChecker(root: store.root, options: .init()).run()
+      #expect(clean.findings.isEmpty, "\(clean.findings)")
+      #expect(clean.totals.bytesVerified == Int64(Self.chunk + 1000 + 100))
+      #expect(
+        try store.scrub(Self.id, budget: 1 << 20)
+          == {
+            var result = ShardedStore.ScrubResult()
+            result.chunksVerified = 1
+            result.bytesVerified = Int64(Self.chunk + 1000 + 100)
+            return result
+          }())
+      // One byte of the first span goes bad.
+      let file = try FileHandle(forUpdating: URL(fileURLWithPath: store.paths(for: Self.id).data))
+      try file.seek(toOffset: 5500)
+      try file.write(contentsOf: Data([0xFF ^ data[5500]]))
+      try file.close()
+      let found = try CacheChecker(root: store.root, options: .init()).run()
+      #expect(found.findings.map(\.kind) == [.chunkChecksum], "\(found.findings)")
+      #expect(found.findings.first?.chunk == 1)
+      let scrubbed = try store.scrub(Self.id, budget: 1 << 20, dryRun: true)
+      #expect(scrubbed.droppedSpans == 1 && scrubbed.droppedChunks.isEmpty)
+      let repaired = try CacheChecker(root: store.root, options: .init(repair: true)).run()
+      #expect(repaired.findings.map(\.action) == [.repaired])
+      let manifest = try #require(try store.readManifest(Self.id))
+      #expect(manifest.presentByteRanges.ranges == [0..<4096, 9000..<9100])
+      #expect(try CacheChecker(root: store.root, options: .init()).run().findings.isEmpty)
+    }
+  }
+
+  /// A span of the last chunk written while the length was unknown, that the length then shows to be the whole
+  /// chunk, makes the chunk present (in the writer that learns the length and in the merge), so no manifest
+  /// lists a span the decoder would refuse as a whole chunk.
+  @Test func aSpanThatTheLengthMakesWholeBecomesAChunk() async throws {
+    try await withStore { store in
+      let data = randomBytes(count: 3 * Self.chunk + 1000, seed: 13)
+      let tail = Int64(3 * Self.chunk)..<Int64(data.count)
+      do {
+        let writer = try FileHandleAssetDataManager(store: store, id: Self.id)
+        try writer.write(data[Int(tail.lowerBound)...], at: tail.lowerBound)
+        try writer.close()
+      }
+      #expect(try store.readManifest(Self.id)?.allSpans.map(\.range) == [tail])
+      let writer = try FileHandleAssetDataManager(store: store, id: Self.id)
+      try writer.setContentLength(Int64(data.count))
+      #expect(writer.manifest.crc(ofChunk: 3) == CRC32.checksum(data[Int(tail.lowerBound)...]))
+      #expect(writer.manifest.allSpans.isEmpty)
+      try writer.close()
+      let committed = try #require(try store.readManifest(Self.id))
+      #expect(committed.crc(ofChunk: 3) == CRC32.checksum(data[Int(tail.lowerBound)...]))
+      #expect(committed.allSpans.isEmpty && committed.contentLength == Int64(data.count))
+    }
+  }
 }

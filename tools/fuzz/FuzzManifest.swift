@@ -4,8 +4,9 @@
 // For every input the decoder must either throw a `ManifestError` or return a manifest that
 //   1. the encoder accepts,
 //   2. survives decode(encode(m)) == m,
-//   3. re-encodes to the input bytes exactly when the minor version is 0 (the 1.0 format is canonical), and to
-//      the input with minor version 0 and the extra minor-version bytes dropped otherwise (FORMAT.md 3.5),
+//   3. re-encodes to the input bytes exactly when its minor version is the one the encoder writes for it (0
+//      without spans, 1 with them: both canonical), and otherwise to the input with that minor version and the
+//      bytes the encoder does not write (an empty span list, a later minor's fields) dropped (FORMAT.md 3.5),
 //   4. decodes the same through the `Data` overload with its own id as `expectedID`, and is refused with
 //      `objectIDMismatch` for any other id,
 //   5. never lists bytes past its known content length.

@@ -11,6 +11,8 @@ extension CacheChecker {
     var manifest: Manifest?
     /// Chunks to drop: short or failing their CRC, with the CRC the manifest records.
     var bad: [Int: UInt32] = [:]
+    /// Spans to drop: short or failing their CRC.
+    var badSpans: [Manifest.Span] = []
     var totals = CheckTotals()
   }
 
@@ -146,7 +148,7 @@ extension CacheChecker {
     outcome.totals.objects = 1
     if manifest.isComplete {
       outcome.totals.complete = 1
-    } else if !manifest.chunkCRCs.isEmpty {
+    } else if !manifest.chunkCRCs.isEmpty || !manifest.spans.isEmpty {
       outcome.totals.partial = 1
     }
     if manifest.isPinned { outcome.totals.pinned = 1 }
@@ -173,9 +175,22 @@ extension CacheChecker {
           expected: "at least \(needed) bytes", found: "\(size) bytes", chunk: first))
       for index in beyond { outcome.bad[index] = manifest.crc(ofChunk: index) }
     }
+    let shortSpans = manifest.allSpans.filter { $0.range.upperBound > size }
+    if let first = shortSpans.first {
+      outcome.findings.append(
+        CheckFinding(
+          path: data, kind: .shortData, severity: .error,
+          message: "data file is shorter than the spans its manifest lists (\(shortSpans.count) span(s))",
+          expected: "at least \(shortSpans.last!.range.upperBound) bytes", found: "\(size) bytes",
+          chunk: Int(first.range.lowerBound / Int64(manifest.chunkSize))))
+      outcome.badSpans = shortSpans
+    }
     if !options.fast, let dataFile {
       verifyChunks(
         manifest, listed.filter { outcome.bad[$0] == nil }, file: dataFile, data: data, into: &outcome)
+      verifySpans(
+        manifest, manifest.allSpans.filter { !outcome.badSpans.contains($0) }, file: dataFile, data: data,
+        into: &outcome)
     }
     return outcome
   }
@@ -193,6 +208,7 @@ extension CacheChecker {
       guard let manifest = outcome.manifest, let lock else { return }
       var change = ManifestChange()
       change.dropped = outcome.bad
+      change.droppedSpans = outcome.badSpans
       action = (try? store.commit(change, base: manifest, dataFile: lock)) != nil ? .repaired : .failed
     default:
       // The manifest cannot be read: the object goes, manifest first.
@@ -250,6 +266,30 @@ extension CacheChecker {
             path: data, kind: .chunkChecksum, severity: .error,
             message: "chunk \(index) (bytes \(range.lowerBound)-\(range.upperBound - 1)) fails its CRC",
             expected: hex32(expected), found: hex32(check.actual), chunk: index))
+      }
+    }
+  }
+
+  /// Reads every listed span whole and compares its CRC; adds a finding and an entry in `badSpans` per mismatch.
+  private func verifySpans(
+    _ manifest: Manifest, _ spans: [Manifest.Span], file: SystemFile, data: String,
+    into outcome: inout Evaluation
+  ) {
+    let verifier = ChunkVerifier(chunkSize: manifest.chunkSize)
+    for span in spans {
+      let check =
+        (try? verifier.check(span, in: file))
+        ?? ChunkCheck(range: span.range, expected: span.crc, bytesRead: 0, actual: 0)
+      outcome.totals.bytesVerified += Int64(check.bytesRead)
+      if !check.passed {
+        let index = Int(span.range.lowerBound / Int64(manifest.chunkSize))
+        outcome.badSpans.append(span)
+        outcome.findings.append(
+          CheckFinding(
+            path: data, kind: .chunkChecksum, severity: .error,
+            message:
+              "span of chunk \(index) (bytes \(span.range.lowerBound)-\(span.range.upperBound - 1)) fails its CRC",
+            expected: hex32(span.crc), found: hex32(check.actual), chunk: index))
       }
     }
   }

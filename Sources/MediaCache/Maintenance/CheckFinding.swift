@@ -190,7 +190,7 @@ public struct CheckTotals: Sendable, Equatable, Codable {
   public var bytes: Int64 = 0
   /// Chunks whose CRC-32 was verified against their bytes (0 in a fast check).
   public var chunksVerified = 0
-  /// Bytes of those chunks.
+  /// Bytes of those chunks, and of the spans (bytes of incomplete chunks) checked with them.
   public var bytesVerified: Int64 = 0
 }
 

@@ -73,14 +73,18 @@ extension ShardedStore {
     public var bytesVerified: Int64 = 0
     /// Chunks that failed and were dropped (or, in a dry run, would be).
     public var droppedChunks: [Int] = []
+    /// Spans (bytes of incomplete chunks) that failed and were dropped (or, in a dry run, would be); spans are
+    /// checked once the object's chunks are done.
+    public var droppedSpans = 0
     /// The chunk to continue from when the budget ran out, nil when the object was finished.
     public var resumeChunk: Int?
     /// The object was skipped: being removed, or gone.
     public var skipped = false
   }
 
-  /// Verifies the CRCs of the object's present chunks from `firstChunk`, reading at most `budget` bytes, and
-  /// drops (merged under the commit lock) every chunk that fails unless `dryRun`. Does not bump recency.
+  /// Verifies the CRCs of the object's present chunks from `firstChunk`, reading at most `budget` bytes (then,
+  /// once the chunks are done, its spans), and drops (merged under the commit lock) every chunk and span that
+  /// fails unless `dryRun`. Does not bump recency.
   public func scrub(_ id: ObjectID, fromChunk firstChunk: Int = 0, budget: Int64, dryRun: Bool = false) throws
     -> ScrubResult
   {
@@ -122,9 +126,19 @@ extension ShardedStore {
         result.bytesVerified += Int64(range.count)
       }
       result.droppedChunks = failed.keys.sorted()
-      if !failed.isEmpty && !dryRun {
+      var failedSpans: [Manifest.Span] = []
+      if result.resumeChunk == nil {
+        for span in manifest.allSpans {
+          let check = try verifier.check(span, in: file)
+          if !check.passed { failedSpans.append(span) }
+        }
+        result.bytesVerified += manifest.allSpans.reduce(0) { $0 + Int64($1.range.count) }
+      }
+      result.droppedSpans = failedSpans.count
+      if (!failed.isEmpty || !failedSpans.isEmpty) && !dryRun {
         var change = ManifestChange()
         change.dropped = failed
+        change.droppedSpans = failedSpans
         _ = try commit(change, base: manifest, dataFile: file)
       }
       return result

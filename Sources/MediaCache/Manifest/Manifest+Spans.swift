@@ -67,11 +67,15 @@ extension Manifest {
   /// Forgets the spans of chunk `index`.
   package mutating func removeSpans(ofChunk index: Int) { spans[index] = nil }
 
-  /// Forgets spans that reach past `length` (learned after they were recorded).
-  mutating func removeSpans(beyond length: Int64) {
+  /// Fits the spans to `length`, learned after they were recorded: spans reaching past it are forgotten, and a
+  /// span that turns out to be a whole (last) chunk makes that chunk present.
+  package mutating func fitSpans(toLength length: Int64) {
     for (index, list) in spans {
       let kept = list.filter { $0.range.upperBound <= length }
       spans[index] = kept.isEmpty ? nil : kept
+      if kept.count == 1, contentLength == length, kept[0].range == byteRange(ofChunk: index) {
+        setChunk(index, crc: kept[0].crc)
+      }
     }
   }
 

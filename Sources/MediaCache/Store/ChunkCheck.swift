@@ -27,8 +27,8 @@ struct ChunkCheck: Sendable, Equatable {
   }
 }
 
-/// Checks the present chunks of objects one after another through one buffer of a chunk's size (the scrub and
-/// `cache-fsck`).
+/// Checks the present chunks and spans of objects one after another through one buffer of a chunk's size (the
+/// scrub and `cache-fsck`).
 final class ChunkVerifier {
   private var buffer: UnsafeMutableRawBufferPointer
 
@@ -37,6 +37,16 @@ final class ChunkVerifier {
   }
 
   deinit { buffer.deallocate() }
+
+  /// Reads `span` (bytes of an incomplete chunk) from `file` and checks it against its CRC. Throws what the
+  /// read throws.
+  func check(_ span: Manifest.Span, in file: SystemFile) throws -> ChunkCheck {
+    if buffer.count < span.range.count {
+      buffer.deallocate()
+      buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: Int(span.range.count), alignment: 64)
+    }
+    return try ChunkCheck.read(span.range, expected: span.crc, from: file, into: buffer)
+  }
 
   /// Reads present chunk `index` of `manifest` from `file` and checks it. Throws what the read throws.
   func check(_ index: Int, of manifest: Manifest, in file: SystemFile) throws -> ChunkCheck {

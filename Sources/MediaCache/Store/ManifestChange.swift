@@ -69,7 +69,7 @@ struct ManifestChange: Sendable {
           for index in result.chunkCRCs.keys where Int64(index + 1) * Int64(result.chunkSize) > length {
             result.removeChunk(index)
           }
-          result.removeSpans(beyond: length)
+          result.fitSpans(toLength: length)
         }
         if result.etag == nil { result.etag = base.etag }
         if result.lastModified == nil { result.lastModified = base.lastModified }
@@ -95,6 +95,7 @@ struct ManifestChange: Sendable {
       }
       for (index, crc) in added { result.setChunk(index, crc: crc) }
       addSpans(to: &result)
+      if let length = result.contentLength { result.fitSpans(toLength: length) }
       for (index, crc) in dropped where result.crc(ofChunk: index) == crc { result.removeChunk(index) }
       for span in droppedSpans { result.removeSpan(span) }
     }

@@ -126,7 +126,16 @@ final class ObjectWriter: Sendable {
         throw StoreError.outOfBounds(
           objectID, range: Int64(index) * chunkSize..<Int64(index) * chunkSize + chunk.end, length: length)
       }
-      view.withLock { $0.manifest.contentLength = length }
+      view.withLock { view in
+        view.manifest.contentLength = length
+        // Spans from other writers that reach past the length go; one that is the whole last chunk completes it.
+        let before = view.manifest.chunkCRCs
+        view.manifest.fitSpans(toLength: length)
+        for (index, crc) in view.manifest.chunkCRCs where before[index] == nil {
+          view.pending.added[index] = crc
+          view.pending.spans[index] = nil
+        }
+      }
       let size = try mapIO { try file.status().size }
       if size != length { try mapIO { try file.truncate(to: length) } }
       if chunkCount > 0 { try completeIfCovered(chunkCount - 1, &state) }
@@ -265,7 +274,8 @@ final class ObjectWriter: Sendable {
         view.manifest.removeSpan(span)
         view.pending.droppedSpans.append(span)
         let index = Int(span.range.lowerBound / Int64(view.manifest.chunkSize))
-        view.pending.spans[index] = nil
+        view.pending.spans[index]?.removeAll { $0 == span }
+        if view.pending.spans[index]?.isEmpty == true { view.pending.spans[index] = nil }
         return index
       }
       state.partial[index] = nil
