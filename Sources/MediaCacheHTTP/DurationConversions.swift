@@ -1,4 +1,0 @@
-extension Duration {
-  /// The duration in seconds, as a `Double` (for arithmetic such as a backoff, and for messages).
-  package var seconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
-}
