@@ -38,7 +38,7 @@ extension ShardedStore {
       let manifest: Manifest?
       do {
         manifest = try readManifest(object.id)
-      } catch StoreError.corruptManifest {
+      } catch let error as StoreError where error.code == .corruptManifest {
         statistics.objects += 1
         statistics.unreadable += 1
         statistics.diskBytes += object.diskBytes

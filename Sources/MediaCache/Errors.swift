@@ -1,25 +1,95 @@
 import SystemPackage
 
-/// Why a manifest's bytes were refused. Each case says where in the manifest and what was found.
-public enum ManifestError: Error, Sendable, Equatable, CustomStringConvertible {
-  /// Fewer bytes than the smallest valid manifest, or than the fields it declares need.
-  case truncated(needed: Int, available: Int, field: String)
-  /// The first four bytes are not `MCMF`.
-  case badMagic(found: [UInt8])
-  /// A major version this build cannot read.
-  case unsupportedVersion(major: UInt8, minor: UInt8)
-  /// The trailing CRC-32 does not match the bytes before it.
-  case checksumMismatch(stored: UInt32, computed: UInt32)
-  /// A field holds a value outside what the format allows.
-  case invalidField(name: String, reason: String)
-  /// The manifest belongs to another object than the path it was read from.
-  case objectIDMismatch(expected: ObjectID, found: ObjectID)
-  /// Bytes left over after the last field.
-  case trailingBytes(count: Int)
+/// Why a manifest's bytes were refused: what is wrong (`code`), where in the manifest and what was found
+/// (`description`, as `cache-fsck` prints it).
+///
+/// A struct with an open set of codes, as NIOFileSystem's `FileSystemError`, rather than an enum: a new code
+/// does not break a caller's exhaustive `switch`. Match on `code`; the static members named after each code
+/// build the errors that are thrown, and two errors are equal when they say the same thing.
+public struct ManifestError: Error, Sendable, Equatable, CustomStringConvertible {
+  /// What kind of failure. New codes may be added; compare with the static members.
+  public struct Code: Hashable, Sendable, CustomStringConvertible {
+    private let name: String
+    fileprivate init(_ name: String) { self.name = name }
+    /// The code's name.
+    public var description: String { name }
+
+    /// Fewer bytes than the smallest valid manifest, or than the fields it declares need.
+    public static let truncated = Code("truncated")
+    /// The first four bytes are not `MCMF`.
+    public static let badMagic = Code("badMagic")
+    /// A major version this build cannot read.
+    public static let unsupportedVersion = Code("unsupportedVersion")
+    /// The trailing CRC-32 does not match the bytes before it.
+    public static let checksumMismatch = Code("checksumMismatch")
+    /// A field holds a value outside what the format allows.
+    public static let invalidField = Code("invalidField")
+    /// The manifest belongs to another object than the path it was read from.
+    public static let objectIDMismatch = Code("objectIDMismatch")
+    /// Bytes left over after the last field.
+    public static let trailingBytes = Code("trailingBytes")
+  }
+
+  /// The failure with its details, for this package's own code and tests.
+  package enum Kind: Sendable, Equatable {
+    case truncated(needed: Int, available: Int, field: String)
+    case badMagic(found: [UInt8])
+    case unsupportedVersion(major: UInt8, minor: UInt8)
+    case checksumMismatch(stored: UInt32, computed: UInt32)
+    case invalidField(name: String, reason: String)
+    case objectIDMismatch(expected: ObjectID, found: ObjectID)
+    case trailingBytes(count: Int)
+  }
+
+  package var kind: Kind
+
+  package init(kind: Kind) { self.kind = kind }
+
+  /// What kind of failure.
+  public var code: Code {
+    switch kind {
+    case .truncated: .truncated
+    case .badMagic: .badMagic
+    case .unsupportedVersion: .unsupportedVersion
+    case .checksumMismatch: .checksumMismatch
+    case .invalidField: .invalidField
+    case .objectIDMismatch: .objectIDMismatch
+    case .trailingBytes: .trailingBytes
+    }
+  }
+
+  /// An error of code `truncated`.
+  public static func truncated(needed: Int, available: Int, field: String) -> ManifestError {
+    ManifestError(kind: .truncated(needed: needed, available: available, field: field))
+  }
+  /// An error of code `badMagic`.
+  public static func badMagic(found: [UInt8]) -> ManifestError {
+    ManifestError(kind: .badMagic(found: found))
+  }
+  /// An error of code `unsupportedVersion`.
+  public static func unsupportedVersion(major: UInt8, minor: UInt8) -> ManifestError {
+    ManifestError(kind: .unsupportedVersion(major: major, minor: minor))
+  }
+  /// An error of code `checksumMismatch`.
+  public static func checksumMismatch(stored: UInt32, computed: UInt32) -> ManifestError {
+    ManifestError(kind: .checksumMismatch(stored: stored, computed: computed))
+  }
+  /// An error of code `invalidField`.
+  public static func invalidField(name: String, reason: String) -> ManifestError {
+    ManifestError(kind: .invalidField(name: name, reason: reason))
+  }
+  /// An error of code `objectIDMismatch`.
+  public static func objectIDMismatch(expected: ObjectID, found: ObjectID) -> ManifestError {
+    ManifestError(kind: .objectIDMismatch(expected: expected, found: found))
+  }
+  /// An error of code `trailingBytes`.
+  public static func trailingBytes(count: Int) -> ManifestError {
+    ManifestError(kind: .trailingBytes(count: count))
+  }
 
   /// One line for a person: what is wrong and where, with the values found (as `cache-fsck` prints it).
   public var description: String {
-    switch self {
+    switch kind {
     case .truncated(let needed, let available, let field):
       "truncated at \(field): needs \(needed) bytes, \(available) left"
     case .badMagic(let found):
@@ -34,76 +104,200 @@ public enum ManifestError: Error, Sendable, Equatable, CustomStringConvertible {
   }
 }
 
-/// A failure of the on-disk store. Each case carries the object or path and what a person needs to act on it.
-public enum StoreError: Error, Sendable, Equatable, CustomStringConvertible {
-  /// A system call failed.
-  case io(operation: String, path: String, errno: Errno)
-  /// The cache directory does not exist (and the caller asked not to create it).
-  case noSuchCache(path: String)
-  /// The directory exists and holds files but has no `FORMAT` marker: it is not a cache.
-  case notACache(path: String)
-  /// The `FORMAT` marker names a layout this build cannot use.
-  case unsupportedFormat(path: String, found: String)
-  /// The object is open in some process; it was left in place.
-  case busy(ObjectID)
-  /// No bytes are cached for the object.
-  case notFound(ObjectID)
-  /// Some requested bytes are not cached.
-  case notCached(ObjectID, missing: [Range<Int64>])
-  /// A chunk's bytes do not match the CRC its manifest recorded; the chunk was dropped.
-  case corruptChunk(ObjectID, chunk: Int, expected: UInt32, actual: UInt32)
-  /// The object's manifest cannot be read; the object is treated as a miss.
-  case corruptManifest(ObjectID, path: String, ManifestError)
-  /// A write or read reaches past the object's known length, or starts before zero.
-  case outOfBounds(ObjectID, range: Range<Int64>, length: Int64?)
-  /// A declared length differs from the one already recorded.
-  case lengthConflict(ObjectID, recorded: Int64, declared: Int64)
-  /// A metadata field is larger than the manifest allows.
-  case fieldTooLarge(field: String, size: Int, limit: Int)
-  /// The data manager was closed.
-  case closed(ObjectID)
-  /// A removal was called off because the object's manifest, re-read under the lock, says to keep it.
-  case kept(ObjectID)
-  /// The object moved to another version (a `reset`) since the writer started.
-  case versionChanged(ObjectID, expected: UInt32, current: UInt32)
-  /// A configuration value is outside what the cache supports.
-  case invalidConfiguration(String)
-  /// Something other than what the layout puts there: a symlink or a file where a shard directory should be, a
-  /// symlink, FIFO or directory where a data file or manifest should be. The store neither follows nor opens it
-  /// (a symlink may lead out of the cache, opening a FIFO blocks); the object is unusable until it is removed.
-  case unexpectedFileType(path: String, expected: String, found: String)
+/// A failure of the on-disk store: what went wrong (`code`), the object or path it concerns, one line for a
+/// person (`message`, also `description`) and the underlying cause where there is one (the `errno` of a failed
+/// system call, the `ManifestError` of an unreadable manifest).
+///
+/// A struct with an open set of codes, as NIOFileSystem's `FileSystemError`, rather than an enum: a new code
+/// does not break a caller's exhaustive `switch`. Match on the code:
+///
+/// ```swift
+/// do { … } catch let error as StoreError where error.code == .notCached { … }
+/// ```
+///
+/// The static functions named after each code build the errors the store throws; two errors are equal when
+/// their code, object, path, message and cause are.
+public struct StoreError: Error, Sendable, Equatable, CustomStringConvertible {
+  /// What kind of failure. New codes may be added; compare with the static members.
+  public struct Code: Hashable, Sendable, CustomStringConvertible {
+    private let name: String
+    private init(_ name: String) { self.name = name }
+    /// The code's name, as in `StoreError.Code.notCached` (`notCached`).
+    public var description: String { name }
 
+    /// A system call failed (`errno` says why).
+    public static let io = Code("io")
+    /// The cache directory does not exist (and the caller asked not to create it).
+    public static let noSuchCache = Code("noSuchCache")
+    /// The directory exists and holds files but has no `FORMAT` marker: it is not a cache.
+    public static let notACache = Code("notACache")
+    /// The `FORMAT` marker names a layout this build cannot use.
+    public static let unsupportedFormat = Code("unsupportedFormat")
+    /// The object is open in some process; it was left in place.
+    public static let busy = Code("busy")
+    /// No bytes are cached for the object.
+    public static let notFound = Code("notFound")
+    /// Some requested bytes are not cached (`missing` lists them).
+    public static let notCached = Code("notCached")
+    /// A chunk's (or span's) bytes do not match the CRC its manifest recorded; it was dropped.
+    public static let corruptChunk = Code("corruptChunk")
+    /// The object's manifest cannot be read (`cause` is the `ManifestError`); the object is treated as a miss.
+    public static let corruptManifest = Code("corruptManifest")
+    /// A write or read reaches past the object's known length, or starts before zero.
+    public static let outOfBounds = Code("outOfBounds")
+    /// A declared length differs from the one already recorded.
+    public static let lengthConflict = Code("lengthConflict")
+    /// A metadata field is larger than the manifest allows.
+    public static let fieldTooLarge = Code("fieldTooLarge")
+    /// The data manager was closed.
+    public static let closed = Code("closed")
+    /// A removal was called off because the object's manifest, re-read under the lock, says to keep it.
+    public static let kept = Code("kept")
+    /// The object moved to another version (a `reset`) since the writer started.
+    public static let versionChanged = Code("versionChanged")
+    /// A configuration value is outside what the cache supports.
+    public static let invalidConfiguration = Code("invalidConfiguration")
+    /// Something other than what the layout puts there (a symlink, FIFO or directory where a file or shard
+    /// directory should be): neither followed nor opened; the object is unusable until it is removed.
+    public static let unexpectedFileType = Code("unexpectedFileType")
+  }
+
+  /// What kind of failure.
+  public var code: Code
+  /// The object concerned, if one is.
+  public var objectID: ObjectID?
+  /// The file or directory concerned, if one is.
+  public var path: String?
   /// One line for a person: the object or path, the operation and the cause (as the commands print it).
-  public var description: String {
-    switch self {
-    case .io(let operation, let path, let errno): "\(operation) failed on \(path): \(errno)"
-    case .noSuchCache(let path): "\(path) does not exist"
-    case .notACache(let path):
-      "\(path) is not a MediaCache directory (no FORMAT marker, but not empty); refusing to use it"
-    case .unsupportedFormat(let path, let found):
-      "\(path)/FORMAT says '\(found)', which this build cannot read (supports major version \(CacheFormat.major))"
-    case .busy(let id): "object \(id) is in use by another process or handle"
-    case .notFound(let id): "object \(id) is not cached"
-    case .notCached(let id, let missing):
+  public var message: String
+  /// The `errno` of the failed system call (code `io`).
+  public var errno: Errno?
+  /// The bytes that are not cached (code `notCached`).
+  public var missing: [Range<Int64>] = []
+  /// The chunk that failed its CRC (code `corruptChunk`).
+  public var chunk: Int?
+  /// The underlying error, if any (the `ManifestError` of code `corruptManifest`).
+  public var cause: (any Error & Sendable)?
+
+  /// An error of `code` with its `message`; the static functions named after the codes fill in the rest.
+  public init(
+    _ code: Code, _ message: String, objectID: ObjectID? = nil, path: String? = nil, errno: Errno? = nil,
+    cause: (any Error & Sendable)? = nil
+  ) {
+    self.code = code
+    self.message = message
+    self.objectID = objectID
+    self.path = path
+    self.errno = errno
+    self.cause = cause
+  }
+
+  /// `message`.
+  public var description: String { message }
+
+  /// Equal code, object, path, message, `errno`, missing ranges and cause (compared as text).
+  public static func == (a: StoreError, b: StoreError) -> Bool {
+    a.code == b.code && a.objectID == b.objectID && a.path == b.path && a.message == b.message
+      && a.errno == b.errno && a.missing == b.missing && a.chunk == b.chunk
+      && a.cause.map { String(describing: $0) } == b.cause.map { String(describing: $0) }
+  }
+
+  /// A system call (`operation`) failed on `path`.
+  public static func io(operation: String, path: String, errno: Errno) -> StoreError {
+    StoreError(.io, "\(operation) failed on \(path): \(errno)", path: path, errno: errno)
+  }
+  /// The cache directory `path` does not exist.
+  public static func noSuchCache(path: String) -> StoreError {
+    StoreError(.noSuchCache, "\(path) does not exist", path: path)
+  }
+  /// `path` holds files but no `FORMAT` marker.
+  public static func notACache(path: String) -> StoreError {
+    StoreError(
+      .notACache,
+      "\(path) is not a MediaCache directory (no FORMAT marker, but not empty); refusing to use it",
+      path: path)
+  }
+  /// `path/FORMAT` says `found`, which this build cannot read.
+  public static func unsupportedFormat(path: String, found: String) -> StoreError {
+    StoreError(
+      .unsupportedFormat,
+      "\(path)/FORMAT says '\(found)', which this build cannot read (supports major version \(CacheFormat.major))",
+      path: path)
+  }
+  /// Object `id` is open elsewhere.
+  public static func busy(_ id: ObjectID) -> StoreError {
+    StoreError(.busy, "object \(id) is in use by another process or handle", objectID: id)
+  }
+  /// Nothing of object `id` is cached.
+  public static func notFound(_ id: ObjectID) -> StoreError {
+    StoreError(.notFound, "object \(id) is not cached", objectID: id)
+  }
+  /// Bytes `missing` of object `id` are not cached.
+  public static func notCached(_ id: ObjectID, missing: [Range<Int64>]) -> StoreError {
+    var error = StoreError(
+      .notCached,
       "object \(id) is missing bytes "
         + missing.prefix(4).map { "\($0.lowerBound)-\($0.upperBound - 1)" }.joined(separator: ",")
-        + (missing.count > 4 ? ",…" : "")
-    case .corruptChunk(let id, let chunk, let expected, let actual):
-      "object \(id) chunk \(chunk) failed its CRC (expected \(hex32(expected)), found \(hex32(actual))); dropped"
-    case .corruptManifest(let id, let path, let error): "manifest of \(id) at \(path) is unreadable: \(error)"
-    case .outOfBounds(let id, let range, let length):
-      "range \(range.lowerBound)..<\(range.upperBound) is outside object \(id) (length \(length.map(String.init) ?? "unknown"))"
-    case .lengthConflict(let id, let recorded, let declared):
-      "object \(id) has length \(recorded); cannot declare \(declared)"
-    case .fieldTooLarge(let field, let size, let limit): "\(field) is \(size) bytes; the limit is \(limit)"
-    case .closed(let id): "the data manager of \(id) is closed"
-    case .kept(let id): "object \(id) was kept (pinned since the decision to remove it)"
-    case .versionChanged(let id, let expected, let current):
-      "object \(id) changed version (\(hex32(expected)) → \(hex32(current))) during the write"
-    case .invalidConfiguration(let reason): "invalid configuration: \(reason)"
-    case .unexpectedFileType(let path, let expected, let found):
-      "\(path) is a \(found) where the cache keeps a \(expected); not followed or opened (remove it)"
-    }
+        + (missing.count > 4 ? ",…" : ""), objectID: id)
+    error.missing = missing
+    return error
+  }
+  /// Chunk `chunk` of object `id` (or a span of it) failed its CRC and was dropped.
+  public static func corruptChunk(_ id: ObjectID, chunk: Int, expected: UInt32, actual: UInt32) -> StoreError
+  {
+    var error = StoreError(
+      .corruptChunk,
+      "object \(id) chunk \(chunk) failed its CRC (expected \(hex32(expected)), found \(hex32(actual))); dropped",
+      objectID: id)
+    error.chunk = chunk
+    return error
+  }
+  /// The manifest of `id` at `path` cannot be read, because of `error`.
+  public static func corruptManifest(_ id: ObjectID, path: String, _ error: ManifestError) -> StoreError {
+    StoreError(
+      .corruptManifest, "manifest of \(id) at \(path) is unreadable: \(error)", objectID: id, path: path,
+      cause: error)
+  }
+  /// `range` lies outside object `id` of `length`.
+  public static func outOfBounds(_ id: ObjectID, range: Range<Int64>, length: Int64?) -> StoreError {
+    StoreError(
+      .outOfBounds,
+      "range \(range.lowerBound)..<\(range.upperBound) is outside object \(id) (length \(length.map(String.init) ?? "unknown"))",
+      objectID: id)
+  }
+  /// Object `id` has length `recorded`; `declared` differs.
+  public static func lengthConflict(_ id: ObjectID, recorded: Int64, declared: Int64) -> StoreError {
+    StoreError(
+      .lengthConflict, "object \(id) has length \(recorded); cannot declare \(declared)", objectID: id)
+  }
+  /// Metadata `field` of `size` bytes is over `limit`.
+  public static func fieldTooLarge(field: String, size: Int, limit: Int) -> StoreError {
+    StoreError(.fieldTooLarge, "\(field) is \(size) bytes; the limit is \(limit)")
+  }
+  /// The data manager of `id` is closed.
+  public static func closed(_ id: ObjectID) -> StoreError {
+    StoreError(.closed, "the data manager of \(id) is closed", objectID: id)
+  }
+  /// The removal of `id` was called off.
+  public static func kept(_ id: ObjectID) -> StoreError {
+    StoreError(.kept, "object \(id) was kept (pinned since the decision to remove it)", objectID: id)
+  }
+  /// Object `id` moved from version `expected` to `current` during a write.
+  public static func versionChanged(_ id: ObjectID, expected: UInt32, current: UInt32) -> StoreError {
+    StoreError(
+      .versionChanged,
+      "object \(id) changed version (\(hex32(expected)) → \(hex32(current))) during the write", objectID: id)
+  }
+  /// A configuration value the cache does not support, and why.
+  public static func invalidConfiguration(_ reason: String) -> StoreError {
+    StoreError(.invalidConfiguration, "invalid configuration: \(reason)")
+  }
+  /// `path` is a `found` where the layout keeps a `expected`.
+  public static func unexpectedFileType(path: String, expected: String, found: String) -> StoreError {
+    StoreError(
+      .unexpectedFileType,
+      "\(path) is a \(found) where the cache keeps a \(expected); not followed or opened (remove it)",
+      path: path)
   }
 }
 

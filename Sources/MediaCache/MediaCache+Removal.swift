@@ -38,9 +38,9 @@ extension MediaCache {
         report.bytesFreed += bytes
         report.objectsRemoved += 1
         removed.append(RemovedObject(id: id, userMetadata: metadata, bytes: bytes, reason: .manual))
-      } catch StoreError.busy(let busy) {
-        report.busy.append(busy)
-      } catch StoreError.unexpectedFileType {
+      } catch let error as StoreError where error.code == .busy {
+        report.busy.append(error.objectID ?? id)
+      } catch let error as StoreError where error.code == .unexpectedFileType {
         continue  // a symlink, FIFO or file where the layout has none: left alone (cache-fsck reports it)
       }
     }

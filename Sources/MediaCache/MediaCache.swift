@@ -22,8 +22,8 @@ public final class MediaCache: Sendable {
     public var commitPolicy: FileHandleAssetDataManager.CommitPolicy
     /// Bytes on disk above which least recently used objects are evicted (default 1 GiB; nil: no limit).
     public var maxSize: Int64?
-    /// Objects not accessed for this many seconds are evicted (default 90 days; nil: no limit).
-    public var maxAge: Double?
+    /// Objects not accessed for this long are evicted (default 90 days; nil: no limit).
+    public var maxAge: Duration?
     /// Once over `maxSize`, evict down to this share of it (default 0.9).
     public var lowWatermark: Double
     /// Keep at least this many bytes free on the file system (nil: no floor).
@@ -34,14 +34,14 @@ public final class MediaCache: Sendable {
     /// `StoreError.noSuchCache` and nothing is created.
     public var createDirectory = true
 
-    /// A configuration with the defaults above for whatever is not given: sizes are bytes, `maxAge` is
-    /// seconds. Nothing is checked here; `MediaCache.init(configuration:)` validates it.
+    /// A configuration with the defaults above for whatever is not given: sizes are bytes. Nothing is checked
+    /// here; `MediaCache.init(configuration:)` validates it.
     public init(
       directory: String = Configuration.defaultDirectory(), chunkSize: Int = 1 << 20,
       memoryCostLimit: Int = 20 << 20, durability: Durability = .durable,
       keyFunction: KeyFunction = .identity,
       commitPolicy: FileHandleAssetDataManager.CommitPolicy = .init(), maxSize: Int64? = 1 << 30,
-      maxAge: Double? = 90 * 86400, lowWatermark: Double = 0.9, minFree: Int64? = nil,
+      maxAge: Duration? = .seconds(90 * 86400), lowWatermark: Double = 0.9, minFree: Int64? = nil,
       shouldEvict: (@Sendable (EvictionCandidate) -> Bool)? = nil
     ) {
       self.maxSize = maxSize
@@ -156,11 +156,11 @@ public final class MediaCache: Sendable {
       create: configuration.createDirectory)
     self.memory = MemoryTier(costLimit: configuration.memoryCostLimit)
     // Staging files a crashed writer left behind; `tmp/` is small, so this is no tree walk.
-    _ = try? store.reapStaleTemporaryFiles(olderThan: Self.temporaryFileGracePeriod)
+    _ = try? store.reapStaleTemporaryFiles(olderThan: Self.temporaryFileGracePeriod.seconds)
   }
 
   /// Age after which a file in `tmp/` is taken as left behind by a crashed writer (1 hour).
-  public static let temporaryFileGracePeriod: Double = 3600
+  public static let temporaryFileGracePeriod: Duration = .seconds(3600)
 
   /// The key `requested` is stored under (after the key function).
   public func key(for requested: String) -> CacheKey { configuration.keyFunction.key(for: requested) }
@@ -182,7 +182,7 @@ public final class MediaCache: Sendable {
           try writeWholeObject(data, id: id, contentType: contentType, userMetadata: userMetadata)
         } catch let error as StoreError {
           // A full disk, and the app set limits: make room as the limits would, then try once more.
-          guard case .io(_, _, .noSpace) = error, try makeRoom(for: Int64(data.count)) > 0 else {
+          guard error.code == .io, error.errno == .noSpace, try makeRoom(for: Int64(data.count)) > 0 else {
             throw error
           }
           try writeWholeObject(data, id: id, contentType: contentType, userMetadata: userMetadata)
@@ -248,14 +248,14 @@ public final class MediaCache: Sendable {
     let manager: FileHandleAssetDataManager
     do {
       manager = try FileHandleAssetDataManager(store: store, id: id, writable: false, observer: observer)
-    } catch StoreError.notFound {
+    } catch let error as StoreError where error.code == .notFound {
       return nil
     }
     defer { try? manager.close() }
     let data: Data
     do {
       data = try manager.read(0..<length)
-    } catch StoreError.notCached {
+    } catch let error as StoreError where error.code == .notCached {
       return nil  // evicted or reset between the manifest read and the open
     }
     return data

@@ -267,12 +267,12 @@ final class BodyWriter: HTTPClientResponseDelegate, @unchecked Sendable {
         } catch let error as StoreError {
           // A full disk, and the app set limits: evict as the limits would (least recently used, never an
           // object in use), then try once more; without limits, or if nothing could go, ENOSPC stands.
-          guard case .io(_, _, .noSpace) = error else { throw error }
+          guard error.code == .io, error.errno == .noSpace else { throw error }
           let room = max(Self.roomAfterNoSpace, 16 * Int64(session.manager.manifest.chunkSize))
           guard ((try? session.environment.cache.makeRoom(for: room)) ?? 0) > 0 else { throw error }
           try session.manager.write(raw, at: offset, ifVersion: tag)
         }
-      } catch StoreError.outOfBounds {
+      } catch let error as StoreError where error.code == .outOfBounds {
         throw OriginError.inconsistentResponse(
           url: url, reason: "body runs past the length the origin declared")
       }

@@ -243,7 +243,7 @@ final class ReadCursor: @unchecked Sendable {
           state.delivered(data.count, versionTag: manager.manifest.versionTag)
           owner.noteDelivered(data.count, fromOrigin: owner.manifestAtOpen.cachedRun(at: position) == 0)
           return .disk(data)
-        } catch StoreError.corruptChunk, StoreError.notCached {
+        } catch let error as StoreError where error.code == .corruptChunk || error.code == .notCached {
           continue  // dropped or gone: fetch it again
         }
       case .findFlight:
@@ -263,7 +263,7 @@ final class ReadCursor: @unchecked Sendable {
       let piece: Flight.Piece
       do {
         piece = try await current.next(from: state.position, limit: Int(chunkSize))
-      } catch StoreError.versionChanged where state.versionSeen == nil {
+      } catch let error as StoreError where error.code == .versionChanged && state.versionSeen == nil {
         // The object moved to a new version before this reader delivered anything: read the new one.
         await leaveFlight()
         continue

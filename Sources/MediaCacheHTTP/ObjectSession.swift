@@ -127,7 +127,9 @@ final class ObjectSession: Sendable {
           result = .failure(error)
         }
         await environment.scheduler.release(id: flight.id, host: host, slot: slot)
-        if case .failure(OriginError.truncatedBody(_, let expected, let received, _)) = result {
+        if case .failure(let failure) = result,
+          case .truncatedBody(_, let expected, let received, _) = (failure as? OriginError)?.kind
+        {
           if received == lastCut, let length = manager.contentLength, length >= expected, received < length {
             // Two responses in a row ended at the same byte short of the length the origin declared: that
             // length is a lie, not a network cut. It is not kept as the object's length (nor the chunks
@@ -174,14 +176,14 @@ final class ObjectSession: Sendable {
   }
 
   static func withAttempts(_ error: any Error, _ attempts: Int) -> any Error {
-    switch error {
-    case OriginError.httpStatus(let url, let status, _):
+    switch (error as? OriginError)?.kind {
+    case .httpStatus(let url, let status, _):
       OriginError.httpStatus(url: url, status: status, attempts: attempts)
-    case OriginError.connectionFailed(let url, let reason, _):
+    case .connectionFailed(let url, let reason, _):
       OriginError.connectionFailed(url: url, reason: reason, attempts: attempts)
-    case OriginError.timedOut(let url, let reason, _):
+    case .timedOut(let url, let reason, _):
       OriginError.timedOut(url: url, reason: reason, attempts: attempts)
-    case OriginError.truncatedBody(let url, let expected, let received, _):
+    case .truncatedBody(let url, let expected, let received, _):
       OriginError.truncatedBody(url: url, expected: expected, received: received, attempts: attempts)
     default: error
     }
@@ -307,7 +309,9 @@ final class ObjectSession: Sendable {
       try manager.setValidators(etag: metadata.etag, lastModified: metadata.lastModified)
       if stored.contentType == nil, let type = metadata.contentType { try manager.setContentType(type) }
       if let length = metadata.length, stored.contentLength == nil {
-        do { try manager.setContentLength(length) } catch StoreError.lengthConflict {
+        do { try manager.setContentLength(length) } catch let error as StoreError
+          where error.code == .lengthConflict
+        {
           throw OriginError.inconsistentResponse(url: url, reason: "length changed without a new validator")
         }
       }

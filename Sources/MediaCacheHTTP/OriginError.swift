@@ -1,41 +1,183 @@
-/// A failure talking to the origin. Each case names the URL and what was wrong, so a person can act on it.
-public enum OriginError: Error, Sendable, Equatable, CustomStringConvertible {
-  /// Only `http` and `https` URLs are fetched.
-  case unsupportedScheme(url: String)
-  /// The URL cannot be parsed.
-  case invalidURL(String)
-  /// The origin answered with a status the cache cannot use (4xx, or 5xx after the retries).
-  case httpStatus(url: String, status: Int, attempts: Int)
-  /// The origin refused the range (416).
-  case rangeNotSatisfiable(url: String, range: String, length: Int64?)
-  /// A 206 whose `Content-Range` is not the range asked for.
-  case contentRangeMismatch(url: String, requested: String, received: String)
-  /// The body ended before the length the origin declared (after the retries).
-  case truncatedBody(url: String, expected: Int64, received: Int64, attempts: Int)
-  /// The origin sent a compressed body although `identity` was asked for.
-  case unsupportedContentEncoding(url: String, encoding: String)
-  /// More redirects than allowed, or a redirect cycle.
-  case tooManyRedirects(url: String)
-  /// Connecting or reading failed (after the retries).
-  case connectionFailed(url: String, reason: String, attempts: Int)
-  /// Connecting took longer than the connect timeout, or the origin sent nothing for the idle timeout (after
-  /// the retries).
-  case timedOut(url: String, reason: String, attempts: Int)
-  /// The origin's answer contradicts itself or what it said before (a length that changes within a version).
-  case inconsistentResponse(url: String, reason: String)
-  /// The origin's answer is not valid HTTP, or its head is larger than the client accepts (not retried).
-  case malformedResponse(url: String, reason: String)
-  /// The TLS handshake failed: an untrusted or expired certificate, one for another host, or no protocol or
-  /// cipher in common. `reason` is one readable line starting `TLS:`. Not retried: the same origin presents the
-  /// same certificate again.
-  case tlsFailed(url: String, reason: String)
-  /// A file or directory of trust roots (`source`: `CA file`, `SSL_CERT_FILE` or `SSL_CERT_DIR`) is missing,
-  /// unreadable or holds no certificate.
-  case invalidTrustRoots(source: String, path: String, reason: String)
+/// A failure talking to the origin: what went wrong (`code`), the URL, and one line for a person
+/// (`description`) naming the URL and what was wrong, so a person can act on it.
+///
+/// A struct with an open set of codes, as NIOFileSystem's `FileSystemError`, rather than an enum: a new code
+/// does not break a caller's exhaustive `switch`. Match on the code
+/// (`catch let error as OriginError where error.code == .timedOut`); the static functions named after each
+/// code build the errors the client throws.
+public struct OriginError: Error, Sendable, Equatable, CustomStringConvertible {
+  /// What kind of failure. New codes may be added; compare with the static members.
+  public struct Code: Hashable, Sendable, CustomStringConvertible {
+    private let name: String
+    fileprivate init(_ name: String) { self.name = name }
+    /// The code's name, as in `OriginError.Code.timedOut` (`timedOut`).
+    public var description: String { name }
+
+    /// Only `http` and `https` URLs are fetched.
+    public static let unsupportedScheme = Code("unsupportedScheme")
+    /// The URL cannot be parsed.
+    public static let invalidURL = Code("invalidURL")
+    /// The origin answered with a status the cache cannot use (4xx, or 5xx after the retries).
+    public static let httpStatus = Code("httpStatus")
+    /// The origin refused the range (416).
+    public static let rangeNotSatisfiable = Code("rangeNotSatisfiable")
+    /// A 206 whose `Content-Range` is not the range asked for.
+    public static let contentRangeMismatch = Code("contentRangeMismatch")
+    /// The body ended before the length the origin declared (after the retries).
+    public static let truncatedBody = Code("truncatedBody")
+    /// The origin sent a compressed body although `identity` was asked for.
+    public static let unsupportedContentEncoding = Code("unsupportedContentEncoding")
+    /// More redirects than allowed, or a redirect cycle.
+    public static let tooManyRedirects = Code("tooManyRedirects")
+    /// Connecting or reading failed (after the retries).
+    public static let connectionFailed = Code("connectionFailed")
+    /// Connecting took longer than the connect timeout, or the origin sent nothing for the idle timeout (after
+    /// the retries).
+    public static let timedOut = Code("timedOut")
+    /// The origin's answer contradicts itself or what it said before (a length that changes within a version).
+    public static let inconsistentResponse = Code("inconsistentResponse")
+    /// The origin's answer is not valid HTTP, or its head is larger than the client accepts (not retried).
+    public static let malformedResponse = Code("malformedResponse")
+    /// The TLS handshake failed: an untrusted or expired certificate, one for another host, or no protocol or
+    /// cipher in common. `reason` is one readable line starting `TLS:`. Not retried: the same origin presents the
+    /// same certificate again.
+    public static let tlsFailed = Code("tlsFailed")
+    /// A file or directory of trust roots (`source`: `CA file`, `SSL_CERT_FILE` or `SSL_CERT_DIR`) is missing,
+    /// unreadable or holds no certificate.
+    public static let invalidTrustRoots = Code("invalidTrustRoots")
+  }
+
+  /// The failure with what it concerns (the former enum's cases), for the read engine and the proxy.
+  package enum Kind: Sendable, Equatable {
+    case unsupportedScheme(url: String)
+    case invalidURL(String)
+    case httpStatus(url: String, status: Int, attempts: Int)
+    case rangeNotSatisfiable(url: String, range: String, length: Int64?)
+    case contentRangeMismatch(url: String, requested: String, received: String)
+    case truncatedBody(url: String, expected: Int64, received: Int64, attempts: Int)
+    case unsupportedContentEncoding(url: String, encoding: String)
+    case tooManyRedirects(url: String)
+    case connectionFailed(url: String, reason: String, attempts: Int)
+    case timedOut(url: String, reason: String, attempts: Int)
+    case inconsistentResponse(url: String, reason: String)
+    case malformedResponse(url: String, reason: String)
+    case tlsFailed(url: String, reason: String)
+    case invalidTrustRoots(source: String, path: String, reason: String)
+  }
+
+  package var kind: Kind
+
+  package init(kind: Kind) { self.kind = kind }
+
+  /// What kind of failure.
+  public var code: Code {
+    switch kind {
+    case .unsupportedScheme: .unsupportedScheme
+    case .invalidURL: .invalidURL
+    case .httpStatus: .httpStatus
+    case .rangeNotSatisfiable: .rangeNotSatisfiable
+    case .contentRangeMismatch: .contentRangeMismatch
+    case .truncatedBody: .truncatedBody
+    case .unsupportedContentEncoding: .unsupportedContentEncoding
+    case .tooManyRedirects: .tooManyRedirects
+    case .connectionFailed: .connectionFailed
+    case .timedOut: .timedOut
+    case .inconsistentResponse: .inconsistentResponse
+    case .malformedResponse: .malformedResponse
+    case .tlsFailed: .tlsFailed
+    case .invalidTrustRoots: .invalidTrustRoots
+    }
+  }
+
+  /// The URL concerned, if one is (the path of the trust roots for `invalidTrustRoots`).
+  public var url: String? {
+    switch kind {
+    case .invalidURL(let url), .unsupportedScheme(let url), .tooManyRedirects(let url): url
+    case .httpStatus(let url, _, _), .truncatedBody(let url, _, _, _), .connectionFailed(let url, _, _),
+      .timedOut(let url, _, _):
+      url
+    case .rangeNotSatisfiable(let url, _, _), .contentRangeMismatch(let url, _, _): url
+    case .unsupportedContentEncoding(let url, _), .inconsistentResponse(let url, _),
+      .malformedResponse(let url, _), .tlsFailed(let url, _):
+      url
+    case .invalidTrustRoots(_, let path, _): path
+    }
+  }
+
+  /// The HTTP status the origin answered with (code `httpStatus`).
+  public var status: Int? {
+    if case .httpStatus(_, let status, _) = kind { status } else { nil }
+  }
+
+  /// How many attempts were made, for the codes that are retried.
+  public var attempts: Int? {
+    switch kind {
+    case .httpStatus(_, _, let attempts), .truncatedBody(_, _, _, let attempts),
+      .connectionFailed(_, _, let attempts),
+      .timedOut(_, _, let attempts):
+      attempts
+    default: nil
+    }
+  }
+
+  /// An error of code `unsupportedScheme`.
+  public static func unsupportedScheme(url: String) -> OriginError {
+    OriginError(kind: .unsupportedScheme(url: url))
+  }
+  /// An error of code `invalidURL`.
+  public static func invalidURL(_ value: String) -> OriginError { OriginError(kind: .invalidURL(value)) }
+  /// An error of code `httpStatus`.
+  public static func httpStatus(url: String, status: Int, attempts: Int) -> OriginError {
+    OriginError(kind: .httpStatus(url: url, status: status, attempts: attempts))
+  }
+  /// An error of code `rangeNotSatisfiable`.
+  public static func rangeNotSatisfiable(url: String, range: String, length: Int64?) -> OriginError {
+    OriginError(kind: .rangeNotSatisfiable(url: url, range: range, length: length))
+  }
+  /// An error of code `contentRangeMismatch`.
+  public static func contentRangeMismatch(url: String, requested: String, received: String) -> OriginError {
+    OriginError(kind: .contentRangeMismatch(url: url, requested: requested, received: received))
+  }
+  /// An error of code `truncatedBody`.
+  public static func truncatedBody(url: String, expected: Int64, received: Int64, attempts: Int)
+    -> OriginError
+  { OriginError(kind: .truncatedBody(url: url, expected: expected, received: received, attempts: attempts)) }
+  /// An error of code `unsupportedContentEncoding`.
+  public static func unsupportedContentEncoding(url: String, encoding: String) -> OriginError {
+    OriginError(kind: .unsupportedContentEncoding(url: url, encoding: encoding))
+  }
+  /// An error of code `tooManyRedirects`.
+  public static func tooManyRedirects(url: String) -> OriginError {
+    OriginError(kind: .tooManyRedirects(url: url))
+  }
+  /// An error of code `connectionFailed`.
+  public static func connectionFailed(url: String, reason: String, attempts: Int) -> OriginError {
+    OriginError(kind: .connectionFailed(url: url, reason: reason, attempts: attempts))
+  }
+  /// An error of code `timedOut`.
+  public static func timedOut(url: String, reason: String, attempts: Int) -> OriginError {
+    OriginError(kind: .timedOut(url: url, reason: reason, attempts: attempts))
+  }
+  /// An error of code `inconsistentResponse`.
+  public static func inconsistentResponse(url: String, reason: String) -> OriginError {
+    OriginError(kind: .inconsistentResponse(url: url, reason: reason))
+  }
+  /// An error of code `malformedResponse`.
+  public static func malformedResponse(url: String, reason: String) -> OriginError {
+    OriginError(kind: .malformedResponse(url: url, reason: reason))
+  }
+  /// An error of code `tlsFailed`.
+  public static func tlsFailed(url: String, reason: String) -> OriginError {
+    OriginError(kind: .tlsFailed(url: url, reason: reason))
+  }
+  /// An error of code `invalidTrustRoots`.
+  public static func invalidTrustRoots(source: String, path: String, reason: String) -> OriginError {
+    OriginError(kind: .invalidTrustRoots(source: source, path: path, reason: reason))
+  }
 
   /// One line for a person: the URL, what failed and, where it was retried, after how many attempts.
   public var description: String {
-    switch self {
+    switch kind {
     case .unsupportedScheme(let url): "\(url): only http and https URLs can be fetched"
     case .invalidURL(let url): "\(url) is not a valid URL"
     case .httpStatus(let url, let status, let attempts):
@@ -62,7 +204,7 @@ public enum OriginError: Error, Sendable, Equatable, CustomStringConvertible {
 
   /// Whether another attempt may succeed (connection trouble, 5xx, a cut-off body).
   var isRetryable: Bool {
-    switch self {
+    switch kind {
     case .connectionFailed, .timedOut, .truncatedBody: true
     case .httpStatus(_, let status, _): status >= 500
     default: false

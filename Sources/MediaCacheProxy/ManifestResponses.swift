@@ -72,7 +72,7 @@ extension ProxyResponder {
         body = rewritten.body
         etag = nil  // the rewritten document is not the origin's representation
         await noteLive(rewritten.isDynamic, origin, bytes)
-      } catch .notAnMPD where !MPDRewriter.hasManifestContentType(bytes.contentType) {
+      } catch  where error.code == .notAnMPD && !MPDRewriter.hasManifestContentType(bytes.contentType) {
         // A .mpd path whose body is not an MPD: served as it is.
       } catch {
         throw Refusal(.badGateway, error.description)

@@ -206,7 +206,7 @@ struct ProxyResponder: Sendable {
   func refusal(for error: any Error, url: String) -> any Error {
     switch error {
     case let error as OriginError:
-      switch error {
+      switch error.kind {
       case .unsupportedScheme: return Refusal(.forbidden, error.description)
       case .invalidURL: return Refusal(.badRequest, error.description)
       case .rangeNotSatisfiable(_, let range, let length):
@@ -219,7 +219,7 @@ struct ProxyResponder: Sendable {
       default: break
       }
       metrics.noteOriginError()
-      switch error {
+      switch error.kind {
       case .httpStatus(_, let status, _) where (400..<500).contains(status):
         // The origin's own answer (404, 403, 410 ...) is the most useful thing to pass on.
         return Refusal(HTTPResponse.Status(code: status), "origin failed: \(error.description)")

@@ -61,10 +61,11 @@ struct CacheCompactor: ParsableCommand {
       let interval = try duration(interval, "interval")
       if let interval, interval <= 0 { throw ValidationError("--interval must be positive") }
       let policy = CompactionPolicy(
-        maxSize: try size(maxSize, "max-size"), maxAge: try duration(maxAge, "max-age"),
-        minFree: try size(minFree, "min-free"), tmpGracePeriod: try duration(tmpGrace, "tmp-grace") ?? 3600,
+        maxSize: try size(maxSize, "max-size"), maxAge: try duration(maxAge, "max-age").map { .seconds($0) },
+        minFree: try size(minFree, "min-free"),
+        tmpGracePeriod: .seconds(try duration(tmpGrace, "tmp-grace") ?? 3600),
         scrubBudget: try size(scrub, "scrub") ?? 0,
-        maxPassDuration: try duration(maxPassTime, "max-pass-time") ?? 60,
+        maxPassDuration: .seconds(try duration(maxPassTime, "max-pass-time") ?? 60),
         dryRun: dryRun)
       return (policy, interval)
     }
@@ -126,7 +127,7 @@ struct CacheCompactor: ParsableCommand {
       freeing \(report.bytesFreed) bytes; now \(report.bytesAfter) bytes; skipped busy \(report.skippedBusy), \
       pinned kept \(report.pinnedKept), vetoed \(report.vetoed); tmp reaped \(report.tmpReaped), orphan data removed \(report.orphansRemoved); \
       scrubbed \(report.chunksScrubbed) chunks (\(report.bytesScrubbed) bytes), dropped \(report.chunksDropped); \
-      \(String(format: "%.3f", report.duration)) s\(report.incomplete ? "; incomplete" : "")\(report.errors.isEmpty ? "" : "; \(report.errors.count) object(s) failed: \(report.errors.prefix(3).joined(separator: "; "))")
+      \(String(format: "%.3f", report.duration.seconds)) s\(report.incomplete ? "; incomplete" : "")\(report.errors.isEmpty ? "" : "; \(report.errors.count) object(s) failed: \(report.errors.prefix(3).joined(separator: "; "))")
       """
   }
 }

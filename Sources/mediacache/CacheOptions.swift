@@ -69,7 +69,7 @@ struct CacheOptions: ParsableArguments {
     adjust(&configuration)
     do {
       return try MediaCache(configuration: configuration)
-    } catch StoreError.noSuchCache {
+    } catch let error as StoreError where error.code == .noSuchCache {
       return nil
     }
   }

@@ -27,7 +27,7 @@ func reportingErrors(_ body: () async throws -> Void) async throws {
   do {
     try await body()
   } catch let error as StoreError {
-    switch error {
+    switch error.code {
     case .notFound, .notCached, .noSuchCache: throw fail(error.description, .notCached)
     case .busy: throw fail(error.description, .busy)
     case .notACache, .unsupportedFormat: throw fail(error.description, .badCache)

@@ -90,7 +90,8 @@ struct FetchCommand: AsyncParsableCommand {
       // Commit often enough that an interrupted fetch loses at most a second (or 32 MiB) of work, and seldom
       // enough that durable mode does not fsync more than it must.
       let mediaCache = try await cache.openOnExecutor(
-        chunkSize: chunkSize, durability: durability, commitPolicy: .init(bytes: 32 << 20, interval: 1))
+        chunkSize: chunkSize, durability: durability,
+        commitPolicy: .init(bytes: 32 << 20, interval: .seconds(1)))
       let reader = CachingReader(
         cache: mediaCache, client: client, configuration: requestLimits.configuration())
       let requested: RequestedRange

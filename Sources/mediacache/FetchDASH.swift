@@ -80,7 +80,7 @@ extension FetchCommand {
     do {
       return try representation.segments(limit: budget)
     } catch {
-      if case .tooManySegments(let mpd, let at, _) = error {
+      if case .tooManySegments(let mpd, let at, _) = error.kind {
         throw MPDSegmentError.tooManySegments(url: mpd, at: at, limit: total)
       }
       throw error

@@ -19,7 +19,8 @@ extension FetchCommand {
   func withManifestReader(_ body: (CachingReader) async throws -> Void) async throws {
     let client = try tls.client()
     let mediaCache = try await cache.openOnExecutor(
-      chunkSize: chunkSize, durability: durability, commitPolicy: .init(bytes: 32 << 20, interval: 1))
+      chunkSize: chunkSize, durability: durability,
+      commitPolicy: .init(bytes: 32 << 20, interval: .seconds(1)))
     let reader = CachingReader(
       cache: mediaCache, client: client, configuration: requestLimits.configuration())
     do {

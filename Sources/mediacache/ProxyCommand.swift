@@ -97,7 +97,8 @@ struct ProxyCommand: AsyncParsableCommand {
           connectTimeout: .seconds(connectTimeout), idleTimeout: .seconds(idleTimeout),
           headTimeout: .seconds(headTimeout)))
       var configuration = cache.configuration(
-        chunkSize: chunkSize, durability: durability, commitPolicy: .init(bytes: 32 << 20, interval: 1))
+        chunkSize: chunkSize, durability: durability,
+        commitPolicy: .init(bytes: 32 << 20, interval: .seconds(1)))
       configuration.maxSize = maxSize?.bytes
       // Opening the cache creates and checks its directories: on the I/O executor, like every file-system call
       // of the running proxy.

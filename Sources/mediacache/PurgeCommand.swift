@@ -54,7 +54,7 @@ struct PurgeCommand: AsyncParsableCommand {
     try await reportingErrors {
       let opened = try cache.openExisting { configuration in
         configuration.maxSize = maxSize?.bytes
-        configuration.maxAge = maxAge
+        configuration.maxAge = maxAge.map { .seconds($0) }
         // Down to the size asked for, not to a share of it as the background compactor does.
         configuration.lowWatermark = 1
       }

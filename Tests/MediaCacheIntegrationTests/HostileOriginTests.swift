@@ -21,7 +21,7 @@ struct HostileOriginTests {
 
   /// What a read from `behaviour` must end with.
   static func expectedError(_ behaviour: HostileOrigin.Behaviour, _ error: OriginError) -> Bool {
-    switch (behaviour, error) {
+    switch (behaviour, error.kind) {
     case (.silent, .timedOut), (.endlessHeaders, .timedOut): true
     case (.lyingLength, .inconsistentResponse): true
     case (.overlongBody, .inconsistentResponse): true
@@ -128,7 +128,7 @@ struct HostileOriginTests {
       let result = await readAll(reader, url, .all)
       #expect(ContinuousClock.now - started < .seconds(10))
       guard case .failure(let error) = result,
-        case .malformedResponse(let failing, let reason) = error as? OriginError
+        case .malformedResponse(let failing, let reason) = (error as? OriginError)?.kind
       else {
         Issue.record("expected malformedResponse, got \(result)")
         return

@@ -67,7 +67,7 @@ import Testing
       #expect(report.removed.map(\.id) == [CacheKey("obj-0").objectID, CacheKey("obj-1").objectID])
       #expect(report.bytesFreed == perObject * 2 && report.bytesBefore == perObject * 4)
       #expect(report.bytesAfter == perObject * 2)
-      #expect(report.duration > 0 && report.duration < 60)
+      #expect(report.duration > .zero && report.duration < .seconds(60))
       #expect(!report.dryRun && !report.incomplete && report.errors.isEmpty && report.pinnedKept == 0)
     }
     // Every reason is listed, 0 when none was evicted for it.

@@ -237,7 +237,7 @@ import Testing
         _ = try MPDRewriter.rewrite(Data(body.utf8), manifestURL: mpdURL, form: .pathForm)
         Issue.record("\(body) was rewritten")
       } catch {
-        guard case .malformed(let url, let line, _, let reason) = error else {
+        guard case .malformed(let url, let line, _, let reason) = error.kind else {
           Issue.record("\(body): \(error)")
           continue
         }

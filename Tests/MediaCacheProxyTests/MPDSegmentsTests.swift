@@ -131,7 +131,7 @@ import Testing
         </Representation></AdaptationSet></Period>
         """, attributes: #"type="static""#))
     let failure = error { try urls(unbounded) }
-    guard case .invalid(_, let at, let reason) = failure else {
+    guard case .invalid(_, let at, let reason) = failure?.kind else {
       Issue.record("\(String(describing: failure))")
       return
     }
@@ -252,7 +252,7 @@ import Testing
         #"<Period><AdaptationSet><Representation id="v"><SegmentTemplate media="$Number$" timescale="1000" duration="1"/></Representation></AdaptationSet></Period>"#,
         attributes: #"type="static" mediaPresentationDuration="P1Y""#))
     #expect(
-      error { try urls(long, limit: 10) }.map { if case .tooManySegments = $0 { true } else { false } }
+      error { try urls(long, limit: 10) }.map { $0.code == .tooManySegments }
         == true)
     // Just at the limit is fine.
     #expect(
@@ -274,7 +274,7 @@ import Testing
     guard
       case .malformedXML(let url, let line, let reason) = error({
         try parse(Data("<MPD>\n<Period>\n</MPD>".utf8))
-      })
+      })?.kind
     else {
       Issue.record("malformed XML accepted")
       return
@@ -284,7 +284,7 @@ import Testing
     #expect(reason == "end tag does not match the start tag")
     #expect(
       error { try parse(Data("not xml at all".utf8)) }.map {
-        if case .malformedXML = $0 { true } else { false }
+        $0.code == .malformedXML
       } == true)
     #expect(error { try parse(Data("<html><body/></html>".utf8)) } == .notAnMPD(url: source, root: "html"))
     let laughs = """
@@ -292,7 +292,7 @@ import Testing
       <MPD><BaseURL>&b;</BaseURL></MPD>
       """
     #expect(error { try parse(Data(laughs.utf8)) } == .documentType(url: source))
-    #expect(error { try parse(Data()) }.map { if case .malformedXML = $0 { true } else { false } } == true)
+    #expect(error { try parse(Data()) }.map { $0.code == .malformedXML } == true)
 
     let rep = { (template: String) in
       mpd(

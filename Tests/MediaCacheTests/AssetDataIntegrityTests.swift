@@ -59,7 +59,7 @@ import Testing
       let manager = try FileHandleAssetDataManager(store: store, id: Self.id, writable: false)
       defer { try? manager.close() }
       expectStoreError({ _ = try manager.read(4196..<4201) }) {
-        if case .corruptChunk(Self.id, chunk: 1, _, _) = $0 { true } else { false }
+        $0.code == .corruptChunk && $0.objectID == Self.id && $0.chunk == 1
       }
       #expect(try store.readManifest(Self.id)?.isPresent(1) == false)
       #expect(try manager.read(0..<4096) == data[0..<4096])
@@ -78,7 +78,7 @@ import Testing
         for try await piece in manager.bytes(in: 0..<Int64(data.count)) { received.append(piece) }
         Issue.record("the corrupt chunk was streamed")
       } catch let error as StoreError {
-        guard case .corruptChunk(_, chunk: 2, _, _) = error else {
+        guard error.code == .corruptChunk, error.chunk == 2 else {
           Issue.record("unexpected \(error)")
           return
         }
@@ -95,7 +95,7 @@ import Testing
       let manager = try FileHandleAssetDataManager(store: store, id: Self.id)
       defer { try? manager.close() }
       expectStoreError({ _ = try manager.read(0..<8192) }) {
-        if case .corruptChunk = $0 { true } else { false }
+        $0.code == .corruptChunk
       }
       try manager.write(data[4096..<8192], at: 4096)  // fetched again
       #expect(try manager.read(0..<8192) == data)
@@ -110,7 +110,7 @@ import Testing
   func chunksReachTheManifestOnlyAfterTheirBytes(_ durability: Durability) async throws {
     try await withStore(durability: durability) { store in
       let data = randomBytes(count: 3 * Self.chunk, seed: 25)
-      let never = FileHandleAssetDataManager.CommitPolicy(bytes: 1 << 40, interval: 1e9)
+      let never = FileHandleAssetDataManager.CommitPolicy(bytes: 1 << 40, interval: .seconds(1e9))
       let manager = try FileHandleAssetDataManager(store: store, id: Self.id, commitPolicy: never)
       defer { try? manager.close() }
       try manager.setContentLength(Int64(data.count))
@@ -135,7 +135,7 @@ import Testing
       let data = randomBytes(count: 6 * Self.chunk + 123, seed: 26)
       // Commit after every completed chunk, so manifests are written while the object is being filled; with
       // no backlog allowed, a batch is on disk before the next one is handed to the background queue.
-      let eager = FileHandleAssetDataManager.CommitPolicy(bytes: 1, interval: 1e9, maxBacklog: 1)
+      let eager = FileHandleAssetDataManager.CommitPolicy(bytes: 1, interval: .seconds(1e9), maxBacklog: 1)
       let manager = try FileHandleAssetDataManager(store: store, id: Self.id, commitPolicy: eager)
       defer { try? manager.close() }
       try manager.setContentLength(Int64(data.count))
@@ -161,7 +161,7 @@ import Testing
   func aFailedBackgroundCommitIsReportedAndRetried(_ durability: Durability) async throws {
     try await withStore(durability: durability) { store in
       let data = randomBytes(count: 4 * Self.chunk, seed: 27)
-      let eager = FileHandleAssetDataManager.CommitPolicy(bytes: 1, interval: 1e9, maxBacklog: 1)
+      let eager = FileHandleAssetDataManager.CommitPolicy(bytes: 1, interval: .seconds(1e9), maxBacklog: 1)
       let manager = try FileHandleAssetDataManager(store: store, id: Self.id, commitPolicy: eager)
       defer { try? manager.close() }
       try manager.setContentLength(Int64(data.count))
@@ -204,7 +204,7 @@ import Testing
       defer { try? manager.close() }
       try manager.write(data, at: 0)
       expectStoreError({ try manager.setContentLength(shorter) }) {
-        if case .outOfBounds = $0 { true } else { false }
+        $0.code == .outOfBounds
       }
       #expect(manager.contentLength == nil)
       // Whatever the call did, bytes that were written correctly must still read back.

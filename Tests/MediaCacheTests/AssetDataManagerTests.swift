@@ -171,11 +171,11 @@ import Testing
       defer { try? manager.close() }
       for length in [-1, Manifest.maxContentLength + 1] {
         expectStoreError({ try manager.setContentLength(length) }) {
-          if case .outOfBounds = $0 { true } else { false }
+          $0.code == .outOfBounds
         }
       }
       expectStoreError({ try manager.write(Data([1]), at: Manifest.maxContentLength) }) {
-        if case .outOfBounds = $0 { true } else { false }
+        $0.code == .outOfBounds
       }
       try manager.setContentLength(10_000)
       #expect(throws: StoreError.outOfBounds(Self.id, range: 9_000..<10_001, length: 10_000)) {
@@ -185,10 +185,10 @@ import Testing
         try manager.write(Data([1, 2]), at: 9_999)
       }
       expectStoreError({ try manager.write(Data([1]), at: -1) }) {
-        if case .outOfBounds = $0 { true } else { false }
+        $0.code == .outOfBounds
       }
       expectStoreError({ _ = try manager.read(-5..<10) }) {
-        if case .outOfBounds = $0 { true } else { false }
+        $0.code == .outOfBounds
       }
       // Nothing was written by the refused calls.
       #expect(manager.manifest.presentChunks.isEmpty)
@@ -248,7 +248,7 @@ import Testing
       let reader = try FileHandleAssetDataManager(store: store, id: Self.id, writable: false)
       defer { try? reader.close() }
       #expect(!reader.isWritable)
-      expectStoreError({ try reader.write(Data([1]), at: 0) }) { if case .io = $0 { true } else { false } }
+      expectStoreError({ try reader.write(Data([1]), at: 0) }) { $0.code == .io }
       #expect(try reader.read(0..<4096) == randomBytes(count: 4096, seed: 10))
     }
   }

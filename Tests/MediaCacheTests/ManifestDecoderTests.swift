@@ -82,7 +82,7 @@ struct RawManifest {
     _ raw: RawManifest, named prefix: String, sourceLocation: SourceLocation = #_sourceLocation
   ) {
     let error = decodeError(raw)
-    guard case .invalidField(let name, _) = error, name.hasPrefix(prefix) else {
+    guard case .invalidField(let name, _) = error?.kind, name.hasPrefix(prefix) else {
       Issue.record(
         "expected invalidField(\(prefix)…), got \(String(describing: error))", sourceLocation: sourceLocation)
       return
@@ -139,7 +139,7 @@ struct RawManifest {
       var raw = RawManifest()
       raw.runCount = runCount
       raw.presentCount = presentCount
-      guard case .truncated(let needed, let available, _) = decodeError(raw) else {
+      guard case .truncated(let needed, let available, _) = decodeError(raw)?.kind else {
         Issue.record("counts \(runCount)/\(presentCount) not refused as truncated")
         continue
       }
@@ -267,7 +267,7 @@ struct RawManifest {
     expectInvalidField(raw, named: "user metadata")
     raw = RawManifest()
     raw.metadataLength = 100  // claims more than the 3 bytes present
-    guard case .truncated = decodeError(raw) else {
+    guard decodeError(raw)?.code == .truncated else {
       Issue.record("a metadata length past the end must be reported as truncated")
       return
     }

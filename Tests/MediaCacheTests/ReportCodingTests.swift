@@ -31,7 +31,7 @@ import Testing
     report.chunksDropped = 2
     report.droppedChunks = [one: [0, 3]]
     report.incomplete = true
-    report.duration = 0.25
+    report.duration = .milliseconds(250)
     report.dryRun = true
     report.errors = ["x: gone"]
 

@@ -106,7 +106,7 @@ import Testing
   func chunkSizeOutsideTheLimitsIsRefused(_ chunkSize: Int) async throws {
     try await withTemporaryDirectory { directory in
       expectStoreError({ _ = try ShardedStore(root: "\(directory)/c", chunkSize: chunkSize) }) {
-        if case .invalidConfiguration = $0 { true } else { false }
+        $0.code == .invalidConfiguration
       }
       #expect(!FileManager.default.fileExists(atPath: "\(directory)/c"))
     }
@@ -123,7 +123,8 @@ import Testing
       try flipByte(atPath: manifestPath, offset: 60)
 
       expectStoreError({ _ = try cache.store.readManifest(badID) }) {
-        if case .corruptManifest(badID, path: manifestPath, .checksumMismatch) = $0 { true } else { false }
+        $0.code == .corruptManifest && $0.objectID == badID && $0.path == manifestPath
+          && ($0.cause as? ManifestError)?.code == .checksumMismatch
       }
       #expect(throws: StoreError.self) {
         try FileHandleAssetDataManager(store: cache.store, id: badID, writable: false)

@@ -66,7 +66,7 @@ import Testing
         let victim = try FileHandleAssetDataManager(store: second, id: id, writable: false)
         defer { try? victim.close() }
         expectStoreError({ _ = try victim.read(10..<20) }) {
-          if case .corruptChunk(_, chunk: 0, _, _) = $0 { true } else { false }
+          $0.code == .corruptChunk && $0.chunk == 0
         }
       }
     }
@@ -89,7 +89,7 @@ import Testing
       #expect(try reader.read(0..<100) == data[0..<100], "the checked bytes, never the damaged ones")
       VerifiedChunkCache.shared.removeAll()
       expectStoreError({ _ = try reader.read(0..<100) }) {
-        if case .corruptChunk(_, chunk: 0, _, _) = $0 { true } else { false }
+        $0.code == .corruptChunk && $0.chunk == 0
       }
     }
   }

@@ -32,9 +32,9 @@ struct ReadCommand: AsyncParsableCommand {
             offset += piece.count
           }
           reads += 1
-        } catch StoreError.notFound {
+        } catch let error as StoreError where error.code == .notFound {
           misses += 1
-        } catch StoreError.notCached {
+        } catch let error as StoreError where error.code == .notCached {
           misses += 1
         }
       }

@@ -29,7 +29,7 @@ struct WriteCommand: AsyncParsableCommand {
         root: object.cache, chunkSize: chunkSize, durability: durable ? .durable : .relaxed)
       let manager = try FileHandleAssetDataManager(
         store: store, id: CacheKey(object.key).objectID,
-        commitPolicy: .init(bytes: commitBytes ?? Int64(chunkSize), interval: 0.05))
+        commitPolicy: .init(bytes: commitBytes ?? Int64(chunkSize), interval: .milliseconds(50)))
       try manager.setContentLength(Int64(source.count))
       say("opened")
       var offset = 0

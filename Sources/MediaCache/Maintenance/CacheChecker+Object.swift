@@ -343,7 +343,7 @@ extension CacheChecker {
   static func finding(for error: ManifestError, path: String) -> CheckFinding {
     var finding = CheckFinding(
       path: path, kind: .invalidManifest, severity: .error, message: "manifest: \(error)")
-    switch error {
+    switch error.kind {
     case .badMagic(let found):
       finding.kind = .badMagic
       finding.expected = "4d434d46 (MCMF)"

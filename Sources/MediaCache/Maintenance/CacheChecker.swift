@@ -15,12 +15,11 @@ public struct CacheChecker: Sendable {
     public var repair = false
     /// Check metadata only; do not read chunk data.
     public var fast = false
-    /// Files in `tmp/` younger than this many seconds belong to live writers (default 1 hour).
-    public var tmpGracePeriod: Double = 3600
+    /// Files in `tmp/` younger than this belong to live writers (default 1 hour).
+    public var tmpGracePeriod: Duration = .seconds(3600)
 
-    /// Options for a check: read-only and full (every chunk's CRC verified) by default. `tmpGracePeriod` is in
-    /// seconds.
-    public init(repair: Bool = false, fast: Bool = false, tmpGracePeriod: Double = 3600) {
+    /// Options for a check: read-only and full (every chunk's CRC verified) by default.
+    public init(repair: Bool = false, fast: Bool = false, tmpGracePeriod: Duration = .seconds(3600)) {
       self.repair = repair
       self.fast = fast
       self.tmpGracePeriod = tmpGracePeriod
@@ -356,11 +355,11 @@ public struct CacheChecker: Sendable {
     _ relative: String, _ status: FileStatus, now: Double, _ report: inout CheckReport
   ) {
     let age = now - status.modified
-    guard age > options.tmpGracePeriod else { return }
+    guard age > options.tmpGracePeriod.seconds else { return }
     var finding = CheckFinding(
       path: relative, kind: .staleTemporaryFile, severity: .error,
       message: "staging file left by a writer that did not finish",
-      expected: "younger than \(Int(options.tmpGracePeriod)) s", found: "\(Int(age)) s old")
+      expected: "younger than \(Int(options.tmpGracePeriod.seconds)) s", found: "\(Int(age)) s old")
     if options.repair {
       finding.action = (try? FileSystemCalls.unlinkFile("\(root)/\(relative)")) != nil ? .repaired : .failed
     }

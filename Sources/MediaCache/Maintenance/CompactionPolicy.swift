@@ -4,24 +4,25 @@ public struct CompactionPolicy: Sendable, Equatable {
   public var maxSize: Int64?
   /// Once over `maxSize`, evict down to this share of it, so passes do not run back to back (default 0.9).
   public var lowWatermark: Double
-  /// Evict objects not accessed for longer than this many seconds (nil: no age limit; default 90 days).
-  public var maxAge: Double?
+  /// Evict objects not accessed for longer than this (nil: no age limit; default 90 days).
+  public var maxAge: Duration?
   /// Keep at least this many bytes free on the cache's file system, evicting as if over `maxSize`.
   public var minFree: Int64?
-  /// Files in `tmp/` older than this many seconds are reaped (default 1 hour); younger ones may be live.
-  public var tmpGracePeriod: Double
+  /// Files in `tmp/` older than this are reaped (default 1 hour); younger ones may be live.
+  public var tmpGracePeriod: Duration
   /// Verify the CRCs of up to this many bytes of chunks per pass, continuing across passes (0: no scrub).
   public var scrubBudget: Int64
-  /// Stop a pass after this many seconds; the next pass continues (default 60).
-  public var maxPassDuration: Double
+  /// Stop a pass after this long; the next pass continues (default 60 seconds).
+  public var maxPassDuration: Duration
   /// Decide and report, change nothing.
   public var dryRun: Bool
 
   /// A policy with the given limits. The defaults evict by age only (90 days), reap `tmp/` files older than
-  /// an hour, scrub nothing and stop a pass after 60 seconds. Sizes are bytes, durations seconds.
+  /// an hour, scrub nothing and stop a pass after 60 seconds. Sizes are bytes.
   public init(
-    maxSize: Int64? = nil, lowWatermark: Double = 0.9, maxAge: Double? = 90 * 86400, minFree: Int64? = nil,
-    tmpGracePeriod: Double = 3600, scrubBudget: Int64 = 0, maxPassDuration: Double = 60, dryRun: Bool = false
+    maxSize: Int64? = nil, lowWatermark: Double = 0.9, maxAge: Duration? = .seconds(90 * 86400),
+    minFree: Int64? = nil, tmpGracePeriod: Duration = .seconds(3600), scrubBudget: Int64 = 0,
+    maxPassDuration: Duration = .seconds(60), dryRun: Bool = false
   ) {
     self.maxSize = maxSize
     self.lowWatermark = lowWatermark
@@ -68,8 +69,8 @@ public struct CompactionReport: Sendable, Equatable {
   public var droppedChunks: [ObjectID: [Int]] = [:]
   /// The pass stopped early (time limit or cancellation); the next pass continues.
   public var incomplete = false
-  /// Seconds the pass took.
-  public var duration: Double = 0
+  /// How long the pass took (in the JSON: seconds).
+  public var duration: Duration = .zero
   /// Whether this was a dry run.
   public var dryRun = false
   /// Objects that failed (with the reason); the pass went on without them.
@@ -110,7 +111,7 @@ extension CompactionReport: Codable {
     chunksDropped = try container.decode(Int.self, forKey: .chunksDropped)
     droppedChunks = try container.decode([ObjectID: [Int]].self, forKey: .droppedChunks)
     incomplete = try container.decode(Bool.self, forKey: .incomplete)
-    duration = try container.decode(Double.self, forKey: .duration)
+    duration = .seconds(try container.decode(Double.self, forKey: .duration))
     dryRun = try container.decode(Bool.self, forKey: .dryRun)
     errors = try container.decode([String].self, forKey: .errors)
   }
@@ -138,7 +139,7 @@ extension CompactionReport: Codable {
     try container.encode(chunksDropped, forKey: .chunksDropped)
     try container.encode(droppedChunks, forKey: .droppedChunks)
     try container.encode(incomplete, forKey: .incomplete)
-    try container.encode(duration, forKey: .duration)
+    try container.encode(duration.seconds, forKey: .duration)
     try container.encode(dryRun, forKey: .dryRun)
     try container.encode(errors, forKey: .errors)
   }

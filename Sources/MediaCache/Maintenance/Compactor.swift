@@ -39,7 +39,7 @@ public struct Compactor: Sendable {
     now: Double = Date().timeIntervalSince1970, isCancelled: @Sendable () -> Bool = { false }
   ) throws -> CompactionReport {
     let started = Date()
-    let deadline = started.addingTimeInterval(policy.maxPassDuration)
+    let deadline = started.addingTimeInterval(policy.maxPassDuration.seconds)
     func mustStop() -> Bool { isCancelled() || Date() >= deadline }
     var report = CompactionReport()
     report.dryRun = policy.dryRun
@@ -72,7 +72,7 @@ public struct Compactor: Sendable {
     }
 
     if let maxAge = policy.maxAge {
-      for object in byRecency where now - object.lastAccess > maxAge {
+      for object in byRecency where now - object.lastAccess > maxAge.seconds {
         if mustStop() {
           report.incomplete = true
           break
@@ -116,7 +116,7 @@ public struct Compactor: Sendable {
       let remaining = objects.lazy.map(\.id).filter { !removedIDs.contains($0) }
       try scrub(Array(remaining).sorted(), into: &report, mustStop: mustStop)
     }
-    report.duration = Date().timeIntervalSince(started)
+    report.duration = .seconds(Date().timeIntervalSince(started))
     return report
   }
 
@@ -142,7 +142,7 @@ public struct Compactor: Sendable {
     var reason = reason
     do {
       manifest = try store.readManifest(object.id)
-    } catch StoreError.corruptManifest {
+    } catch let error as StoreError where error.code == .corruptManifest {
       reason = .corrupt
     }
     if manifest?.isPinned == true {
@@ -166,10 +166,10 @@ public struct Compactor: Sendable {
     } else {
       do {
         bytes = try store.remove(object.id, keepIf: { $0?.isPinned == true })
-      } catch StoreError.busy {
+      } catch let error as StoreError where error.code == .busy {
         report.skippedBusy += 1
         return false
-      } catch StoreError.kept {
+      } catch let error as StoreError where error.code == .kept {
         report.pinnedKept += 1
         return false
       }
@@ -194,7 +194,7 @@ public struct Compactor: Sendable {
       let freed = try store.remove(object.id, keepIf: { $0 != nil })
       report.orphansRemoved += 1
       return freed
-    } catch StoreError.busy, StoreError.kept {
+    } catch let error as StoreError where error.code == .busy || error.code == .kept {
       return nil
     } catch {
       report.errors.append("\(object.id): orphan data: \(error)")
@@ -203,7 +203,8 @@ public struct Compactor: Sendable {
   }
 
   private func reapTemporaryFiles(now: Double) throws -> Int {
-    try store.reapStaleTemporaryFiles(olderThan: policy.tmpGracePeriod, now: now, dryRun: policy.dryRun)
+    try store.reapStaleTemporaryFiles(
+      olderThan: policy.tmpGracePeriod.seconds, now: now, dryRun: policy.dryRun)
   }
 
   // MARK: Scrubbing

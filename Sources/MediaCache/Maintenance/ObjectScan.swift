@@ -108,7 +108,7 @@ extension ShardedStore {
           return result
         }
         manifest = read
-      } catch StoreError.corruptManifest {
+      } catch let error as StoreError where error.code == .corruptManifest {
         result.skipped = true
         return result
       }

@@ -28,7 +28,7 @@ final class CommitScheduler: Sendable {
   /// Whether a batch is due: enough bytes of completed chunks, or anything pending for longer than the
   /// interval.
   func isDue(uncommittedBytes: Int64, pendingIsEmpty: Bool, lastCommit: Double, now: Double) -> Bool {
-    uncommittedBytes >= policy.bytes || (!pendingIsEmpty && now - lastCommit >= policy.interval)
+    uncommittedBytes >= policy.bytes || (!pendingIsEmpty && now - lastCommit >= policy.interval.seconds)
   }
 
   /// Whether a writer with this backlog, while a batch is in flight, must wait for it.

@@ -33,15 +33,16 @@ public final class FileHandleAssetDataManager: Sendable {
   public struct CommitPolicy: Sendable {
     /// Commit once this many bytes of newly completed chunks are pending.
     public var bytes: Int64
-    /// Commit pending chunks at the first write after this many seconds.
-    public var interval: Double
+    /// Commit pending chunks at the first write after this long.
+    public var interval: Duration
     /// How many bytes of completed chunks may wait while a background commit is in flight before a writer
     /// waits for it (bounds what a crash can lose to about this much plus one batch).
     public var maxBacklog: Int64
 
-    /// A policy that commits every `bytes` bytes of completed chunks (default 8 MiB) or `interval` seconds
-    /// (default 2), whichever comes first. `maxBacklog` (bytes) defaults to four batches, and at least 32 MiB.
-    public init(bytes: Int64 = 8 << 20, interval: Double = 2, maxBacklog: Int64? = nil) {
+    /// A policy that commits every `bytes` bytes of completed chunks (default 8 MiB) or every `interval`
+    /// (default 2 seconds), whichever comes first. `maxBacklog` (bytes) defaults to four batches, and at least
+    /// 32 MiB.
+    public init(bytes: Int64 = 8 << 20, interval: Duration = .seconds(2), maxBacklog: Int64? = nil) {
       self.bytes = bytes
       self.interval = interval
       self.maxBacklog = maxBacklog ?? max(4 * bytes, 32 << 20)
@@ -98,7 +99,7 @@ public final class FileHandleAssetDataManager: Sendable {
         try store.readManifest(id, checkingFileTypes: false)
         ?? Manifest(objectID: id, chunkSize: store.chunkSize)
     } catch let error as StoreError {
-      guard writable, case .corruptManifest = error else {
+      guard writable, error.code == .corruptManifest else {
         file.close()
         throw error
       }

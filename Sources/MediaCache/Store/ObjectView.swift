@@ -52,7 +52,9 @@ final class ObjectView: Sendable {
     for _ in 0..<8 {
       let before = state.withLock { $0.commits }
       let onDisk: Manifest?
-      do { onDisk = try store.readManifest(objectID) } catch StoreError.corruptManifest { onDisk = nil }
+      do { onDisk = try store.readManifest(objectID) } catch let error as StoreError
+        where error.code == .corruptManifest
+      { onDisk = nil }
       guard let onDisk else { return }
       let merged = state.withLock { state -> Bool in
         // A commit adopted since the read: the disk moved on, and what was read may lack its chunks.

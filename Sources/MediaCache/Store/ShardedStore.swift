@@ -278,7 +278,9 @@ public final class ShardedStore: Sendable {
     try mapIO { try file.commitLock(true) }
     defer { try? file.commitLock(false) }
     let onDisk: Manifest?
-    do { onDisk = try readManifest(id) } catch StoreError.corruptManifest { onDisk = nil }
+    do { onDisk = try readManifest(id) } catch let error as StoreError where error.code == .corruptManifest {
+      onDisk = nil
+    }
     let merged = change.merge(into: onDisk, base: base)
     if merged.manifest != onDisk { try replaceManifest(merged.manifest) }
     return merged

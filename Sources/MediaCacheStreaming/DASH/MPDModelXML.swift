@@ -4,30 +4,117 @@ import Foundation
   import FoundationXML
 #endif
 
-/// Why a DASH MPD cannot be read or enumerated: always with the MPD's URL, where in it (`at`, a path such as
-/// `Period 1 > AdaptationSet 0 > Representation 'v1'`) and what is wrong.
-public enum MPDSegmentError: Error, Sendable, Equatable, CustomStringConvertible {
-  /// The MPD is longer than `MPDSegments.maxManifestBytes`.
-  case tooLarge(url: String, bytes: Int, limit: Int)
-  /// The XML parser stopped at `line`.
-  case malformedXML(url: String, line: Int, reason: String)
-  /// The document's root element is `root`, not `MPD`.
-  case notAnMPD(url: String, root: String)
-  /// The document has a document type declaration (`<!DOCTYPE`): an MPD never needs one, and its entities are
-  /// how an XML document makes a parser expand a few bytes into gigabytes.
-  case documentType(url: String)
-  /// A value is missing or cannot be used (an attribute, a template, a byte range, a URL).
-  case invalid(url: String, at: String, reason: String)
-  /// A feature `fetch --dash` does not handle (remote `xlink:href` elements, `$SubNumber$`, ...).
-  case unsupported(url: String, at: String, feature: String)
-  /// The MPD is live (`type="dynamic"`); only static (on-demand) MPDs are enumerated.
-  case dynamic(url: String)
-  /// Enumerating the segments would pass `limit` segments.
-  case tooManySegments(url: String, at: String, limit: Int)
+/// Why a DASH MPD cannot be read or enumerated: always with the MPD's URL, where in it (a path such as
+/// `Period 1 > AdaptationSet 0 > Representation 'v1'`) and what is wrong (`code`, `description`).
+///
+/// A struct with an open set of codes, as NIOFileSystem's `FileSystemError`, rather than an enum: a new code
+/// does not break a caller's exhaustive `switch`. Match on `code`; the static members named after each code
+/// build the errors that are thrown, and two errors are equal when they say the same thing.
+public struct MPDSegmentError: Error, Sendable, Equatable, CustomStringConvertible {
+  /// What kind of failure. New codes may be added; compare with the static members.
+  public struct Code: Hashable, Sendable, CustomStringConvertible {
+    private let name: String
+    fileprivate init(_ name: String) { self.name = name }
+    /// The code's name.
+    public var description: String { name }
+
+    /// The MPD is longer than `MPDSegments.maxManifestBytes`.
+    public static let tooLarge = Code("tooLarge")
+    /// The XML parser stopped at `line`.
+    public static let malformedXML = Code("malformedXML")
+    /// The document's root element is `root`, not `MPD`.
+    public static let notAnMPD = Code("notAnMPD")
+    /// The document has a document type declaration (`<!DOCTYPE`): an MPD never needs one, and its entities are
+    /// how an XML document makes a parser expand a few bytes into gigabytes.
+    public static let documentType = Code("documentType")
+    /// A value is missing or cannot be used (an attribute, a template, a byte range, a URL).
+    public static let invalid = Code("invalid")
+    /// A feature `fetch --dash` does not handle (remote `xlink:href` elements, `$SubNumber$`, ...).
+    public static let unsupported = Code("unsupported")
+    /// The MPD is live (`type="dynamic"`); only static (on-demand) MPDs are enumerated.
+    public static let dynamic = Code("dynamic")
+    /// Enumerating the segments would pass `limit` segments.
+    public static let tooManySegments = Code("tooManySegments")
+  }
+
+  /// The failure with its details, for this package's own code and tests.
+  package enum Kind: Sendable, Equatable {
+    case tooLarge(url: String, bytes: Int, limit: Int)
+    case malformedXML(url: String, line: Int, reason: String)
+    case notAnMPD(url: String, root: String)
+    case documentType(url: String)
+    case invalid(url: String, at: String, reason: String)
+    case unsupported(url: String, at: String, feature: String)
+    case dynamic(url: String)
+    case tooManySegments(url: String, at: String, limit: Int)
+  }
+
+  package var kind: Kind
+
+  package init(kind: Kind) { self.kind = kind }
+
+  /// What kind of failure.
+  public var code: Code {
+    switch kind {
+    case .tooLarge: .tooLarge
+    case .malformedXML: .malformedXML
+    case .notAnMPD: .notAnMPD
+    case .documentType: .documentType
+    case .invalid: .invalid
+    case .unsupported: .unsupported
+    case .dynamic: .dynamic
+    case .tooManySegments: .tooManySegments
+    }
+  }
+
+  /// The URL of the document concerned.
+  public var url: String {
+    switch kind {
+    case .tooLarge(let url, _, _): url
+    case .malformedXML(let url, _, _): url
+    case .notAnMPD(let url, _): url
+    case .documentType(let url): url
+    case .invalid(let url, _, _): url
+    case .unsupported(let url, _, _): url
+    case .dynamic(let url): url
+    case .tooManySegments(let url, _, _): url
+    }
+  }
+
+  /// An error of code `tooLarge`.
+  public static func tooLarge(url: String, bytes: Int, limit: Int) -> MPDSegmentError {
+    MPDSegmentError(kind: .tooLarge(url: url, bytes: bytes, limit: limit))
+  }
+  /// An error of code `malformedXML`.
+  public static func malformedXML(url: String, line: Int, reason: String) -> MPDSegmentError {
+    MPDSegmentError(kind: .malformedXML(url: url, line: line, reason: reason))
+  }
+  /// An error of code `notAnMPD`.
+  public static func notAnMPD(url: String, root: String) -> MPDSegmentError {
+    MPDSegmentError(kind: .notAnMPD(url: url, root: root))
+  }
+  /// An error of code `documentType`.
+  public static func documentType(url: String) -> MPDSegmentError {
+    MPDSegmentError(kind: .documentType(url: url))
+  }
+  /// An error of code `invalid`.
+  public static func invalid(url: String, at: String, reason: String) -> MPDSegmentError {
+    MPDSegmentError(kind: .invalid(url: url, at: at, reason: reason))
+  }
+  /// An error of code `unsupported`.
+  public static func unsupported(url: String, at: String, feature: String) -> MPDSegmentError {
+    MPDSegmentError(kind: .unsupported(url: url, at: at, feature: feature))
+  }
+  /// An error of code `dynamic`.
+  public static func dynamic(url: String) -> MPDSegmentError { MPDSegmentError(kind: .dynamic(url: url)) }
+  /// An error of code `tooManySegments`.
+  public static func tooManySegments(url: String, at: String, limit: Int) -> MPDSegmentError {
+    MPDSegmentError(kind: .tooManySegments(url: url, at: at, limit: limit))
+  }
 
   /// One line for a person: the MPD's URL and what is wrong.
   public var description: String {
-    switch self {
+    switch kind {
     case .tooLarge(let url, let bytes, let limit):
       "\(url): MPD of \(bytes) bytes is larger than the limit of \(limit) bytes"
     case .malformedXML(let url, let line, let reason):

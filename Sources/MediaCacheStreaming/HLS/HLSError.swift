@@ -1,24 +1,102 @@
 import Foundation
 
-/// Why a playlist cannot be read or rewritten. Each case names the playlist's URL and, where there is one,
-/// the 1-based line.
-public enum HLSError: Error, Sendable, Equatable, CustomStringConvertible {
-  /// The first line is not `#EXTM3U` (after an optional byte order mark); `firstLine` is its first 80
-  /// characters.
-  case notAPlaylist(url: String, firstLine: String)
-  /// A line breaks the playlist format in a way that matters (see `HLSPlaylist.parse`).
-  case malformedLine(url: String, line: Int, reason: String)
-  /// A URI that cannot be resolved against the playlist's URL (not a URI reference, or an http URL without a
-  /// host).
-  case unresolvableURI(url: String, line: Int, uri: String)
-  /// The playlist is longer than `HLSPlaylist.maxPlaylistBytes`.
-  case tooLarge(url: String, bytes: Int, limit: Int)
-  /// `rewrite`'s transform returned something that cannot stand in a playlist line.
-  case invalidReplacement(url: String, line: Int, reason: String)
+/// Why a playlist cannot be read or rewritten: the playlist's URL, the 1-based line where there is one, and
+/// what is wrong (`code`, `description`).
+///
+/// A struct with an open set of codes, as NIOFileSystem's `FileSystemError`, rather than an enum: a new code
+/// does not break a caller's exhaustive `switch`. Match on `code`; the static members named after each code
+/// build the errors that are thrown, and two errors are equal when they say the same thing.
+public struct HLSError: Error, Sendable, Equatable, CustomStringConvertible {
+  /// What kind of failure. New codes may be added; compare with the static members.
+  public struct Code: Hashable, Sendable, CustomStringConvertible {
+    private let name: String
+    fileprivate init(_ name: String) { self.name = name }
+    /// The code's name.
+    public var description: String { name }
+
+    /// The first line is not `#EXTM3U` (after an optional byte order mark); `firstLine` is its first 80
+    /// characters.
+    public static let notAPlaylist = Code("notAPlaylist")
+    /// A line breaks the playlist format in a way that matters (see `HLSPlaylist.parse`).
+    public static let malformedLine = Code("malformedLine")
+    /// A URI that cannot be resolved against the playlist's URL (not a URI reference, or an http URL without a
+    /// host).
+    public static let unresolvableURI = Code("unresolvableURI")
+    /// The playlist is longer than `HLSPlaylist.maxPlaylistBytes`.
+    public static let tooLarge = Code("tooLarge")
+    /// `rewrite`'s transform returned something that cannot stand in a playlist line.
+    public static let invalidReplacement = Code("invalidReplacement")
+  }
+
+  /// The failure with its details, for this package's own code and tests.
+  package enum Kind: Sendable, Equatable {
+    case notAPlaylist(url: String, firstLine: String)
+    case malformedLine(url: String, line: Int, reason: String)
+    case unresolvableURI(url: String, line: Int, uri: String)
+    case tooLarge(url: String, bytes: Int, limit: Int)
+    case invalidReplacement(url: String, line: Int, reason: String)
+  }
+
+  package var kind: Kind
+
+  package init(kind: Kind) { self.kind = kind }
+
+  /// What kind of failure.
+  public var code: Code {
+    switch kind {
+    case .notAPlaylist: .notAPlaylist
+    case .malformedLine: .malformedLine
+    case .unresolvableURI: .unresolvableURI
+    case .tooLarge: .tooLarge
+    case .invalidReplacement: .invalidReplacement
+    }
+  }
+
+  /// The URL of the document concerned.
+  public var url: String {
+    switch kind {
+    case .notAPlaylist(let url, _): url
+    case .malformedLine(let url, _, _): url
+    case .unresolvableURI(let url, _, _): url
+    case .tooLarge(let url, _, _): url
+    case .invalidReplacement(let url, _, _): url
+    }
+  }
+
+  /// The 1-based line of the playlist concerned, where there is one.
+  public var line: Int? {
+    switch kind {
+    case .malformedLine(_, let line, _), .unresolvableURI(_, let line, _),
+      .invalidReplacement(_, let line, _):
+      line
+    case .notAPlaylist, .tooLarge: nil
+    }
+  }
+
+  /// An error of code `notAPlaylist`.
+  public static func notAPlaylist(url: String, firstLine: String) -> HLSError {
+    HLSError(kind: .notAPlaylist(url: url, firstLine: firstLine))
+  }
+  /// An error of code `malformedLine`.
+  public static func malformedLine(url: String, line: Int, reason: String) -> HLSError {
+    HLSError(kind: .malformedLine(url: url, line: line, reason: reason))
+  }
+  /// An error of code `unresolvableURI`.
+  public static func unresolvableURI(url: String, line: Int, uri: String) -> HLSError {
+    HLSError(kind: .unresolvableURI(url: url, line: line, uri: uri))
+  }
+  /// An error of code `tooLarge`.
+  public static func tooLarge(url: String, bytes: Int, limit: Int) -> HLSError {
+    HLSError(kind: .tooLarge(url: url, bytes: bytes, limit: limit))
+  }
+  /// An error of code `invalidReplacement`.
+  public static func invalidReplacement(url: String, line: Int, reason: String) -> HLSError {
+    HLSError(kind: .invalidReplacement(url: url, line: line, reason: reason))
+  }
 
   /// One line for a person: the playlist's URL, the line where there is one, and what is wrong.
   public var description: String {
-    switch self {
+    switch kind {
     case .notAPlaylist(let url, let firstLine):
       "\(url) is not an HLS playlist: its first line is '\(firstLine)', not #EXTM3U"
     case .malformedLine(let url, let line, let reason): "\(url) line \(line): \(reason)"

@@ -79,9 +79,10 @@ extension FaultTests {
             do {
               try body()
               Issue.record("\(site) with \(fault.testDescription): no error")
-            } catch let StoreError.io(operation, path, errno) {
-              #expect(operation == syscall)
-              #expect(errno == fault.errno)
+            } catch let error as StoreError where error.code == .io {
+              #expect(error.message.hasPrefix("\(syscall) failed on "), "\(error)")
+              #expect(error.errno == fault.errno)
+              let path = error.path ?? ""
               #expect(path.contains(subjectID.hex) || path.hasSuffix(pattern))
             } catch {
               Issue.record("\(site): untyped error \(error)")
@@ -98,7 +99,7 @@ extension FaultTests {
             var manager: FileHandleAssetDataManager?
             expectTyped {
               let opened = try FileHandleAssetDataManager(
-                store: store, id: subjectID, commitPolicy: .init(bytes: 1 << 30, interval: 1000))
+                store: store, id: subjectID, commitPolicy: .init(bytes: 1 << 30, interval: .seconds(1000)))
               manager = opened
               try opened.setContentLength(Int64(subjectData.count))
               try opened.write(subjectData, at: 0)
@@ -138,7 +139,7 @@ extension FaultTests {
 
     static func writeWhole(_ data: Data, id: ObjectID, store: ShardedStore) throws {
       let manager = try FileHandleAssetDataManager(
-        store: store, id: id, commitPolicy: .init(bytes: 1 << 30, interval: 1000))
+        store: store, id: id, commitPolicy: .init(bytes: 1 << 30, interval: .seconds(1000)))
       do {
         try manager.setContentLength(Int64(data.count))
         try manager.write(data, at: 0)
@@ -186,7 +187,7 @@ extension FaultTests {
         let injector = FaultInjector(
           root: store.root, rules: [FaultRule(operation: .syncData, pathContains: id.hex, errno: .ioError)])
         let manager = try FileHandleAssetDataManager(
-          store: store, id: id, commitPolicy: .init(bytes: 1 << 30, interval: 1000))
+          store: store, id: id, commitPolicy: .init(bytes: 1 << 30, interval: .seconds(1000)))
         defer { try? manager.close() }
         try manager.setContentLength(Int64(data.count))
         try manager.write(data, at: 0)
@@ -215,7 +216,7 @@ extension FaultTests {
         let data = randomBytes(count: 3 * Self.chunk, seed: 22)
         let gate = SyncGate(root: store.root)
         let manager = try FileHandleAssetDataManager(
-          store: store, id: id, commitPolicy: .init(bytes: Int64(Self.chunk), interval: 1000))
+          store: store, id: id, commitPolicy: .init(bytes: Int64(Self.chunk), interval: .seconds(1000)))
         defer { try? manager.close() }
         try manager.setContentLength(Int64(data.count))
         try await withIOFaultHandler(gate) {
@@ -244,7 +245,7 @@ extension FaultTests {
         let injector = FaultInjector(
           root: store.root, rules: [FaultRule(operation: .syncData, pathContains: id.hex, errno: .ioError)])
         let manager = try FileHandleAssetDataManager(
-          store: store, id: id, commitPolicy: .init(bytes: Int64(Self.chunk), interval: 1000))
+          store: store, id: id, commitPolicy: .init(bytes: Int64(Self.chunk), interval: .seconds(1000)))
         defer { try? manager.close() }
         try manager.setContentLength(Int64(data.count))
         let half = Self.chunk + Self.chunk / 2
@@ -306,7 +307,7 @@ extension FaultTests {
             try await cache.store(randomBytes(count: 100, seed: 2), for: "new", policy: .diskOnly)
           }
         }
-        guard case .io(_, _, .noSpace)? = error else {
+        guard error?.code == .io, error?.errno == .noSpace else {
           Issue.record("expected ENOSPC, got \(String(describing: error))")
           return
         }

@@ -46,7 +46,7 @@ extension FaultTests.IOErrors {
         #expect(try await cache.status(for: url) == .complete(length: Int64(size)))
         #expect(try await cache.status(for: "old") == .none, "the least recently used object was evicted")
       } else {
-        if case StoreError.io(_, _, .noSpace)? = failure {
+        if let failure = failure as? StoreError, failure.code == .io, failure.errno == .noSpace {
         } else {
           Issue.record("expected ENOSPC, got \(String(describing: failure))")
         }

@@ -149,7 +149,8 @@ enum PowerLossHarness {
         cache = try MediaCache(
           configuration: MediaCache.Configuration(
             directory: root, chunkSize: chunk, memoryCostLimit: 0, durability: durability,
-            commitPolicy: .init(bytes: Int64(chunk * 2), interval: 100, maxBacklog: Int64(chunk * 4)),
+            commitPolicy: .init(
+              bytes: Int64(chunk * 2), interval: .seconds(100), maxBacklog: Int64(chunk * 4)),
             maxSize: nil, maxAge: nil))
       }
       var objects = (0..<Int.random(in: 1...3, using: &rng)).map { index in
@@ -196,7 +197,7 @@ enum PowerLossHarness {
   ) async throws {
     let policy = FileHandleAssetDataManager.CommitPolicy(
       bytes: Int64(chunk * Int.random(in: 1...3, using: &rng)),
-      interval: Bool.random(using: &rng) ? 0 : 100, maxBacklog: Int64(chunk * 4))
+      interval: .seconds(Bool.random(using: &rng) ? 0 : 100), maxBacklog: Int64(chunk * 4))
     var managers: [FileHandleAssetDataManager?] = objects.map { _ in nil }
     defer { for manager in managers { try? manager?.close() } }
     func open(_ index: Int) throws -> FileHandleAssetDataManager {
@@ -338,7 +339,7 @@ enum PowerLossHarness {
       let manifest: Manifest?
       do {
         manifest = try store.readManifest(object.id)
-      } catch StoreError.corruptManifest(_, _, let error) {
+      } catch let error as StoreError where error.code == .corruptManifest {
         if durability == .durable {
           outcome.failures.append("\(object.key): durable manifest corrupt: \(error)")
         }
@@ -390,14 +391,14 @@ enum PowerLossHarness {
               outcome.chunksVerified += 1
               outcome.bytesVerified += Int64(bytes.count)
             }
-          } catch StoreError.corruptChunk {
+          } catch let error as StoreError where error.code == .corruptChunk {
             outcome.corruptDetected += 1
             if durability == .durable {
               outcome.failures.append("\(object.key): durable chunk \(index) corrupt")
             }
           }
         }
-      } catch StoreError.notFound {
+      } catch let error as StoreError where error.code == .notFound {
         if !listed.isEmpty && durability == .durable {
           outcome.failures.append("\(object.key): listed chunks but no data file\(evictable)")
         }
