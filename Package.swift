@@ -67,7 +67,7 @@ let package = Package(
     ),
     // HLS playlists and DASH MPDs: parsing, segment enumeration, rewriting to proxy URLs, the proxy's URL forms.
     // Used by the proxy and by `mediacache fetch --hls/--dash`; no I/O, no NIO.
-    .target(name: "MediaCacheStreaming"),
+    .target(name: "MediaCacheStreaming", dependencies: ["MediaCache"]),
     // The local HTTP proxy players read through (an HTTP/1.1 server on SwiftNIO): Range requests, HLS playlist rewriting, metrics.
     .target(
       name: "MediaCacheProxy",
@@ -189,7 +189,7 @@ let package = Package(
     .testTarget(
       name: "MediaCacheProxyTests",
       dependencies: [
-        "MediaCacheProxy", "MediaCacheStreaming", "MediaCacheTestSupport",
+        "MediaCacheProxy", "MediaCacheStreaming", "MediaCacheTestSupport", "MediaCacheHTTP", "MediaCache",
         .product(name: "NIOHTTP1", package: "swift-nio"),
       ]
     ),

@@ -32,7 +32,7 @@ extension ShardedStore {
   ///
   /// A manifest that disappears between the walk and its read (the object was removed meanwhile) is left
   /// out of every count.
-  public func statistics() throws -> CacheStatistics {
+  package func statistics() throws -> CacheStatistics {
     var statistics = CacheStatistics()
     for object in try scanObjects() {
       let manifest: Manifest?

@@ -7,28 +7,8 @@ import SystemPackage
 /// does not break a caller's exhaustive `switch`. Match on `code`; the static members named after each code
 /// build the errors that are thrown, and two errors are equal when they say the same thing.
 public struct ManifestError: Error, Sendable, Equatable, CustomStringConvertible {
-  /// What kind of failure. New codes may be added; compare with the static members.
-  public struct Code: Hashable, Sendable, CustomStringConvertible {
-    private let name: String
-    fileprivate init(_ name: String) { self.name = name }
-    /// The code's name.
-    public var description: String { name }
-
-    /// Fewer bytes than the smallest valid manifest, or than the fields it declares need.
-    public static let truncated = Code("truncated")
-    /// The first four bytes are not `MCMF`.
-    public static let badMagic = Code("badMagic")
-    /// A major version this build cannot read.
-    public static let unsupportedVersion = Code("unsupportedVersion")
-    /// The trailing CRC-32 does not match the bytes before it.
-    public static let checksumMismatch = Code("checksumMismatch")
-    /// A field holds a value outside what the format allows.
-    public static let invalidField = Code("invalidField")
-    /// The manifest belongs to another object than the path it was read from.
-    public static let objectIDMismatch = Code("objectIDMismatch")
-    /// Bytes left over after the last field.
-    public static let trailingBytes = Code("trailingBytes")
-  }
+  /// What kind of failure: compare with the static members of `ErrorCode` for this type; new codes may be added.
+  public typealias Code = ErrorCode<ManifestError>
 
   /// The failure with its details, for this package's own code and tests.
   package enum Kind: Sendable, Equatable {
@@ -45,18 +25,8 @@ public struct ManifestError: Error, Sendable, Equatable, CustomStringConvertible
 
   package init(kind: Kind) { self.kind = kind }
 
-  /// What kind of failure.
-  public var code: Code {
-    switch kind {
-    case .truncated: .truncated
-    case .badMagic: .badMagic
-    case .unsupportedVersion: .unsupportedVersion
-    case .checksumMismatch: .checksumMismatch
-    case .invalidField: .invalidField
-    case .objectIDMismatch: .objectIDMismatch
-    case .trailingBytes: .trailingBytes
-    }
-  }
+  /// What kind of failure (named as the case of `kind`).
+  public var code: Code { Code(caseOf: kind) }
 
   /// An error of code `truncated`.
   public static func truncated(needed: Int, available: Int, field: String) -> ManifestError {
@@ -118,49 +88,8 @@ public struct ManifestError: Error, Sendable, Equatable, CustomStringConvertible
 /// The static functions named after each code build the errors the store throws; two errors are equal when
 /// their code, object, path, message and cause are.
 public struct StoreError: Error, Sendable, Equatable, CustomStringConvertible {
-  /// What kind of failure. New codes may be added; compare with the static members.
-  public struct Code: Hashable, Sendable, CustomStringConvertible {
-    private let name: String
-    private init(_ name: String) { self.name = name }
-    /// The code's name, as in `StoreError.Code.notCached` (`notCached`).
-    public var description: String { name }
-
-    /// A system call failed (`errno` says why).
-    public static let io = Code("io")
-    /// The cache directory does not exist (and the caller asked not to create it).
-    public static let noSuchCache = Code("noSuchCache")
-    /// The directory exists and holds files but has no `FORMAT` marker: it is not a cache.
-    public static let notACache = Code("notACache")
-    /// The `FORMAT` marker names a layout this build cannot use.
-    public static let unsupportedFormat = Code("unsupportedFormat")
-    /// The object is open in some process; it was left in place.
-    public static let busy = Code("busy")
-    /// No bytes are cached for the object.
-    public static let notFound = Code("notFound")
-    /// Some requested bytes are not cached (`missing` lists them).
-    public static let notCached = Code("notCached")
-    /// A chunk's (or span's) bytes do not match the CRC its manifest recorded; it was dropped.
-    public static let corruptChunk = Code("corruptChunk")
-    /// The object's manifest cannot be read (`cause` is the `ManifestError`); the object is treated as a miss.
-    public static let corruptManifest = Code("corruptManifest")
-    /// A write or read reaches past the object's known length, or starts before zero.
-    public static let outOfBounds = Code("outOfBounds")
-    /// A declared length differs from the one already recorded.
-    public static let lengthConflict = Code("lengthConflict")
-    /// A metadata field is larger than the manifest allows.
-    public static let fieldTooLarge = Code("fieldTooLarge")
-    /// The data manager was closed.
-    public static let closed = Code("closed")
-    /// A removal was called off because the object's manifest, re-read under the lock, says to keep it.
-    public static let kept = Code("kept")
-    /// The object moved to another version (a `reset`) since the writer started.
-    public static let versionChanged = Code("versionChanged")
-    /// A configuration value is outside what the cache supports.
-    public static let invalidConfiguration = Code("invalidConfiguration")
-    /// Something other than what the layout puts there (a symlink, FIFO or directory where a file or shard
-    /// directory should be): neither followed nor opened; the object is unusable until it is removed.
-    public static let unexpectedFileType = Code("unexpectedFileType")
-  }
+  /// What kind of failure: compare with the static members of `ErrorCode` for this type; new codes may be added.
+  public typealias Code = ErrorCode<StoreError>
 
   /// What kind of failure.
   public var code: Code
@@ -321,4 +250,59 @@ extension StoreError {
 @inline(__always)
 func mapIO<T>(_ body: () throws -> T) throws -> T {
   do { return try body() } catch let error as SystemCallError { throw StoreError(error) }
+}
+
+extension ErrorCode where Domain == StoreError {
+  /// A system call failed (`errno` says why).
+  public static let io = Self("io")
+  /// The cache directory does not exist (and the caller asked not to create it).
+  public static let noSuchCache = Self("noSuchCache")
+  /// The directory exists and holds files but has no `FORMAT` marker: it is not a cache.
+  public static let notACache = Self("notACache")
+  /// The `FORMAT` marker names a layout this build cannot use.
+  public static let unsupportedFormat = Self("unsupportedFormat")
+  /// The object is open in some process; it was left in place.
+  public static let busy = Self("busy")
+  /// No bytes are cached for the object.
+  public static let notFound = Self("notFound")
+  /// Some requested bytes are not cached (`missing` lists them).
+  public static let notCached = Self("notCached")
+  /// A chunk's (or span's) bytes do not match the CRC its manifest recorded; it was dropped.
+  public static let corruptChunk = Self("corruptChunk")
+  /// The object's manifest cannot be read (`cause` is the `ManifestError`); the object is treated as a miss.
+  public static let corruptManifest = Self("corruptManifest")
+  /// A write or read reaches past the object's known length, or starts before zero.
+  public static let outOfBounds = Self("outOfBounds")
+  /// A declared length differs from the one already recorded.
+  public static let lengthConflict = Self("lengthConflict")
+  /// A metadata field is larger than the manifest allows.
+  public static let fieldTooLarge = Self("fieldTooLarge")
+  /// The data manager was closed.
+  public static let closed = Self("closed")
+  /// A removal was called off because the object's manifest, re-read under the lock, says to keep it.
+  public static let kept = Self("kept")
+  /// The object moved to another version (a `reset`) since the writer started.
+  public static let versionChanged = Self("versionChanged")
+  /// A configuration value is outside what the cache supports.
+  public static let invalidConfiguration = Self("invalidConfiguration")
+  /// Something other than what the layout puts there (a symlink, FIFO or directory where a file or shard
+  /// directory should be): neither followed nor opened; the object is unusable until it is removed.
+  public static let unexpectedFileType = Self("unexpectedFileType")
+}
+
+extension ErrorCode where Domain == ManifestError {
+  /// Fewer bytes than the smallest valid manifest, or than the fields it declares need.
+  public static let truncated = Self("truncated")
+  /// The first four bytes are not `MCMF`.
+  public static let badMagic = Self("badMagic")
+  /// A major version this build cannot read.
+  public static let unsupportedVersion = Self("unsupportedVersion")
+  /// The trailing CRC-32 does not match the bytes before it.
+  public static let checksumMismatch = Self("checksumMismatch")
+  /// A field holds a value outside what the format allows.
+  public static let invalidField = Self("invalidField")
+  /// The manifest belongs to another object than the path it was read from.
+  public static let objectIDMismatch = Self("objectIDMismatch")
+  /// Bytes left over after the last field.
+  public static let trailingBytes = Self("trailingBytes")
 }

@@ -117,7 +117,7 @@ public final class MediaCache: Sendable {
   public let configuration: Configuration
   /// The on-disk store under `configuration.directory`, for range-level and maintenance work the facade does
   /// not wrap (its calls block: use it through `IOExecutor.shared`).
-  public let store: ShardedStore
+  package let store: ShardedStore
   /// The memory tier of whole small objects, limited to `configuration.memoryCostLimit` bytes.
   public let memory: MemoryTier
   /// Objects whose data manager this process is closing on the I/O executor: questions about one wait for it.

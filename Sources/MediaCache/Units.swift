@@ -1,10 +1,10 @@
 import Foundation
 
 /// Sizes and durations as people write them on command lines: `500M`, `10G`, `4096`; `90d`, `12h`, `30m`, `45s`.
-public enum HumanUnits {
+package enum HumanUnits {
   /// Bytes from a number with an optional binary suffix K, M, G or T (KiB, MiB, … ; case-insensitive, an
   /// optional trailing `B` or `iB`). Nil for anything else, including negative or overflowing values.
-  public static func parseSize(_ text: String) -> Int64? {
+  package static func parseSize(_ text: String) -> Int64? {
     var body = Substring(text.trimmingCharacters(in: .whitespaces).uppercased())
     if body.hasSuffix("IB") {
       body = body.dropLast(2)
@@ -24,7 +24,7 @@ public enum HumanUnits {
   }
 
   /// Seconds from a number with a suffix d, h, m or s (plain numbers are seconds). Nil for anything else.
-  public static func parseDuration(_ text: String) -> Double? {
+  package static func parseDuration(_ text: String) -> Double? {
     var body = Substring(text.trimmingCharacters(in: .whitespaces).lowercased())
     let units: [Character: Double] = ["d": 86400, "h": 3600, "m": 60, "s": 1]
     var unit = 1.0

@@ -1,3 +1,5 @@
+import MediaCache
+
 /// A failure talking to the origin: what went wrong (`code`), the URL, and one line for a person
 /// (`description`) naming the URL and what was wrong, so a person can act on it.
 ///
@@ -6,46 +8,8 @@
 /// (`catch let error as OriginError where error.code == .timedOut`); the static functions named after each
 /// code build the errors the client throws.
 public struct OriginError: Error, Sendable, Equatable, CustomStringConvertible {
-  /// What kind of failure. New codes may be added; compare with the static members.
-  public struct Code: Hashable, Sendable, CustomStringConvertible {
-    private let name: String
-    fileprivate init(_ name: String) { self.name = name }
-    /// The code's name, as in `OriginError.Code.timedOut` (`timedOut`).
-    public var description: String { name }
-
-    /// Only `http` and `https` URLs are fetched.
-    public static let unsupportedScheme = Code("unsupportedScheme")
-    /// The URL cannot be parsed.
-    public static let invalidURL = Code("invalidURL")
-    /// The origin answered with a status the cache cannot use (4xx, or 5xx after the retries).
-    public static let httpStatus = Code("httpStatus")
-    /// The origin refused the range (416).
-    public static let rangeNotSatisfiable = Code("rangeNotSatisfiable")
-    /// A 206 whose `Content-Range` is not the range asked for.
-    public static let contentRangeMismatch = Code("contentRangeMismatch")
-    /// The body ended before the length the origin declared (after the retries).
-    public static let truncatedBody = Code("truncatedBody")
-    /// The origin sent a compressed body although `identity` was asked for.
-    public static let unsupportedContentEncoding = Code("unsupportedContentEncoding")
-    /// More redirects than allowed, or a redirect cycle.
-    public static let tooManyRedirects = Code("tooManyRedirects")
-    /// Connecting or reading failed (after the retries).
-    public static let connectionFailed = Code("connectionFailed")
-    /// Connecting took longer than the connect timeout, or the origin sent nothing for the idle timeout (after
-    /// the retries).
-    public static let timedOut = Code("timedOut")
-    /// The origin's answer contradicts itself or what it said before (a length that changes within a version).
-    public static let inconsistentResponse = Code("inconsistentResponse")
-    /// The origin's answer is not valid HTTP, or its head is larger than the client accepts (not retried).
-    public static let malformedResponse = Code("malformedResponse")
-    /// The TLS handshake failed: an untrusted or expired certificate, one for another host, or no protocol or
-    /// cipher in common. `reason` is one readable line starting `TLS:`. Not retried: the same origin presents the
-    /// same certificate again.
-    public static let tlsFailed = Code("tlsFailed")
-    /// A file or directory of trust roots (`source`: `CA file`, `SSL_CERT_FILE` or `SSL_CERT_DIR`) is missing,
-    /// unreadable or holds no certificate.
-    public static let invalidTrustRoots = Code("invalidTrustRoots")
-  }
+  /// What kind of failure: compare with the static members of `ErrorCode` for this type; new codes may be added.
+  public typealias Code = ErrorCode<OriginError>
 
   /// The failure with what it concerns (the former enum's cases), for the read engine and the proxy.
   package enum Kind: Sendable, Equatable {
@@ -69,25 +33,8 @@ public struct OriginError: Error, Sendable, Equatable, CustomStringConvertible {
 
   package init(kind: Kind) { self.kind = kind }
 
-  /// What kind of failure.
-  public var code: Code {
-    switch kind {
-    case .unsupportedScheme: .unsupportedScheme
-    case .invalidURL: .invalidURL
-    case .httpStatus: .httpStatus
-    case .rangeNotSatisfiable: .rangeNotSatisfiable
-    case .contentRangeMismatch: .contentRangeMismatch
-    case .truncatedBody: .truncatedBody
-    case .unsupportedContentEncoding: .unsupportedContentEncoding
-    case .tooManyRedirects: .tooManyRedirects
-    case .connectionFailed: .connectionFailed
-    case .timedOut: .timedOut
-    case .inconsistentResponse: .inconsistentResponse
-    case .malformedResponse: .malformedResponse
-    case .tlsFailed: .tlsFailed
-    case .invalidTrustRoots: .invalidTrustRoots
-    }
-  }
+  /// What kind of failure (named as the case of `kind`).
+  public var code: Code { Code(caseOf: kind) }
 
   /// The URL concerned, if one is (the path of the trust roots for `invalidTrustRoots`).
   public var url: String? {
@@ -210,4 +157,39 @@ public struct OriginError: Error, Sendable, Equatable, CustomStringConvertible {
     default: false
     }
   }
+}
+
+extension ErrorCode where Domain == OriginError {
+  /// Only `http` and `https` URLs are fetched.
+  public static let unsupportedScheme = Self("unsupportedScheme")
+  /// The URL cannot be parsed.
+  public static let invalidURL = Self("invalidURL")
+  /// The origin answered with a status the cache cannot use (4xx, or 5xx after the retries).
+  public static let httpStatus = Self("httpStatus")
+  /// The origin refused the range (416).
+  public static let rangeNotSatisfiable = Self("rangeNotSatisfiable")
+  /// A 206 whose `Content-Range` is not the range asked for.
+  public static let contentRangeMismatch = Self("contentRangeMismatch")
+  /// The body ended before the length the origin declared (after the retries).
+  public static let truncatedBody = Self("truncatedBody")
+  /// The origin sent a compressed body although `identity` was asked for.
+  public static let unsupportedContentEncoding = Self("unsupportedContentEncoding")
+  /// More redirects than allowed, or a redirect cycle.
+  public static let tooManyRedirects = Self("tooManyRedirects")
+  /// Connecting or reading failed (after the retries).
+  public static let connectionFailed = Self("connectionFailed")
+  /// Connecting took longer than the connect timeout, or the origin sent nothing for the idle timeout (after
+  /// the retries).
+  public static let timedOut = Self("timedOut")
+  /// The origin's answer contradicts itself or what it said before (a length that changes within a version).
+  public static let inconsistentResponse = Self("inconsistentResponse")
+  /// The origin's answer is not valid HTTP, or its head is larger than the client accepts (not retried).
+  public static let malformedResponse = Self("malformedResponse")
+  /// The TLS handshake failed: an untrusted or expired certificate, one for another host, or no protocol or
+  /// cipher in common. `reason` is one readable line starting `TLS:`. Not retried: the same origin presents the
+  /// same certificate again.
+  public static let tlsFailed = Self("tlsFailed")
+  /// A file or directory of trust roots (`source`: `CA file`, `SSL_CERT_FILE` or `SSL_CERT_DIR`) is missing,
+  /// unreadable or holds no certificate.
+  public static let invalidTrustRoots = Self("invalidTrustRoots")
 }

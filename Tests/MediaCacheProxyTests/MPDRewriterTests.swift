@@ -129,6 +129,26 @@ import Testing
     #expect(value("timescale", of: template) == "1000")
   }
 
+  /// A template is substituted before it is resolved: a dot segment whose removal would join text across two
+  /// `$` pairs into an identifier that was never there (found by the MPD fuzzer) leaves the template as written,
+  /// and a dot segment that changes no identifier is removed as for any URL.
+  @Test func dotSegmentsNeverInventATemplateIdentifier() throws {
+    let (root, _) = try rewritten(
+      mpd(
+        """
+        <Period><AdaptationSet>
+          <SegmentTemplate media="http://cdn.example.com/$RepresentationID$/$://..//cdn.example.com/$Number$.m4s"
+            initialization="http://cdn.example.com/a/../$RepresentationID$/init.mp4"/>
+          <Representation id="v" bandwidth="1"/>
+        </AdaptationSet></Period>
+        """))
+    let template = try #require(all("SegmentTemplate", in: root).first)
+    #expect(
+      value("media", of: template)
+        == "http://cdn.example.com/$RepresentationID$/$://..//cdn.example.com/$Number$.m4s")
+    #expect(value("initialization", of: template) == "/http/cdn.example.com/$RepresentationID$/init.mp4")
+  }
+
   @Test func segmentTemplateWithTimelineKeepsTheTimeline() throws {
     let (root, _) = try rewritten(
       mpd(

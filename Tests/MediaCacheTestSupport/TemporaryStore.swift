@@ -1,7 +1,7 @@
 import MediaCache
 
 /// Runs `body` with a store at `<fresh temporary directory>/cache` and removes the directory afterwards.
-public func withStore<T>(
+package func withStore<T>(
   chunkSize: Int = 4096, durability: Durability = .relaxed, _ body: (ShardedStore) async throws -> T
 ) async throws -> T {
   try await withTemporaryDirectory { directory in

@@ -2,7 +2,7 @@ import Foundation
 import Synchronization
 
 /// Where a blocking file-system call of the library was made (see `BlockingCallCheck`).
-public enum BlockingCallContext: Sendable, Equatable {
+package enum BlockingCallContext: Sendable, Equatable {
   /// On a thread of an `IOExecutor`: where blocking calls belong.
   case ioExecutor
   /// In a Swift task outside an `IOExecutor`: on the cooperative pool (or the main actor), which every task
@@ -14,7 +14,7 @@ public enum BlockingCallContext: Sendable, Equatable {
   case otherThread
 
   /// Whether a blocking call may be made here.
-  public var allowsBlocking: Bool { self == .ioExecutor || self == .otherThread }
+  package var allowsBlocking: Bool { self == .ioExecutor || self == .otherThread }
 }
 
 /// A check that every blocking file-system call of the library (open, pread, pwrite, fsync, rename, unlink, …,
@@ -26,9 +26,9 @@ public enum BlockingCallContext: Sendable, Equatable {
 /// each call made in the wrong place to standard error (the first 50) and counts them; `=trap` stops the
 /// process at the first, naming the call, its path and the place. The proxy's tests run it with `trap` under
 /// concurrent players.
-public enum BlockingCallCheck {
+package enum BlockingCallCheck {
   /// What the check does with a call in the wrong place.
-  public enum Mode: Int, Sendable {
+  package enum Mode: Int, Sendable {
     /// `off` (the default): nothing is checked; `log` (`MEDIACACHE_BLOCKING_CHECK=log`): each call in the wrong
     /// place is counted in `violations` and the first 50 are printed to standard error; `trap` (`=trap`): the
     /// process stops at the first, with a message naming the call, its path and the place.
@@ -48,7 +48,7 @@ public enum BlockingCallCheck {
   }
 
   /// The current mode (from `MEDIACACHE_BLOCKING_CHECK` at first use, unless set).
-  public static var mode: Mode {
+  package static var mode: Mode {
     get { Mode(rawValue: modeValue.load(ordering: .relaxed)) ?? .off }
     set { modeValue.store(newValue.rawValue, ordering: .relaxed) }
   }
@@ -57,16 +57,16 @@ public enum BlockingCallCheck {
   static var isOn: Bool { modeValue.load(ordering: .relaxed) != 0 }
 
   /// Calls made in the wrong place so far (in `log` mode).
-  public static var violations: Int { violationCount.load(ordering: .relaxed) }
+  package static var violations: Int { violationCount.load(ordering: .relaxed) }
 
   /// Installs the test for threads where no blocking call may run, such as "the current thread is an event
   /// loop" (the core does not know SwiftNIO; the read engine installs it).
-  public static func setForbiddenThreadTest(_ test: @escaping @Sendable () -> Bool) {
+  package static func setForbiddenThreadTest(_ test: @escaping @Sendable () -> Bool) {
     forbiddenThreadTest.withLock { $0 = test }
   }
 
   /// Where a call made now would be made.
-  public static var currentContext: BlockingCallContext {
+  package static var currentContext: BlockingCallContext {
     if IOExecutor.isCurrentThreadIO { return .ioExecutor }
     if withUnsafeCurrentTask(body: { $0 != nil }) { return .task }
     if let test = forbiddenThreadTest.withLock({ $0 }), test() { return .forbiddenThread }

@@ -10,7 +10,7 @@ import Foundation
 /// process has open (the exclusive non-blocking `flock` fails: counted as busy).
 public struct Compactor: Sendable {
   /// The on-disk store whose objects a pass scans, evicts and scrubs.
-  public let store: ShardedStore
+  package let store: ShardedStore
   /// The limits a pass enforces, and whether it is a dry run.
   public let policy: CompactionPolicy
   /// The app's veto: return false to keep a candidate.
@@ -19,9 +19,21 @@ public struct Compactor: Sendable {
   /// The file, under the cache root, that remembers where the scrub stopped.
   public static let scrubCursorName = "compactor.cursor"
 
-  /// An engine that compacts `store` under `policy`, asking `shouldEvict` (when given) before each eviction.
-  /// Creating one does no I/O; `runPass` does the work.
+  /// An engine that compacts the cache at `directory` under `policy`, asking `shouldEvict` (when given) before
+  /// each eviction; drops found by the scrub are committed with `durability`. Throws `StoreError` (code
+  /// `noSuchCache`, `notACache`, `unsupportedFormat`) when `directory` is not a cache; it is never created.
+  /// Opening reads the `FORMAT` marker; `runPass` does the work.
   public init(
+    directory: String, policy: CompactionPolicy, durability: Durability = .durable,
+    shouldEvict: (@Sendable (EvictionCandidate) -> Bool)? = nil
+  ) throws {
+    self.init(
+      store: try ShardedStore(root: directory, durability: durability, create: false), policy: policy,
+      shouldEvict: shouldEvict)
+  }
+
+  /// An engine over an open store (the cache's own passes, `cache-compactor`).
+  package init(
     store: ShardedStore, policy: CompactionPolicy, shouldEvict: (@Sendable (EvictionCandidate) -> Bool)? = nil
   ) {
     self.store = store

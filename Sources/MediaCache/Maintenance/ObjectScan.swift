@@ -23,7 +23,7 @@ public struct ScannedObject: Sendable, Equatable {
 extension ShardedStore {
   /// Every object under `objects/`, from directory listings and `fstatat` alone (no file is opened).
   /// Names that are not objects of this store are skipped here (`cache-fsck` reports them).
-  public func scanObjects() throws -> [ScannedObject] {
+  package func scanObjects() throws -> [ScannedObject] {
     let parts = try mapIO {
       try ObjectTreeWalker(root: root).walk({ [ObjectTreeFile]() }) { files, entry in
         if case .objectFile(let file) = entry, file.placed, file.status.isRegular { files.append(file) }
@@ -49,7 +49,7 @@ extension ShardedStore {
 
   /// Whether some process has the object open (its data file's `flock` cannot be taken exclusively). Changes
   /// nothing.
-  public func isBusy(_ id: ObjectID) throws -> Bool {
+  package func isBusy(_ id: ObjectID) throws -> Bool {
     try checkFileTypes(of: id)
     return try mapIO {
       // No inode check: whatever holds the path's file now, or held it a moment ago, is using it.
@@ -66,26 +66,27 @@ extension ShardedStore {
   }
 
   /// Result of scrubbing part of one object.
-  public struct ScrubResult: Sendable, Equatable {
+  package struct ScrubResult: Sendable, Equatable {
     /// Chunks whose CRC was checked.
-    public var chunksVerified = 0
+    package var chunksVerified = 0
     /// Bytes read to check them.
-    public var bytesVerified: Int64 = 0
+    package var bytesVerified: Int64 = 0
     /// Chunks that failed and were dropped (or, in a dry run, would be).
-    public var droppedChunks: [Int] = []
+    package var droppedChunks: [Int] = []
     /// Spans (bytes of incomplete chunks) that failed and were dropped (or, in a dry run, would be); spans are
     /// checked once the object's chunks are done.
-    public var droppedSpans = 0
+    package var droppedSpans = 0
     /// The chunk to continue from when the budget ran out, nil when the object was finished.
-    public var resumeChunk: Int?
+    package var resumeChunk: Int?
     /// The object was skipped: being removed, or gone.
-    public var skipped = false
+    package var skipped = false
   }
 
   /// Verifies the CRCs of the object's present chunks from `firstChunk`, reading at most `budget` bytes (then,
   /// once the chunks are done, its spans), and drops (merged under the commit lock) every chunk and span that
   /// fails unless `dryRun`. Does not bump recency.
-  public func scrub(_ id: ObjectID, fromChunk firstChunk: Int = 0, budget: Int64, dryRun: Bool = false) throws
+  package func scrub(_ id: ObjectID, fromChunk firstChunk: Int = 0, budget: Int64, dryRun: Bool = false)
+    throws
     -> ScrubResult
   {
     var result = ScrubResult()

@@ -100,19 +100,19 @@ public struct Manifest: Sendable, Equatable {
   public func crc(ofChunk index: Int) -> UInt32? { chunkCRCs[index] }
 
   /// Records chunk `index` as present with checksum `crc`.
-  public mutating func setChunk(_ index: Int, crc: UInt32) {
+  package mutating func setChunk(_ index: Int, crc: UInt32) {
     chunkCRCs[index] = crc
     spans[index] = nil
   }
 
   /// Forgets chunk `index` (and any span of it); its bytes will be fetched or written again.
-  public mutating func removeChunk(_ index: Int) {
+  package mutating func removeChunk(_ index: Int) {
     chunkCRCs[index] = nil
     spans[index] = nil
   }
 
   /// Forgets every chunk and span (an origin change or a reset).
-  public mutating func removeAllChunks() {
+  package mutating func removeAllChunks() {
     chunkCRCs = [:]
     spans = [:]
   }

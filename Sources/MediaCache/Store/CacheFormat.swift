@@ -2,18 +2,18 @@ import Foundation
 
 /// The `FORMAT` marker at a cache root: one line, `mediacache-format MAJOR.MINOR`, written once when the cache
 /// is created. A cache whose major version differs from this build's is refused.
-public enum CacheFormat {
+package enum CacheFormat {
   /// The layout's major version; a change means old readers must not touch the tree.
-  public static let major = 1
+  package static let major = 1
   /// The layout's minor version; newer minors stay readable by this build.
-  public static let minor = 0
+  package static let minor = 0
   /// The marker's file name.
-  public static let fileName = "FORMAT"
+  package static let fileName = "FORMAT"
   /// The marker's contents as written by this build.
-  public static var markerText: String { "mediacache-format \(major).\(minor)\n" }
+  package static var markerText: String { "mediacache-format \(major).\(minor)\n" }
 
   /// Parses a marker; returns (major, minor) or nil if it is not a marker at all.
-  public static func parse(_ text: String) -> (major: Int, minor: Int)? {
+  package static func parse(_ text: String) -> (major: Int, minor: Int)? {
     let line = text.split(separator: "\n", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
     let parts = line.split(separator: " ")
     guard parts.count == 2, parts[0] == "mediacache-format" else { return nil }

@@ -81,7 +81,8 @@ public final class FileHandleAssetDataManager: Sendable {
   /// Opens object `id` of `store`. A writable manager creates the data file if needed; a read-only one throws
   /// `StoreError.notFound` when the object has no manifest. A manifest that cannot be read is treated as
   /// absent by a writer (it will be replaced) and reported as `StoreError.corruptManifest` to a reader.
-  public init(
+  /// (Callers outside the package open one with `MediaCache.assetDataManager(for:writable:)`.)
+  package init(
     store: ShardedStore, id: ObjectID, writable: Bool = true, commitPolicy: CommitPolicy = CommitPolicy(),
     observer: Observer = Observer()
   ) throws {
@@ -143,7 +144,7 @@ public final class FileHandleAssetDataManager: Sendable {
 
   /// Opens object `id`, runs `body` with the manager, and closes it (committing) whether `body` returns or
   /// throws; an error from `body` wins over one from closing.
-  public static func withAssetData<Result>(
+  package static func withAssetData<Result>(
     store: ShardedStore, id: ObjectID, writable: Bool = true, commitPolicy: CommitPolicy = CommitPolicy(),
     observer: Observer = Observer(), _ body: (FileHandleAssetDataManager) throws -> Result
   ) throws -> Result {

@@ -1,13 +1,13 @@
 /// Where one object's files live under a cache root.
-public struct ObjectPaths: Sendable, Equatable {
+package struct ObjectPaths: Sendable, Equatable {
   /// `<root>/objects/ab`.
-  public let outerShard: String
+  package let outerShard: String
   /// `<root>/objects/ab/cd`.
-  public let directory: String
+  package let directory: String
   /// `<root>/objects/ab/cd/<hex>.data`.
-  public let data: String
+  package let data: String
   /// `<root>/objects/ab/cd/<hex>.manifest`.
-  public let manifest: String
+  package let manifest: String
 
   init(root: String, id: ObjectID) {
     let (first, second) = id.shardComponents

@@ -10,7 +10,7 @@ extension ShardedStore {
   /// unreadable); returning true keeps the object and throws `StoreError.kept` (an eviction must not take an
   /// object pinned since the decision).
   @discardableResult
-  public func remove(_ id: ObjectID, keepIf: ((Manifest?) -> Bool)? = nil) throws -> Int64 {
+  package func remove(_ id: ObjectID, keepIf: ((Manifest?) -> Bool)? = nil) throws -> Int64 {
     let paths = paths(for: id)
     try checkFileTypes(of: id)
     return try mapIO {

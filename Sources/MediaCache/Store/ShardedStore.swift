@@ -7,17 +7,17 @@ import Synchronization
 /// object's commit lock and merges with what another writer committed, and removal takes the in-use lock
 /// exclusively without waiting, so an object open anywhere is never deleted. Opening a store reads the root
 /// only; it never walks the tree.
-public final class ShardedStore: Sendable {
+package final class ShardedStore: Sendable {
   /// The cache root, as a path without trailing slashes.
-  public let root: String
+  package let root: String
   /// Chunk size for objects created through this store (existing objects keep the one in their manifest).
-  public let chunkSize: Int
+  package let chunkSize: Int
   /// Whether commits fsync the data file before replacing the manifest (and the directory after).
-  public let durability: Durability
+  package let durability: Durability
   /// Directory for staging files.
-  public var tmpDirectory: String { "\(root)/tmp" }
+  package var tmpDirectory: String { "\(root)/tmp" }
   /// Directory holding the shard tree.
-  public var objectsDirectory: String { "\(root)/objects" }
+  package var objectsDirectory: String { "\(root)/objects" }
 
   /// Per-process memory of when each object's recency stamp was last bumped.
   private let lastTouched = Mutex<[ObjectID: Double]>([:])
@@ -31,7 +31,7 @@ public final class ShardedStore: Sendable {
   ///
   /// With `create: false` (maintenance tools), a missing root throws `StoreError.noSuchCache` and a root without
   /// a marker throws `StoreError.notACache`; nothing is created.
-  public init(root: String, chunkSize: Int = 1 << 20, durability: Durability = .durable, create: Bool = true)
+  package init(root: String, chunkSize: Int = 1 << 20, durability: Durability = .durable, create: Bool = true)
     throws
   {
     guard (Manifest.minChunkSize...Manifest.maxChunkSize).contains(chunkSize) else {
@@ -94,7 +94,7 @@ public final class ShardedStore: Sendable {
   }
 
   /// The paths of object `id`.
-  public func paths(for id: ObjectID) -> ObjectPaths { ObjectPaths(root: root, id: id) }
+  package func paths(for id: ObjectID) -> ObjectPaths { ObjectPaths(root: root, id: id) }
 
   /// Creates the object's shard directories (0700) if needed. Throws `StoreError.unexpectedFileType` if a path of
   /// the object holds something the layout does not put there (see `checkFileTypes`).
@@ -155,7 +155,7 @@ public final class ShardedStore: Sendable {
   /// cannot be decoded (or names another object), `StoreError.unexpectedFileType` if a path of the object is
   /// not what the layout puts there, and `StoreError.io` (with the real errno, such as EACCES) if it cannot be
   /// read.
-  public func readManifest(_ id: ObjectID) throws -> Manifest? {
+  package func readManifest(_ id: ObjectID) throws -> Manifest? {
     try readManifest(id, checkingFileTypes: true)
   }
 
@@ -300,7 +300,7 @@ public final class ShardedStore: Sendable {
 
   /// Bumps the object's recency stamp (the manifest's modification time), at most once a minute per object
   /// in this process. Errors are ignored: recency is a hint.
-  public func noteAccess(_ id: ObjectID, now: Double = Date().timeIntervalSince1970) {
+  package func noteAccess(_ id: ObjectID, now: Double = Date().timeIntervalSince1970) {
     let due = lastTouched.withLock { touched -> Bool in
       if let last = touched[id], now - last < Self.touchInterval { return false }
       if touched.count > 50_000 { touched = touched.filter { now - $0.value < Self.touchInterval } }
@@ -314,7 +314,7 @@ public final class ShardedStore: Sendable {
 
   /// Every object id that has a data file or a manifest. This walks the tree: for tools and `ls`, never for
   /// opening the cache.
-  public func allObjectIDs() throws -> [ObjectID] {
+  package func allObjectIDs() throws -> [ObjectID] {
     // Names only: an object whose file is not a regular file is listed too (using it then throws
     // `unexpectedFileType`, and `mediacache clear` leaves it in place).
     let walker = ObjectTreeWalker(root: root, statWhen: { _ in false })
@@ -329,7 +329,7 @@ public final class ShardedStore: Sendable {
   static func isShardName(_ name: String) -> Bool { ObjectTreeWalker.isShardName(name) }
 
   /// Bytes the object occupies on disk: allocated blocks of the data file plus the manifest's size.
-  public func diskUsage(_ id: ObjectID) throws -> Int64 {
+  package func diskUsage(_ id: ObjectID) throws -> Int64 {
     let paths = paths(for: id)
     return try mapIO {
       (try FileSystemCalls.status(paths.data)?.allocatedBytes ?? 0)
@@ -346,7 +346,7 @@ public final class ShardedStore: Sendable {
   /// Removes the regular files in `tmp/` last modified more than `age` seconds ago (with `dryRun`, only counts
   /// them); returns how many. Younger files may belong to a live writer and are left alone.
   @discardableResult
-  public func reapStaleTemporaryFiles(
+  package func reapStaleTemporaryFiles(
     olderThan age: Double, now: Double = Date().timeIntervalSince1970, dryRun: Bool = false
   ) throws -> Int {
     var removed = 0

@@ -1,4 +1,5 @@
 import Foundation
+import MediaCache
 
 /// Why an MPD cannot be rewritten: the MPD's URL and what is wrong (`code`, `description`).
 ///
@@ -6,26 +7,8 @@ import Foundation
 /// does not break a caller's exhaustive `switch`. Match on `code`; the static members named after each code
 /// build the errors that are thrown, and two errors are equal when they say the same thing.
 public struct MPDError: Error, Sendable, Equatable, CustomStringConvertible {
-  /// What kind of failure. New codes may be added; compare with the static members.
-  public struct Code: Hashable, Sendable, CustomStringConvertible {
-    private let name: String
-    fileprivate init(_ name: String) { self.name = name }
-    /// The code's name.
-    public var description: String { name }
-
-    /// The MPD is longer than `MPDRewriter.maxManifestBytes`.
-    public static let tooLarge = Code("tooLarge")
-    /// The XML does not parse.
-    public static let malformed = Code("malformed")
-    /// The root element is not `MPD` (nil: there is no root element).
-    public static let notAnMPD = Code("notAnMPD")
-    /// The document has a DTD (`<!DOCTYPE`), which an MPD never needs.
-    public static let documentType = Code("documentType")
-    /// The document is not UTF-8 text.
-    public static let notUTF8 = Code("notUTF8")
-    /// The document has a processing instruction (`<?...?>`) other than the XML declaration.
-    public static let processingInstruction = Code("processingInstruction")
-  }
+  /// What kind of failure: compare with the static members of `ErrorCode` for this type; new codes may be added.
+  public typealias Code = ErrorCode<MPDError>
 
   /// The failure with its details, for this package's own code and tests.
   package enum Kind: Sendable, Equatable {
@@ -41,17 +24,8 @@ public struct MPDError: Error, Sendable, Equatable, CustomStringConvertible {
 
   package init(kind: Kind) { self.kind = kind }
 
-  /// What kind of failure.
-  public var code: Code {
-    switch kind {
-    case .tooLarge: .tooLarge
-    case .malformed: .malformed
-    case .notAnMPD: .notAnMPD
-    case .documentType: .documentType
-    case .notUTF8: .notUTF8
-    case .processingInstruction: .processingInstruction
-    }
-  }
+  /// What kind of failure (named as the case of `kind`).
+  public var code: Code { Code(caseOf: kind) }
 
   /// The URL of the document concerned.
   public var url: String {
@@ -103,4 +77,19 @@ public struct MPDError: Error, Sendable, Equatable, CustomStringConvertible {
       "\(url): the MPD has a document type declaration (<!DOCTYPE), which the proxy does not accept"
     }
   }
+}
+
+extension ErrorCode where Domain == MPDError {
+  /// The MPD is longer than `MPDRewriter.maxManifestBytes`.
+  public static let tooLarge = Self("tooLarge")
+  /// The XML does not parse.
+  public static let malformed = Self("malformed")
+  /// The root element is not `MPD` (nil: there is no root element).
+  public static let notAnMPD = Self("notAnMPD")
+  /// The document has a DTD (`<!DOCTYPE`), which an MPD never needs.
+  public static let documentType = Self("documentType")
+  /// The document is not UTF-8 text.
+  public static let notUTF8 = Self("notUTF8")
+  /// The document has a processing instruction (`<?...?>`) other than the XML declaration.
+  public static let processingInstruction = Self("processingInstruction")
 }

@@ -1,4 +1,5 @@
 import Foundation
+import MediaCache
 
 #if canImport(FoundationXML)
   import FoundationXML
@@ -11,31 +12,8 @@ import Foundation
 /// does not break a caller's exhaustive `switch`. Match on `code`; the static members named after each code
 /// build the errors that are thrown, and two errors are equal when they say the same thing.
 public struct MPDSegmentError: Error, Sendable, Equatable, CustomStringConvertible {
-  /// What kind of failure. New codes may be added; compare with the static members.
-  public struct Code: Hashable, Sendable, CustomStringConvertible {
-    private let name: String
-    fileprivate init(_ name: String) { self.name = name }
-    /// The code's name.
-    public var description: String { name }
-
-    /// The MPD is longer than `MPDSegments.maxManifestBytes`.
-    public static let tooLarge = Code("tooLarge")
-    /// The XML parser stopped at `line`.
-    public static let malformedXML = Code("malformedXML")
-    /// The document's root element is `root`, not `MPD`.
-    public static let notAnMPD = Code("notAnMPD")
-    /// The document has a document type declaration (`<!DOCTYPE`): an MPD never needs one, and its entities are
-    /// how an XML document makes a parser expand a few bytes into gigabytes.
-    public static let documentType = Code("documentType")
-    /// A value is missing or cannot be used (an attribute, a template, a byte range, a URL).
-    public static let invalid = Code("invalid")
-    /// A feature `fetch --dash` does not handle (remote `xlink:href` elements, `$SubNumber$`, ...).
-    public static let unsupported = Code("unsupported")
-    /// The MPD is live (`type="dynamic"`); only static (on-demand) MPDs are enumerated.
-    public static let dynamic = Code("dynamic")
-    /// Enumerating the segments would pass `limit` segments.
-    public static let tooManySegments = Code("tooManySegments")
-  }
+  /// What kind of failure: compare with the static members of `ErrorCode` for this type; new codes may be added.
+  public typealias Code = ErrorCode<MPDSegmentError>
 
   /// The failure with its details, for this package's own code and tests.
   package enum Kind: Sendable, Equatable {
@@ -53,19 +31,8 @@ public struct MPDSegmentError: Error, Sendable, Equatable, CustomStringConvertib
 
   package init(kind: Kind) { self.kind = kind }
 
-  /// What kind of failure.
-  public var code: Code {
-    switch kind {
-    case .tooLarge: .tooLarge
-    case .malformedXML: .malformedXML
-    case .notAnMPD: .notAnMPD
-    case .documentType: .documentType
-    case .invalid: .invalid
-    case .unsupported: .unsupported
-    case .dynamic: .dynamic
-    case .tooManySegments: .tooManySegments
-    }
-  }
+  /// What kind of failure (named as the case of `kind`).
+  public var code: Code { Code(caseOf: kind) }
 
   /// The URL of the document concerned.
   public var url: String {
@@ -309,4 +276,24 @@ extension MPDSegments {
     else { return nil }
     return first...last
   }
+}
+
+extension ErrorCode where Domain == MPDSegmentError {
+  /// The MPD is longer than `MPDSegments.maxManifestBytes`.
+  public static let tooLarge = Self("tooLarge")
+  /// The XML parser stopped at `line`.
+  public static let malformedXML = Self("malformedXML")
+  /// The document's root element is `root`, not `MPD`.
+  public static let notAnMPD = Self("notAnMPD")
+  /// The document has a document type declaration (`<!DOCTYPE`): an MPD never needs one, and its entities are
+  /// how an XML document makes a parser expand a few bytes into gigabytes.
+  public static let documentType = Self("documentType")
+  /// A value is missing or cannot be used (an attribute, a template, a byte range, a URL).
+  public static let invalid = Self("invalid")
+  /// A feature `fetch --dash` does not handle (remote `xlink:href` elements, `$SubNumber$`, ...).
+  public static let unsupported = Self("unsupported")
+  /// The MPD is live (`type="dynamic"`); only static (on-demand) MPDs are enumerated.
+  public static let dynamic = Self("dynamic")
+  /// Enumerating the segments would pass `limit` segments.
+  public static let tooManySegments = Self("tooManySegments")
 }

@@ -1,4 +1,5 @@
 import Foundation
+import MediaCache
 
 /// Why a playlist cannot be read or rewritten: the playlist's URL, the 1-based line where there is one, and
 /// what is wrong (`code`, `description`).
@@ -7,26 +8,8 @@ import Foundation
 /// does not break a caller's exhaustive `switch`. Match on `code`; the static members named after each code
 /// build the errors that are thrown, and two errors are equal when they say the same thing.
 public struct HLSError: Error, Sendable, Equatable, CustomStringConvertible {
-  /// What kind of failure. New codes may be added; compare with the static members.
-  public struct Code: Hashable, Sendable, CustomStringConvertible {
-    private let name: String
-    fileprivate init(_ name: String) { self.name = name }
-    /// The code's name.
-    public var description: String { name }
-
-    /// The first line is not `#EXTM3U` (after an optional byte order mark); `firstLine` is its first 80
-    /// characters.
-    public static let notAPlaylist = Code("notAPlaylist")
-    /// A line breaks the playlist format in a way that matters (see `HLSPlaylist.parse`).
-    public static let malformedLine = Code("malformedLine")
-    /// A URI that cannot be resolved against the playlist's URL (not a URI reference, or an http URL without a
-    /// host).
-    public static let unresolvableURI = Code("unresolvableURI")
-    /// The playlist is longer than `HLSPlaylist.maxPlaylistBytes`.
-    public static let tooLarge = Code("tooLarge")
-    /// `rewrite`'s transform returned something that cannot stand in a playlist line.
-    public static let invalidReplacement = Code("invalidReplacement")
-  }
+  /// What kind of failure: compare with the static members of `ErrorCode` for this type; new codes may be added.
+  public typealias Code = ErrorCode<HLSError>
 
   /// The failure with its details, for this package's own code and tests.
   package enum Kind: Sendable, Equatable {
@@ -41,16 +24,8 @@ public struct HLSError: Error, Sendable, Equatable, CustomStringConvertible {
 
   package init(kind: Kind) { self.kind = kind }
 
-  /// What kind of failure.
-  public var code: Code {
-    switch kind {
-    case .notAPlaylist: .notAPlaylist
-    case .malformedLine: .malformedLine
-    case .unresolvableURI: .unresolvableURI
-    case .tooLarge: .tooLarge
-    case .invalidReplacement: .invalidReplacement
-    }
-  }
+  /// What kind of failure (named as the case of `kind`).
+  public var code: Code { Code(caseOf: kind) }
 
   /// The URL of the document concerned.
   public var url: String {
@@ -108,4 +83,19 @@ public struct HLSError: Error, Sendable, Equatable, CustomStringConvertible {
       "\(url) line \(line): cannot rewrite the URI: \(reason)"
     }
   }
+}
+
+extension ErrorCode where Domain == HLSError {
+  /// The first line is not `#EXTM3U` (after an optional byte order mark); `firstLine` is its first 80
+  /// characters.
+  public static let notAPlaylist = Self("notAPlaylist")
+  /// A line breaks the playlist format in a way that matters (see `HLSPlaylist.parse`).
+  public static let malformedLine = Self("malformedLine")
+  /// A URI that cannot be resolved against the playlist's URL (not a URI reference, or an http URL without a
+  /// host).
+  public static let unresolvableURI = Self("unresolvableURI")
+  /// The playlist is longer than `HLSPlaylist.maxPlaylistBytes`.
+  public static let tooLarge = Self("tooLarge")
+  /// `rewrite`'s transform returned something that cannot stand in a playlist line.
+  public static let invalidReplacement = Self("invalidReplacement")
 }

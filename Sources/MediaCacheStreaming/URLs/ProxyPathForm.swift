@@ -16,6 +16,12 @@ public enum ProxyPathForm {
     // Dot segments are removed (RFC 3986 §6.2.2.3: the same resource; `..` at the root is dropped, as a
     // client resolving it would), so the proxy never refuses the path form it gave out.
     let path = parts.path.isEmpty ? "/" : URIReference.removeDotSegments(parts.path).path[...]
+    // A DASH template (`$RepresentationID$/../$Number$.m4s`) is substituted before it is resolved: removing a
+    // dot segment first could join text across two `$` pairs into an identifier that was never there. Such a
+    // path has no path form (the caller uses the query form, or leaves the template as written).
+    guard !path.contains("$") || templateIdentifiers(path) == templateIdentifiers(parts.path[...]) else {
+      return nil
+    }
     guard isRequestTargetText(path), parts.query.map(isRequestTargetText) ?? true,
       parts.fragment.map(isRequestTargetText) ?? true
     else { return nil }
@@ -23,6 +29,19 @@ public enum ProxyPathForm {
     // stay distinct in a rewritten playlist.
     return
       "/\(scheme)/\(authority)\(path)\(parts.query.map { "?\($0)" } ?? "")\(parts.fragment.map { "#\($0)" } ?? "")"
+  }
+
+  /// The `$…$` runs of a template, in order (a `$` without its closing one ends the list).
+  static func templateIdentifiers(_ value: Substring) -> [Substring] {
+    var result: [Substring] = []
+    var rest = value
+    while let start = rest.firstIndex(of: "$") {
+      let after = rest[rest.index(after: start)...]
+      guard let end = after.firstIndex(of: "$") else { break }
+      result.append(rest[start...end])
+      rest = rest[rest.index(after: end)...]
+    }
+    return result
   }
 
   /// Whether a request path is in path form: it starts with `/http/` or `/https/` (any case).
@@ -87,7 +106,11 @@ public enum ProxyPathForm {
   /// `reference` resolved against `base` and written in path form (fragment kept); nil if the target has no
   /// path form (not http or https, userinfo, ...).
   static func forcedReference(_ reference: String, base: String) -> String? {
-    path(for: URIReference.resolve(reference, against: base))
+    let target = URIReference.resolve(reference, against: base)
+    // Resolving removes dot segments too: a template must keep its identifiers (see `path(for:)`).
+    guard !reference.contains("$") || templateIdentifiers(target[...]) == templateIdentifiers(reference[...])
+    else { return nil }
+    return path(for: target)
   }
 
   /// Refuses an authority that cannot be mapped back to an origin: empty host, userinfo, bad port, a
