@@ -16,19 +16,20 @@ public enum ProxyPathForm {
     // Dot segments are removed (RFC 3986 §6.2.2.3: the same resource; `..` at the root is dropped, as a
     // client resolving it would), so the proxy never refuses the path form it gave out.
     let path = parts.path.isEmpty ? "/" : URIReference.removeDotSegments(parts.path).path[...]
-    // A DASH template (`$RepresentationID$/../$Number$.m4s`) is substituted before it is resolved: removing a
-    // dot segment first could join text across two `$` pairs into an identifier that was never there. Such a
-    // path has no path form (the caller uses the query form, or leaves the template as written).
-    guard !path.contains("$") || templateIdentifiers(path) == templateIdentifiers(parts.path[...]) else {
-      return nil
-    }
     guard isRequestTargetText(path), parts.query.map(isRequestTargetText) ?? true,
       parts.fragment.map(isRequestTargetText) ?? true
     else { return nil }
     // The fragment is kept: a player drops it from the request, but two references that differ only in it
     // stay distinct in a rewritten playlist.
-    return
+    let result =
       "/\(scheme)/\(authority)\(path)\(parts.query.map { "?\($0)" } ?? "")\(parts.fragment.map { "#\($0)" } ?? "")"
+    // A DASH template (`$RepresentationID$/../$Number$.m4s`) is substituted before it is resolved: removing a
+    // dot segment first could join text across two `$` pairs (anywhere in the URL) into an identifier that was
+    // never there. Such a URL has no path form (the caller uses the query form, or leaves the template as
+    // written).
+    guard !originURL.contains("$") || templateIdentifiers(result[...]) == templateIdentifiers(originURL[...])
+    else { return nil }
+    return result
   }
 
   /// The `$…$` runs of a template, in order (a `$` without its closing one ends the list).
