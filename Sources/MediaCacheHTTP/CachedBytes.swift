@@ -228,7 +228,7 @@ final class ReadCursor: @unchecked Sendable {
       let position = state.position
       let step = state.next(
         ReadCursorState.Object(
-          contentLength: manifest.contentLength, versionTag: manifest.versionTag, chunkSize: chunkSize,
+          contentLength: manifest.contentLength, versionTag: manifest.versionTag,
           cachedRun: manifest.cachedRun(at: position)))
       switch step {
       case .finished:

@@ -22,7 +22,6 @@ actor Flight {
   nonisolated let id = Flight.nextID.add(1, ordering: .relaxed).newValue
   private static let nextID = Atomic<Int>(0)
   nonisolated let start: Int64
-  nonisolated let chunkSize: Int64
   private var waiters: [Int: CheckedContinuation<Void, Never>] = [:]
   private var nextWaiter = 0
   private var task: Task<Void, Never>?
@@ -54,7 +53,6 @@ actor Flight {
       start: start, end: end, chunkSize: chunkSize, priority: priority, readAhead: readAhead, grace: grace,
       window: window)
     self.start = start
-    self.chunkSize = Int64(chunkSize)
     self.endHint.store(end ?? -1, ordering: .relaxed)
     self.writtenHint = Atomic(start)
   }

@@ -10,7 +10,6 @@ struct ReadCursorState {
   struct Object {
     var contentLength: Int64?
     var versionTag: UInt32
-    var chunkSize: Int64
     /// Bytes cached from the reader's position on, within the chunk holding it (a present chunk, or a span of
     /// an incomplete one): 0 if that byte is not cached.
     var cachedRun: Int64

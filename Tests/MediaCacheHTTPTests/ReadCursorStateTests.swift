@@ -13,20 +13,20 @@ import Testing
     let position = state.position
     let chunkEnd = min((position / 1000 + 1) * 1000, length ?? .max)
     return Object(
-      contentLength: length, versionTag: version, chunkSize: 1000,
+      contentLength: length, versionTag: version,
       cachedRun: present ? max(0, chunkEnd - position) : 0)
   }
 
   @Test func aSpanIsReadFromTheCacheUpToItsEndOrTheRange() {
     var state = ReadCursorState(range: 1500..<1800, attached: false)
-    let r1 = state.next(Object(contentLength: 10_000, versionTag: 7, chunkSize: 1000, cachedRun: 120))
+    let r1 = state.next(Object(contentLength: 10_000, versionTag: 7, cachedRun: 120))
     #expect(r1 == .readCache(1500..<1620))
     state.delivered(120, versionTag: 7)
     // Past the span: a flight.
-    let r2 = state.next(Object(contentLength: 10_000, versionTag: 7, chunkSize: 1000, cachedRun: 0))
+    let r2 = state.next(Object(contentLength: 10_000, versionTag: 7, cachedRun: 0))
     #expect(r2 == .findFlight)
     var long = ReadCursorState(range: 1500..<1550, attached: false)
-    let r3 = long.next(Object(contentLength: 10_000, versionTag: 7, chunkSize: 1000, cachedRun: 400))
+    let r3 = long.next(Object(contentLength: 10_000, versionTag: 7, cachedRun: 400))
     #expect(r3 == .readCache(1500..<1550))
   }
 

@@ -117,10 +117,7 @@ import Testing
         try writer.write(data[100..<900], at: 100)
         try writer.close()
       }
-      let file = try FileHandle(forUpdating: URL(fileURLWithPath: store.paths(for: Self.id).data))
-      try file.seek(toOffset: 500)
-      try file.write(contentsOf: Data([0xFF ^ data[500]]))
-      try file.close()
+      try flipByte(atPath: store.paths(for: Self.id).data, offset: 500)
       let manager = try FileHandleAssetDataManager(store: store, id: Self.id)
       #expect(throws: StoreError.self) { try manager.read(200..<300) }
       #expect(manager.manifest.allSpans.isEmpty)
@@ -154,10 +151,7 @@ import Testing
             return result
           }())
       // One byte of the first span goes bad.
-      let file = try FileHandle(forUpdating: URL(fileURLWithPath: store.paths(for: Self.id).data))
-      try file.seek(toOffset: 5500)
-      try file.write(contentsOf: Data([0xFF ^ data[5500]]))
-      try file.close()
+      try flipByte(atPath: store.paths(for: Self.id).data, offset: 5500)
       let found = try CacheChecker(root: store.root, options: .init()).run()
       #expect(found.findings.map(\.kind) == [.chunkChecksum], "\(found.findings)")
       #expect(found.findings.first?.chunk == 1)
