@@ -96,7 +96,7 @@ public struct StoreError: Error, Sendable, Equatable, CustomStringConvertible {
   /// The object concerned, if one is.
   public var objectID: ObjectID?
   /// The file or directory concerned, if one is.
-  public var path: String?
+  public var path: FilePath?
   /// One line for a person: the object or path, the operation and the cause (as the commands print it).
   public var message: String
   /// The `errno` of the failed system call (code `io`).
@@ -110,7 +110,7 @@ public struct StoreError: Error, Sendable, Equatable, CustomStringConvertible {
 
   /// An error of `code` with its `message`; the static functions named after the codes fill in the rest.
   public init(
-    _ code: Code, _ message: String, objectID: ObjectID? = nil, path: String? = nil, errno: Errno? = nil,
+    _ code: Code, _ message: String, objectID: ObjectID? = nil, path: FilePath? = nil, errno: Errno? = nil,
     cause: (any Error & Sendable)? = nil
   ) {
     self.code = code
@@ -132,22 +132,22 @@ public struct StoreError: Error, Sendable, Equatable, CustomStringConvertible {
   }
 
   /// A system call (`operation`) failed on `path`.
-  public static func io(operation: String, path: String, errno: Errno) -> StoreError {
+  public static func io(operation: String, path: FilePath, errno: Errno) -> StoreError {
     StoreError(.io, "\(operation) failed on \(path): \(errno)", path: path, errno: errno)
   }
   /// The cache directory `path` does not exist.
-  public static func noSuchCache(path: String) -> StoreError {
+  public static func noSuchCache(path: FilePath) -> StoreError {
     StoreError(.noSuchCache, "\(path) does not exist", path: path)
   }
   /// `path` holds files but no `FORMAT` marker.
-  public static func notACache(path: String) -> StoreError {
+  public static func notACache(path: FilePath) -> StoreError {
     StoreError(
       .notACache,
       "\(path) is not a MediaCache directory (no FORMAT marker, but not empty); refusing to use it",
       path: path)
   }
   /// `path/FORMAT` says `found`, which this build cannot read.
-  public static func unsupportedFormat(path: String, found: String) -> StoreError {
+  public static func unsupportedFormat(path: FilePath, found: String) -> StoreError {
     StoreError(
       .unsupportedFormat,
       "\(path)/FORMAT says '\(found)', which this build cannot read (supports major version \(CacheFormat.major))",
@@ -182,7 +182,7 @@ public struct StoreError: Error, Sendable, Equatable, CustomStringConvertible {
     return error
   }
   /// The manifest of `id` at `path` cannot be read, because of `error`.
-  public static func corruptManifest(_ id: ObjectID, path: String, _ error: ManifestError) -> StoreError {
+  public static func corruptManifest(_ id: ObjectID, path: FilePath, _ error: ManifestError) -> StoreError {
     StoreError(
       .corruptManifest, "manifest of \(id) at \(path) is unreadable: \(error)", objectID: id, path: path,
       cause: error)
@@ -222,7 +222,7 @@ public struct StoreError: Error, Sendable, Equatable, CustomStringConvertible {
     StoreError(.invalidConfiguration, "invalid configuration: \(reason)")
   }
   /// `path` is a `found` where the layout keeps a `expected`.
-  public static func unexpectedFileType(path: String, expected: String, found: String) -> StoreError {
+  public static func unexpectedFileType(path: FilePath, expected: String, found: String) -> StoreError {
     StoreError(
       .unexpectedFileType,
       "\(path) is a \(found) where the cache keeps a \(expected); not followed or opened (remove it)",
@@ -239,10 +239,11 @@ extension StoreError {
   init(_ error: SystemCallError) {
     if error.syscall == "open" || error.syscall == "openat", error.errno == .tooManySymbolicLinkLevels {
       // `O_NOFOLLOW` met a symlink where the cache keeps a file.
-      self = .unexpectedFileType(path: error.path, expected: "regular file", found: FileType.symlink.rawValue)
+      self = .unexpectedFileType(
+        path: FilePath(error.path), expected: "regular file", found: FileType.symlink.rawValue)
       return
     }
-    self = .io(operation: error.syscall, path: error.path, errno: error.errno)
+    self = .io(operation: error.syscall, path: FilePath(error.path), errno: error.errno)
   }
 }
 

@@ -9,7 +9,7 @@ public final class MediaCache: Sendable {
   /// Where and how a cache stores its objects.
   public struct Configuration: Sendable {
     /// The cache root: a path to the directory that holds `FORMAT`, `objects/` and `tmp/`.
-    public var directory: String
+    public var directory: FilePath
     /// Chunk size of new objects (default 1 MiB).
     public var chunkSize: Int
     /// Bytes the memory tier may hold (default 20 MiB).
@@ -37,7 +37,7 @@ public final class MediaCache: Sendable {
     /// A configuration with the defaults above for whatever is not given: sizes are bytes. Nothing is checked
     /// here; `MediaCache.init(configuration:)` validates it.
     public init(
-      directory: String = Configuration.defaultDirectory(), chunkSize: Int = 1 << 20,
+      directory: FilePath = Configuration.defaultDirectory(), chunkSize: Int = 1 << 20,
       memoryCostLimit: Int = 20 << 20, durability: Durability = .durable,
       keyFunction: KeyFunction = .identity,
       commitPolicy: FileHandleAssetDataManager.CommitPolicy = .init(), maxSize: Int64? = 1 << 30,
@@ -60,11 +60,13 @@ public final class MediaCache: Sendable {
     /// `$MEDIACACHE_DIR`, else `$XDG_CACHE_HOME/mediacache`, else `~/.cache/mediacache`.
     public static func defaultDirectory(
       environment: [String: String] = ProcessInfo.processInfo.environment
-    ) -> String {
-      if let explicit = environment["MEDIACACHE_DIR"], !explicit.isEmpty { return explicit }
-      if let xdg = environment["XDG_CACHE_HOME"], !xdg.isEmpty { return "\(xdg)/mediacache" }
+    ) -> FilePath {
+      if let explicit = environment["MEDIACACHE_DIR"], !explicit.isEmpty { return FilePath(explicit) }
+      if let xdg = environment["XDG_CACHE_HOME"], !xdg.isEmpty {
+        return FilePath(xdg).appending("mediacache")
+      }
       let home = environment["HOME"].flatMap { $0.isEmpty ? nil : $0 } ?? NSHomeDirectory()
-      return "\(home)/.cache/mediacache"
+      return FilePath(home).appending([".cache", "mediacache"])
     }
   }
 
@@ -152,7 +154,8 @@ public final class MediaCache: Sendable {
     }
     self.configuration = configuration
     self.store = try ShardedStore(
-      root: configuration.directory, chunkSize: configuration.chunkSize, durability: configuration.durability,
+      root: configuration.directory.string, chunkSize: configuration.chunkSize,
+      durability: configuration.durability,
       create: configuration.createDirectory)
     self.memory = MemoryTier(costLimit: configuration.memoryCostLimit)
     // Staging files a crashed writer left behind; `tmp/` is small, so this is no tree walk.

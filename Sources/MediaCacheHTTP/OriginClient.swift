@@ -58,7 +58,7 @@ public final class OriginClient: Sendable {
     public var userAgent = "MediaCache/1"
     /// PEM files (bundles) of certificates trusted for HTTPS origins in addition to the system's roots: a
     /// private CA, or a self-signed origin's own certificate.
-    public var caFiles: [String] = []
+    public var caFiles: [FilePath] = []
     /// Whether `SSL_CERT_FILE` (a PEM bundle) and `SSL_CERT_DIR` (colon-separated directories of PEM files) of
     /// the process environment add trust roots too, as they do for curl and OpenSSL.
     public var readsSSLEnvironment = true
@@ -67,7 +67,7 @@ public final class OriginClient: Sendable {
     public init(
       connectTimeout: Duration = .seconds(10), idleTimeout: Duration = .seconds(30),
       headTimeout: Duration = .seconds(30), maxRedirects: Int = 5,
-      caFiles: [String] = [], readsSSLEnvironment: Bool = true
+      caFiles: [FilePath] = [], readsSSLEnvironment: Bool = true
     ) {
       self.connectTimeout = connectTimeout
       self.idleTimeout = idleTimeout

@@ -26,7 +26,7 @@ public struct OriginError: Error, Sendable, Equatable, CustomStringConvertible {
     case inconsistentResponse(url: String, reason: String)
     case malformedResponse(url: String, reason: String)
     case tlsFailed(url: String, reason: String)
-    case invalidTrustRoots(source: String, path: String, reason: String)
+    case invalidTrustRoots(source: String, path: FilePath, reason: String)
   }
 
   package var kind: Kind
@@ -36,7 +36,7 @@ public struct OriginError: Error, Sendable, Equatable, CustomStringConvertible {
   /// What kind of failure (named as the case of `kind`).
   public var code: Code { Code(caseOf: kind) }
 
-  /// The URL concerned, if one is (the path of the trust roots for `invalidTrustRoots`).
+  /// The URL concerned, if one is (nil for `invalidTrustRoots`, which names a `path`).
   public var url: String? {
     switch kind {
     case .invalidURL(let url), .unsupportedScheme(let url), .tooManyRedirects(let url): url
@@ -47,8 +47,13 @@ public struct OriginError: Error, Sendable, Equatable, CustomStringConvertible {
     case .unsupportedContentEncoding(let url, _), .inconsistentResponse(let url, _),
       .malformedResponse(let url, _), .tlsFailed(let url, _):
       url
-    case .invalidTrustRoots(_, let path, _): path
+    case .invalidTrustRoots: nil
     }
+  }
+
+  /// The file or directory concerned, if one is (the trust roots of `invalidTrustRoots`).
+  public var path: FilePath? {
+    if case .invalidTrustRoots(_, let path, _) = kind { path } else { nil }
   }
 
   /// The HTTP status the origin answered with (code `httpStatus`).
@@ -118,7 +123,7 @@ public struct OriginError: Error, Sendable, Equatable, CustomStringConvertible {
     OriginError(kind: .tlsFailed(url: url, reason: reason))
   }
   /// An error of code `invalidTrustRoots`.
-  public static func invalidTrustRoots(source: String, path: String, reason: String) -> OriginError {
+  public static func invalidTrustRoots(source: String, path: FilePath, reason: String) -> OriginError {
     OriginError(kind: .invalidTrustRoots(source: source, path: path, reason: reason))
   }
 

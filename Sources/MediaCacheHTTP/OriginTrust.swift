@@ -1,4 +1,5 @@
 import Foundation
+import MediaCache
 import NIOSSL
 
 /// Certificates trusted for HTTPS origins on top of the system's roots: `--ca-file` bundles, and the
@@ -8,7 +9,7 @@ import NIOSSL
 enum OriginTrust {
   /// The extra roots: every certificate of `caFiles`, then of `SSL_CERT_FILE`, then of each `SSL_CERT_DIR`
   /// directory (colon-separated, as OpenSSL reads it), without duplicates.
-  static func load(caFiles: [String], environment: [String: String]) throws(OriginError)
+  static func load(caFiles: [FilePath], environment: [String: String]) throws(OriginError)
     -> [NIOSSLCertificate]
   {
     var certificates: [NIOSSLCertificate] = []
@@ -16,7 +17,7 @@ enum OriginTrust {
     func add(_ found: [NIOSSLCertificate]) {
       for certificate in found where seen.insert(certificate).inserted { certificates.append(certificate) }
     }
-    for path in caFiles { add(try file(path, source: "CA file")) }
+    for path in caFiles { add(try file(path.string, source: "CA file")) }
     if let path = environment["SSL_CERT_FILE"], !path.isEmpty {
       add(try file(path, source: "SSL_CERT_FILE"))
     }
@@ -31,14 +32,12 @@ enum OriginTrust {
   /// The certificates of one PEM bundle (or a single DER certificate); throws naming `path` if it is missing,
   /// unreadable, or holds no certificate.
   static func file(_ path: String, source: String) throws(OriginError) -> [NIOSSLCertificate] {
-    let invalid = { (reason: String) in
-      OriginError.invalidTrustRoots(source: source, path: path, reason: reason)
+    let invalid = invalidRoots(path, source: source)
+    switch kind(of: path) {
+    case nil: throw invalid("no such file")
+    case .directory?: throw invalid("is a directory, not a PEM file")
+    case .file?: break
     }
-    var isDirectory: ObjCBool = false
-    guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
-      throw invalid("no such file")
-    }
-    if isDirectory.boolValue { throw invalid("is a directory, not a PEM file") }
     let bytes: [UInt8]
     do {
       bytes = try [UInt8](Data(contentsOf: URL(fileURLWithPath: path)))
@@ -56,14 +55,12 @@ enum OriginTrust {
   /// any file name is read). Files that hold no certificate (CRLs, notes) are skipped, as OpenSSL skips
   /// them, and a directory without any adds nothing; a directory that is missing or unreadable is an error.
   static func directory(_ path: String, source: String) throws(OriginError) -> [NIOSSLCertificate] {
-    let invalid = { (reason: String) in
-      OriginError.invalidTrustRoots(source: source, path: path, reason: reason)
+    let invalid = invalidRoots(path, source: source)
+    switch kind(of: path) {
+    case nil: throw invalid("no such directory")
+    case .file?: throw invalid("is not a directory")
+    case .directory?: break
     }
-    var isDirectory: ObjCBool = false
-    guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
-      throw invalid("no such directory")
-    }
-    guard isDirectory.boolValue else { throw invalid("is not a directory") }
     let names: [String]
     do {
       names = try FileManager.default.contentsOfDirectory(atPath: path).sorted()
@@ -73,14 +70,26 @@ enum OriginTrust {
     var certificates: [NIOSSLCertificate] = []
     for name in names where !name.hasPrefix(".") {
       let file = (path as NSString).appendingPathComponent(name)
-      var entryIsDirectory: ObjCBool = false
-      guard FileManager.default.fileExists(atPath: file, isDirectory: &entryIsDirectory),
-        !entryIsDirectory.boolValue, let data = FileManager.default.contents(atPath: file),
+      guard kind(of: file) == .file, let data = FileManager.default.contents(atPath: file),
         let found = parse([UInt8](data))
       else { continue }
       certificates += found
     }
     return certificates
+  }
+
+  /// A file, a directory (symlinks followed), or nil when nothing is there.
+  enum EntryKind { case file, directory }
+
+  static func kind(of path: String) -> EntryKind? {
+    var isDirectory: ObjCBool = false
+    guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else { return nil }
+    return isDirectory.boolValue ? .directory : .file
+  }
+
+  /// Builds the error that names `path` (from `source`) and says why it cannot be used.
+  static func invalidRoots(_ path: String, source: String) -> (String) -> OriginError {
+    { reason in OriginError.invalidTrustRoots(source: source, path: FilePath(path), reason: reason) }
   }
 
   /// The certificates of a PEM file, or of one DER certificate; nil if the bytes are neither.

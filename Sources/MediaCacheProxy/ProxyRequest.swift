@@ -24,13 +24,7 @@ struct ProxyRequest: Sendable {
       let authorityAndPath = target[scheme.upperBound...]
       target = authorityAndPath.firstIndex(of: "/").map { authorityAndPath[$0...] } ?? "/"
     }
-    if let mark = target.firstIndex(of: "?") {
-      path = target[..<mark]
-      query = target[target.index(after: mark)...]
-    } else {
-      path = target
-      query = nil
-    }
+    (path, query) = target.splitOnce(at: "?")
     var fields = HTTPFields()
     fields.reserveCapacity(head.headers.count)
     for (name, value) in head.headers {

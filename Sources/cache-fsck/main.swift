@@ -75,7 +75,8 @@ struct CacheFsck: ParsableCommand {
     pthread_sigmask(SIG_UNBLOCK, &unblock, nil)
 
     let checker = CacheChecker(
-      root: directory, options: .init(repair: repair, fast: fast, tmpGracePeriod: .seconds(tmpGrace)))
+      root: FilePath(directory),
+      options: .init(repair: repair, fast: fast, tmpGracePeriod: .seconds(tmpGrace)))
     let started = Date()
     let showProgress = progress && isatty(STDERR_FILENO) == 1
     var lastDraw = Date.distantPast

@@ -24,7 +24,9 @@ struct CacheOptions: ParsableArguments {
   var ignoredQueryItems: [String] = []
 
   /// The cache directory asked for, else the default one.
-  var resolvedDirectory: String { directory ?? MediaCache.Configuration.defaultDirectory() }
+  var resolvedDirectory: FilePath {
+    directory.map { FilePath($0) } ?? MediaCache.Configuration.defaultDirectory()
+  }
 
   /// How requested URLs become cache keys: `--ignore-query` items dropped, else as given.
   var keyFunction: KeyFunction {
@@ -80,5 +82,14 @@ struct CacheOptions: ParsableArguments {
       throw StoreError.notFound(keyFunction.key(for: key).objectID)
     }
     return cache
+  }
+
+  /// `pin` and `unpin`: sets the object's pin flag and says so; the object must be cached.
+  func setPinned(_ pinned: Bool, key: String) async throws {
+    try await reportingErrors {
+      let cache = try openExisting(for: key)
+      if pinned { try await cache.pin(key) } else { try await cache.unpin(key) }
+      printOut("\(pinned ? "pinned" : "unpinned") \(key)")
+    }
   }
 }

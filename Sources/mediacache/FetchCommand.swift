@@ -85,55 +85,46 @@ struct FetchCommand: AsyncParsableCommand {
       try await reportingErrors { try await fetchHLS() }
       return
     }
-    try await reportingErrors {
-      let client = try tls.client()
-      // Commit often enough that an interrupted fetch loses at most a second (or 32 MiB) of work, and seldom
-      // enough that durable mode does not fsync more than it must.
-      let mediaCache = try await cache.openOnExecutor(
-        chunkSize: chunkSize, durability: durability,
-        commitPolicy: .init(bytes: 32 << 20, interval: .seconds(1)))
-      let reader = CachingReader(
-        cache: mediaCache, client: client, configuration: requestLimits.configuration())
-      let requested: RequestedRange
-      if let range {
-        requested = range.end.map { .bounded(range.start..<($0 + 1)) } ?? .from(range.start)
-      } else {
-        requested = .all
-      }
-      let terminal = isatty(STDERR_FILENO) == 1
-      var lastLine = Date.distantPast
-      var last: PrefetchProgress?
-      do {
-        for try await progress in reader.prefetch(url, range: requested) {
-          last = progress
-          if terminal {
-            FileHandle.standardError.write(Data(("\r" + Self.bar(progress)).utf8))
-          } else if Date().timeIntervalSince(lastLine) >= 1 {
-            lastLine = Date()
-            FileHandle.standardError.write(Data((Self.line(progress) + "\n").utf8))
-          }
-        }
-      } catch {
-        if terminal { FileHandle.standardError.write(Data("\n".utf8)) }
-        await mediaCache.closing.waitForAll()  // what was fetched is committed before the process ends
-        try? await client.shutdown()
-        if let originError = error as? OriginError { throw fail(originError.description, .failure) }
-        throw error
-      }
-      try? await client.shutdown()
-      if terminal { FileHandle.standardError.write(Data("\n".utf8)) }
-      let manifest = try await mediaCache.manifest(for: url)
-      let wanted: Range<Int64>? = manifest?.contentLength.map { length in
-        guard let range else { return 0..<length }
-        return range.start..<min(length, (range.end ?? (length - 1)) + 1)
-      }
-      if let manifest, let wanted, !manifest.missingByteRanges(in: wanted).isEmpty {
-        throw StoreError.notCached(manifest.objectID, missing: manifest.missingByteRanges(in: wanted))
-      }
-      let status = try await mediaCache.status(for: url)
-      let fetched = last?.fetchedBytes ?? 0
-      printOut("cached \(url): \(status.humanLine); fetched \(fetched) bytes from the origin")
+    try await reportingErrors { try await withReader { try await fetchRange(reader: $0) } }
+  }
+
+  /// `fetch URL [--range]`: prefetches the range with a progress bar (a terminal) or a line a second, then
+  /// checks that every byte asked for is cached.
+  func fetchRange(reader: CachingReader) async throws {
+    let requested: RequestedRange
+    if let range {
+      requested = range.end.map { .bounded(range.start..<($0 + 1)) } ?? .from(range.start)
+    } else {
+      requested = .all
     }
+    let terminal = isatty(STDERR_FILENO) == 1
+    var lastLine = Date.distantPast
+    var last: PrefetchProgress?
+    do {
+      // The bar's line ends before anything else is printed, whether the prefetch ends or fails.
+      defer { if terminal { FileHandle.standardError.write(Data("\n".utf8)) } }
+      for try await progress in reader.prefetch(url, range: requested) {
+        last = progress
+        if terminal {
+          FileHandle.standardError.write(Data(("\r" + Self.bar(progress)).utf8))
+        } else if Date().timeIntervalSince(lastLine) >= 1 {
+          lastLine = Date()
+          FileHandle.standardError.write(Data((Self.line(progress) + "\n").utf8))
+        }
+      }
+    }
+    let mediaCache = reader.cache
+    let manifest = try await mediaCache.manifest(for: url)
+    let wanted: Range<Int64>? = manifest?.contentLength.map { length in
+      guard let range else { return 0..<length }
+      return range.start..<min(length, (range.end ?? (length - 1)) + 1)
+    }
+    if let manifest, let wanted, !manifest.missingByteRanges(in: wanted).isEmpty {
+      throw StoreError.notCached(manifest.objectID, missing: manifest.missingByteRanges(in: wanted))
+    }
+    let status = try await mediaCache.status(for: url)
+    let fetched = last?.fetchedBytes ?? 0
+    printOut("cached \(url): \(status.humanLine); fetched \(fetched) bytes from the origin")
   }
 
   static func line(_ progress: PrefetchProgress) -> String {

@@ -18,7 +18,7 @@ extension FetchCommand {
   /// initialization segment and every media segment, through the reader's background prefetch, with one
   /// progress display (the same as `fetch --hls`).
   func fetchDASH() async throws {
-    try await withManifestReader { try await fetchDASH(reader: $0) }
+    try await withReader { try await fetchDASH(reader: $0) }
   }
 
   private func fetchDASH(reader: CachingReader) async throws {
@@ -149,17 +149,9 @@ extension FetchCommand {
     // Fetched as background work (bounded: one byte past the limit shows an MPD too large), then read from
     // the cache.
     for try await _ in reader.prefetch(url, range: .bounded(0..<(Int64(limit) + 1))) {}
-    let bytes = try await reader.read(url)
-    defer { bytes.close() }
-    if let length = bytes.length, length > limit {
-      throw MPDSegmentError.tooLarge(url: url, bytes: Int(clamping: length), limit: limit)
+    return try await readWhole(url, limit: limit, reader: reader) {
+      MPDSegmentError.tooLarge(url: url, bytes: $0, limit: limit)
     }
-    var body = Data()
-    for try await piece in bytes {
-      body.append(piece)
-      if body.count > limit { throw MPDSegmentError.tooLarge(url: url, bytes: body.count, limit: limit) }
-    }
-    return body
   }
 }
 

@@ -16,7 +16,7 @@ extension FetchCommand {
   /// `fetch --hls`: the playlist (and, for a master, the chosen variant's playlist), then every URI of the
   /// media playlist in fetch order (see `prefetchAll`), with one progress display.
   func fetchHLS() async throws {
-    try await withManifestReader { try await fetchHLS(reader: $0) }
+    try await withReader { try await fetchHLS(reader: $0) }
   }
 
   func fetchHLS(reader: CachingReader) async throws {
@@ -93,15 +93,8 @@ extension FetchCommand {
   static func readPlaylist(_ url: String, reader: CachingReader) async throws -> HLSPlaylist.Playlist {
     guard let playlistURL = URL(string: url) else { throw OriginError.invalidURL(url) }
     let limit = HLSPlaylist.maxPlaylistBytes
-    let bytes = try await reader.read(url)
-    defer { bytes.close() }
-    if let length = bytes.length, length > limit {
-      throw HLSError.tooLarge(url: url, bytes: Int(clamping: length), limit: limit)
-    }
-    var body = Data()
-    for try await piece in bytes {
-      body.append(piece)
-      if body.count > limit { throw HLSError.tooLarge(url: url, bytes: body.count, limit: limit) }
+    let body = try await readWhole(url, limit: limit, reader: reader) {
+      HLSError.tooLarge(url: url, bytes: $0, limit: limit)
     }
     guard let text = String(data: body, encoding: .utf8) else {
       throw fail("\(url) is not an HLS playlist: it is not UTF-8 text", .failure)

@@ -14,9 +14,11 @@ import Synchronization
 
 extension FetchCommand {
   /// Runs `body` with a reader over the cache whose origin client and limits come from the options (TLS
-  /// trust, request limits), then shuts the client down. An origin, playlist or MPD error ends the command
-  /// with its one line. `--hls` and `--dash` share it, so an option cannot apply to one and not the other.
-  func withManifestReader(_ body: (CachingReader) async throws -> Void) async throws {
+  /// trust, request limits), then waits for the commits and shuts the client down. An origin, playlist or MPD
+  /// error ends the command with its one line. A plain fetch, `--hls` and `--dash` share it, so an option
+  /// cannot apply to one and not another. Commits come often enough that an interrupted fetch loses at most a
+  /// second (or 32 MiB) of work, and seldom enough that durable mode does not fsync more than it must.
+  func withReader(_ body: (CachingReader) async throws -> Void) async throws {
     let client = try tls.client()
     let mediaCache = try await cache.openOnExecutor(
       chunkSize: chunkSize, durability: durability,
@@ -131,6 +133,22 @@ extension FetchCommand {
     } catch {
       throw HLSFetchError(uri: uri, position: index + 1, total: total, underlying: error)
     }
+  }
+
+  /// The whole body of `url` read through the cache, refusing more than `limit` bytes without reading past
+  /// them: a declared length over the limit, or a body that grows past it, throws `tooLarge(bytes)`.
+  static func readWhole(
+    _ url: String, limit: Int, reader: CachingReader, tooLarge: (Int) -> any Error
+  ) async throws -> Data {
+    let bytes = try await reader.read(url)
+    defer { bytes.close() }
+    if let length = bytes.length, length > limit { throw tooLarge(Int(clamping: length)) }
+    var body = Data()
+    for try await piece in bytes {
+      body.append(piece)
+      if body.count > limit { throw tooLarge(body.count) }
+    }
+    return body
   }
 }
 

@@ -6,21 +6,10 @@ struct ListEntry: Codable, Equatable {
   var objectID: ObjectID
   /// `none`, `partial`, `complete`, or `unreadable`.
   var state: String
-  var cachedBytes: Int64?
-  var length: Int64?
-  var pinned: Bool?
-  var diskBytes: Int64?
+  @NullWhenAbsent var cachedBytes: Int64? = nil
+  @NullWhenAbsent var length: Int64? = nil
+  @NullWhenAbsent var pinned: Bool? = nil
+  @NullWhenAbsent var diskBytes: Int64? = nil
   /// Why the object could not be read; null for a readable one.
-  var error: String?
-
-  func encode(to encoder: any Encoder) throws {
-    var container = encoder.container(keyedBy: CodingKeys.self)
-    try container.encode(objectID, forKey: .objectID)
-    try container.encode(state, forKey: .state)
-    try container.encode(cachedBytes, forKey: .cachedBytes)
-    try container.encode(length, forKey: .length)
-    try container.encode(pinned, forKey: .pinned)
-    try container.encode(diskBytes, forKey: .diskBytes)
-    try container.encode(error, forKey: .error)
-  }
+  @NullWhenAbsent var error: String? = nil
 }

@@ -14,10 +14,5 @@ struct PinCommand: AsyncParsableCommand {
   @OptionGroup var cache: CacheOptions
   @Argument(help: keyOrURLHelp) var key: String
 
-  func run() async throws {
-    try await reportingErrors {
-      try await cache.openExisting(for: key).pin(key)
-      printOut("pinned \(key)")
-    }
-  }
+  func run() async throws { try await cache.setPinned(true, key: key) }
 }

@@ -1,4 +1,5 @@
 import ArgumentParser
+import MediaCache
 import MediaCacheHTTP
 
 /// Trust options of the commands that fetch from origins.
@@ -21,7 +22,7 @@ struct TLSOptions: ParsableArguments {
   /// cannot be used.
   func client(_ configuration: OriginClient.Configuration = .init()) throws -> OriginClient {
     var configuration = configuration
-    configuration.caFiles = caFiles
+    configuration.caFiles = caFiles.map { FilePath($0) }
     return try OriginClient(checking: configuration)
   }
 }

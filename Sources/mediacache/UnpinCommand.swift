@@ -13,10 +13,5 @@ struct UnpinCommand: AsyncParsableCommand {
   @OptionGroup var cache: CacheOptions
   @Argument(help: keyOrURLHelp) var key: String
 
-  func run() async throws {
-    try await reportingErrors {
-      try await cache.openExisting(for: key).unpin(key)
-      printOut("unpinned \(key)")
-    }
-  }
+  func run() async throws { try await cache.setPinned(false, key: key) }
 }

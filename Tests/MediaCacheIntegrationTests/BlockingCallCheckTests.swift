@@ -16,7 +16,7 @@ import Testing
     defer { directory.cleanup() }
     // A reader installs the event-loop test (the core does not know SwiftNIO).
     let cache = try await IOExecutor.shared.run {
-      try MediaCache(configuration: .init(directory: directory.path))
+      try MediaCache(configuration: .init(directory: FilePath(directory.path)))
     }
     _ = CachingReader(cache: cache)
     #expect(BlockingCallCheck.currentContext == .task)

@@ -188,7 +188,7 @@ struct CompactorTests {
       }
     }
     // A reopened cache and a full pass see a consistent tree.
-    let cacheAgain = try MediaCache(configuration: .init(directory: cache, chunkSize: chunkSize))
+    let cacheAgain = try MediaCache(configuration: .init(directory: FilePath(cache), chunkSize: chunkSize))
     let report = try cacheAgain.compactor.runPass()
     #expect(report.bytesAfter <= report.bytesBefore)
   }

@@ -121,7 +121,7 @@ struct CrossProcessTests {
     #expect(rm.status == 3)
     #expect(rm.stderr.contains("in use"))
     #expect(rm.stdout.isEmpty)
-    let inProcess = try MediaCache(configuration: .init(directory: cache))
+    let inProcess = try MediaCache(configuration: .init(directory: FilePath(cache)))
     await #expect(throws: StoreError.busy(CacheKey("held").objectID)) { try await inProcess.remove("held") }
 
     let clear = try run(mediacache, ["clear", "--cache", cache])

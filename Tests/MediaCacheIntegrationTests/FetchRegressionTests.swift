@@ -11,7 +11,7 @@ struct FetchRegressionTests {
   static let cs = 65536
 
   func mk(_ dir: String) throws -> MediaCache {
-    try MediaCache(configuration: .init(directory: dir, chunkSize: Self.cs, durability: .relaxed))
+    try MediaCache(configuration: .init(directory: FilePath(dir), chunkSize: Self.cs, durability: .relaxed))
   }
 
   // R1: a reader in "process A" mixes bytes of two origin versions after "process B" reset the object.

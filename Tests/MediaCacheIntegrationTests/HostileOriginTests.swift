@@ -42,7 +42,8 @@ struct HostileOriginTests {
     defer { hostile.stop() }
     let origin = try await TestOrigin.start()
     let cache = try MediaCache(
-      configuration: .init(directory: dir.file("cache"), chunkSize: Self.chunkSize, durability: .relaxed))
+      configuration: .init(
+        directory: FilePath(dir.file("cache")), chunkSize: Self.chunkSize, durability: .relaxed))
     let client = OriginClient(
       configuration: .init(connectTimeout: .seconds(2), idleTimeout: .seconds(2), headTimeout: .seconds(3)))
     let reader = CachingReader(

@@ -89,7 +89,7 @@ struct HostilePeerProxyTests {
     // Nothing wrong is cached: fsck is clean and every listed chunk holds the real bytes.
     let check = try run(binary("cache-fsck"), ["-n", directory.path])
     #expect(check.status == 0, "\(check.text)\(check.stderr)")
-    let cache = try MediaCache(configuration: .init(directory: directory.path))
+    let cache = try MediaCache(configuration: .init(directory: FilePath(directory.path)))
     for behaviour in HostileOrigin.Behaviour.allCases {
       let name = "proxy-\(behaviour.rawValue)"
       let query = behaviour == .endlessHeaders ? "interval-ms=20" : nil

@@ -131,7 +131,8 @@ struct OriginBytesOnceTests {
     defer { dir.cleanup() }
     let origin = try await TestOrigin.start()
     let cache = try MediaCache(
-      configuration: .init(directory: dir.file("cache"), chunkSize: Self.chunkSize, durability: .relaxed))
+      configuration: .init(
+        directory: FilePath(dir.file("cache")), chunkSize: Self.chunkSize, durability: .relaxed))
     let client = OriginClient()
     let reader = CachingReader(
       cache: cache, client: client,

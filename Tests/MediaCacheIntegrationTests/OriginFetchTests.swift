@@ -19,7 +19,8 @@ struct OriginFetchTests {
     defer { dir.cleanup() }
     let origin = try await TestOrigin.start()
     let cache = try MediaCache(
-      configuration: .init(directory: dir.file("cache"), chunkSize: Self.chunkSize, durability: .relaxed))
+      configuration: .init(
+        directory: FilePath(dir.file("cache")), chunkSize: Self.chunkSize, durability: .relaxed))
     let client = OriginClient(configuration: .init(connectTimeout: .seconds(5), idleTimeout: .seconds(10)))
     let reader = CachingReader(
       cache: cache, client: client,

@@ -74,7 +74,7 @@ struct ProxyProcess {
       let result = proxy.stop(signal)
       #expect(result.status == 0, "exit after signal \(signal): \(result.stderr)")
       #expect(
-        try await MediaCache(configuration: .init(directory: directory.path)).status(for: url)
+        try await MediaCache(configuration: .init(directory: FilePath(directory.path))).status(for: url)
           == .complete(length: 300_000))
     }
     // A port in use is a clear failure, a bad port a usage error.
@@ -175,7 +175,8 @@ struct ProxyProcess {
     let finished = origin.requests(for: "cut").allSatisfy { $0.isComplete }
     #expect(finished, "the origin's response ended (cancelled)")
     // What was completed is cached; a full read fetches only from there on, and every byte is right.
-    let status = try await MediaCache(configuration: .init(directory: directory.path)).status(for: url)
+    let status = try await MediaCache(configuration: .init(directory: FilePath(directory.path))).status(
+      for: url)
     #expect(status.isPartial, "\(status)")
     origin.resetRecords()
     let full = try await blocking { try proxy.request(path) }
@@ -202,7 +203,7 @@ struct ProxyProcess {
       #expect(response.status == 200)
       try await Task.sleep(for: .milliseconds(1100))  // distinct recency (mtime) per object
     }
-    let cache = try MediaCache(configuration: .init(directory: directory.path, maxSize: nil))
+    let cache = try MediaCache(configuration: .init(directory: FilePath(directory.path), maxSize: nil))
     var total: Int64 = .max
     for _ in 0..<50 {
       total = try cache.store.scanObjects().reduce(0) { $0 + $1.diskBytes }

@@ -375,7 +375,7 @@ final class SilentListener: Sendable {
     let directory = try TemporaryDirectory()
     defer { directory.cleanup() }
     let origin = try await TestOrigin.start()
-    let cache = try MediaCache(configuration: .init(directory: directory.path, maxSize: nil))
+    let cache = try MediaCache(configuration: .init(directory: FilePath(directory.path), maxSize: nil))
     let reader = CachingReader(cache: cache)
     let proxy = ProxyServer(reader: reader)
     let (endpoints, continuation) = AsyncStream.makeStream(of: ProxyServer.Endpoint.self)

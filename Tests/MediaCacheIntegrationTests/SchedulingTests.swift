@@ -99,7 +99,7 @@ struct SchedulingTests {
     defer { dir.cleanup() }
     let origin = try await TestOrigin.start()
     let cache = try MediaCache(
-      configuration: .init(directory: dir.file("cache"), chunkSize: 1 << 20, durability: .relaxed))
+      configuration: .init(directory: FilePath(dir.file("cache")), chunkSize: 1 << 20, durability: .relaxed))
     let client = OriginClient()
     let reader = CachingReader(cache: cache, client: client, configuration: configuration)
     do {

@@ -59,7 +59,7 @@ import Testing
     for (error, code) in origin { #expect(error.code == code, "\(error)") }
     #expect(OriginError.httpStatus(url: "u", status: 404, attempts: 3).status == 404)
     #expect(OriginError.timedOut(url: "u", reason: "r", attempts: 2).attempts == 2)
-    #expect(OriginError.invalidTrustRoots(source: "CA file", path: "/ca", reason: "r").url == "/ca")
+    #expect(OriginError.invalidTrustRoots(source: "CA file", path: "/ca", reason: "r").path == "/ca")
     let hls: [(HLSError, HLSError.Code)] = [
       (.notAPlaylist(url: "u", firstLine: ""), .notAPlaylist),
       (.malformedLine(url: "u", line: 2, reason: "r"), .malformedLine),

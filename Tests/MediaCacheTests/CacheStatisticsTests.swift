@@ -10,7 +10,8 @@ import Testing
     try await withTemporaryDirectory { directory in
       let cache = try MediaCache(
         configuration: MediaCache.Configuration(
-          directory: "\(directory)/cache", chunkSize: 4096, memoryCostLimit: 0, durability: .relaxed,
+          directory: FilePath("\(directory)/cache"), chunkSize: 4096, memoryCostLimit: 0,
+          durability: .relaxed,
           maxSize: nil, maxAge: nil))
       #expect(try await cache.statistics() == CacheStatistics())
 

@@ -25,7 +25,7 @@ import Testing
   func anObjectRemovedAfterTheWalkIsNotDamage(repair: Bool) async throws {
     try await withStore { store in
       let ids = try (0..<3).map { try put(store, "https://race.example/\($0)") }.sorted()
-      let checker = CacheChecker(root: store.root, options: .init(repair: repair))
+      let checker = CacheChecker(root: FilePath(store.root), options: .init(repair: repair))
       var removed = false
       let report = try checker.run(progress: { _ in
         if !removed {
@@ -46,7 +46,7 @@ import Testing
   @Test func anObjectRemovedAndBeingWrittenAgainIsBusyNotDamage() async throws {
     try await withStore { store in
       let ids = try (0..<3).map { try put(store, "https://race.example/\($0)") }.sorted()
-      let checker = CacheChecker(root: store.root, options: .init(repair: true))
+      let checker = CacheChecker(root: FilePath(store.root), options: .init(repair: true))
       var writer: FileHandleAssetDataManager?
       let report = try checker.run(progress: { _ in
         if writer == nil {

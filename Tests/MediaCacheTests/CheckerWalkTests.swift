@@ -24,7 +24,7 @@ import Testing
   }
 
   func fastReport(_ root: String, duringWalk: Bool) throws -> CheckReport {
-    var checker = CacheChecker(root: root, options: .init(fast: true))
+    var checker = CacheChecker(root: FilePath(root), options: .init(fast: true))
     checker.evaluatesDuringWalk = duringWalk
     return try checker.run(now: 0)
   }
@@ -80,7 +80,7 @@ import Testing
       #expect(symlink(store.paths(for: id).manifest, "\(directory)/link.manifest") == 0)
       let fd = try FileSystemCalls.openDirectory(directory)
       defer { FileSystemCalls.closeDescriptor(fd) }
-      let checker = CacheChecker(root: store.root, options: .init(fast: true))
+      let checker = CacheChecker(root: FilePath(store.root), options: .init(fast: true))
       let relative = String(directory.dropFirst(store.root.count + 1))
       // Opened without waiting for a writer, then refused by its type (`fstat`).
       #expect(throws: StoreError.self) {

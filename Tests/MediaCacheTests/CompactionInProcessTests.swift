@@ -14,7 +14,7 @@ import Testing
     -> MediaCache.Configuration
   {
     MediaCache.Configuration(
-      directory: "\(directory)/cache", chunkSize: 4096, memoryCostLimit: 0, durability: .relaxed,
+      directory: FilePath("\(directory)/cache"), chunkSize: 4096, memoryCostLimit: 0, durability: .relaxed,
       maxSize: maxSize, maxAge: nil, shouldEvict: veto)
   }
 

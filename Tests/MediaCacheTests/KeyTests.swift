@@ -82,7 +82,8 @@ import Testing
   @Test func aSignedURLAndItsReSignedVersionShareAnObject() async throws {
     try await withTemporaryDirectory { directory in
       let cache = try MediaCache(
-        configuration: .init(directory: "\(directory)/cache", chunkSize: 4096, keyFunction: Self.stripSigning)
+        configuration: .init(
+          directory: FilePath("\(directory)/cache"), chunkSize: 4096, keyFunction: Self.stripSigning)
       )
       let first = "https://cdn.example.com/movie.mp4?Expires=1700000000&Signature=AAAA&Key-Pair-Id=K1"
       let resigned = "https://cdn.example.com/movie.mp4?Key-Pair-Id=K2&Signature=BBBB&Expires=1700003600"

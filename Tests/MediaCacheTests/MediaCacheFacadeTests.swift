@@ -14,7 +14,7 @@ import Testing
     try await withTemporaryDirectory { directory in
       let root = "\(directory)/cache"
       let cache = try MediaCache(
-        configuration: .init(directory: root, chunkSize: 4096, memoryCostLimit: memoryCostLimit))
+        configuration: .init(directory: FilePath(root), chunkSize: 4096, memoryCostLimit: memoryCostLimit))
       return try await body(cache, root)
     }
   }
@@ -32,7 +32,7 @@ import Testing
       #expect(inMemory == (policy != .diskOnly))
       #expect(onDisk == (policy != .memoryOnly))
       // A new cache on the same directory (a new process) finds exactly what was put on disk.
-      let reopened = try MediaCache(configuration: .init(directory: root, chunkSize: 4096))
+      let reopened = try MediaCache(configuration: .init(directory: FilePath(root), chunkSize: 4096))
       #expect(try await reopened.data(for: Self.url) == (onDisk ? data : nil))
     }
   }

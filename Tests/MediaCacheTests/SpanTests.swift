@@ -139,7 +139,7 @@ import Testing
         try writer.write(data[9000..<9100], at: 9000)
         try writer.close()
       }
-      let clean = try CacheChecker(root: store.root, options: .init()).run()
+      let clean = try CacheChecker(root: FilePath(store.root), options: .init()).run()
       #expect(clean.findings.isEmpty, "\(clean.findings)")
       #expect(clean.totals.bytesVerified == Int64(Self.chunk + 1000 + 100))
       #expect(
@@ -152,16 +152,16 @@ import Testing
           }())
       // One byte of the first span goes bad.
       try flipByte(atPath: store.paths(for: Self.id).data, offset: 5500)
-      let found = try CacheChecker(root: store.root, options: .init()).run()
+      let found = try CacheChecker(root: FilePath(store.root), options: .init()).run()
       #expect(found.findings.map(\.kind) == [.chunkChecksum], "\(found.findings)")
       #expect(found.findings.first?.chunk == 1)
       let scrubbed = try store.scrub(Self.id, budget: 1 << 20, dryRun: true)
       #expect(scrubbed.droppedSpans == 1 && scrubbed.droppedChunks.isEmpty)
-      let repaired = try CacheChecker(root: store.root, options: .init(repair: true)).run()
+      let repaired = try CacheChecker(root: FilePath(store.root), options: .init(repair: true)).run()
       #expect(repaired.findings.map(\.action) == [.repaired])
       let manifest = try #require(try store.readManifest(Self.id))
       #expect(manifest.presentByteRanges.ranges == [0..<4096, 9000..<9100])
-      #expect(try CacheChecker(root: store.root, options: .init()).run().findings.isEmpty)
+      #expect(try CacheChecker(root: FilePath(store.root), options: .init()).run().findings.isEmpty)
     }
   }
 

@@ -22,13 +22,13 @@ import Testing
     #expect(
       Config.defaultDirectory(environment: ["MEDIACACHE_DIR": "", "XDG_CACHE_HOME": "", "HOME": "/h"])
         == "/h/.cache/mediacache")
-    #expect(Config.defaultDirectory(environment: [:]).hasSuffix("/.cache/mediacache"))
+    #expect(Config.defaultDirectory(environment: [:]).string.hasSuffix("/.cache/mediacache"))
   }
 
   @Test func aNewCacheIsCreatedWithPrivateModes() async throws {
     try await withTemporaryDirectory { directory in
       let root = "\(directory)/a/b/cache"
-      let cache = try MediaCache(configuration: .init(directory: root, chunkSize: 4096))
+      let cache = try MediaCache(configuration: .init(directory: FilePath(root), chunkSize: 4096))
       try await cache.store(randomBytes(count: 5000, seed: 51), for: "x", policy: .diskOnly)
       let paths = cache.store.paths(for: cache.objectID(for: "x"))
 
@@ -60,8 +60,8 @@ import Testing
       try Data("mine".utf8).write(to: URL(fileURLWithPath: "\(directory)/notes.txt"))
       try FileManager.default.createDirectory(
         atPath: "\(directory)/photos", withIntermediateDirectories: false)
-      #expect(throws: StoreError.notACache(path: directory)) {
-        try MediaCache(configuration: .init(directory: directory, chunkSize: 4096))
+      #expect(throws: StoreError.notACache(path: FilePath(directory))) {
+        try MediaCache(configuration: .init(directory: FilePath(directory), chunkSize: 4096))
       }
       #expect(try Self.entries(directory) == ["notes.txt", "photos"], "nothing was created in it")
       #expect(try Self.entries("\(directory)/photos").isEmpty)
@@ -72,7 +72,9 @@ import Testing
     try await withTemporaryDirectory { directory in
       let path = "\(directory)/file"
       try Data("x".utf8).write(to: URL(fileURLWithPath: path))
-      #expect(throws: StoreError.notACache(path: path)) { try ShardedStore(root: path, chunkSize: 4096) }
+      #expect(throws: StoreError.notACache(path: FilePath(path))) {
+        try ShardedStore(root: path, chunkSize: 4096)
+      }
       #expect(try fileBytes(path) == Data("x".utf8))
     }
   }
@@ -85,7 +87,7 @@ import Testing
   func anUnknownFormatIsRefused(_ marker: String, _ reported: String) async throws {
     try await withTemporaryDirectory { directory in
       try Data(marker.utf8).write(to: URL(fileURLWithPath: "\(directory)/FORMAT"))
-      #expect(throws: StoreError.unsupportedFormat(path: directory, found: reported)) {
+      #expect(throws: StoreError.unsupportedFormat(path: FilePath(directory), found: reported)) {
         try ShardedStore(root: directory, chunkSize: 4096)
       }
       #expect(try Self.entries(directory) == ["FORMAT"], "nothing was created in it")
@@ -114,7 +116,7 @@ import Testing
 
   @Test func aCorruptManifestIsAMissForThatObjectOnly() async throws {
     try await withTemporaryDirectory { directory in
-      let cache = try MediaCache(configuration: .init(directory: directory, chunkSize: 4096))
+      let cache = try MediaCache(configuration: .init(directory: FilePath(directory), chunkSize: 4096))
       let good = randomBytes(count: 6000, seed: 52)
       try await cache.store(good, for: "good", policy: .diskOnly)
       try await cache.store(randomBytes(count: 6000, seed: 53), for: "bad", policy: .diskOnly)
@@ -123,7 +125,7 @@ import Testing
       try flipByte(atPath: manifestPath, offset: 60)
 
       expectStoreError({ _ = try cache.store.readManifest(badID) }) {
-        $0.code == .corruptManifest && $0.objectID == badID && $0.path == manifestPath
+        $0.code == .corruptManifest && $0.objectID == badID && $0.path == FilePath(manifestPath)
           && ($0.cause as? ManifestError)?.code == .checksumMismatch
       }
       #expect(throws: StoreError.self) {

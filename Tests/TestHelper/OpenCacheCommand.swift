@@ -21,7 +21,7 @@ struct OpenCacheCommand: AsyncParsableCommand {
     // Detached, so the open runs in a task of its own on the cooperative pool, as it did from top-level code.
     await Task.detached {
       do {
-        let configuration = MediaCache.Configuration(directory: path)
+        let configuration = MediaCache.Configuration(directory: FilePath(path))
         if onExecutor {
           _ = try await IOExecutor.shared.run { try MediaCache(configuration: configuration) }
         } else {

@@ -92,10 +92,10 @@ struct FsckPassCommand: ParsableCommand {
     var findings = 0
     for _ in 0..<rounds {
       findTimes.append(try timeCommand(find, findArguments))
-      let fast = try timed { try CacheChecker(root: root, options: .init(fast: true)).run() }
+      let fast = try timed { try CacheChecker(root: FilePath(root), options: .init(fast: true)).run() }
       fastTimes.append(fast.seconds)
       catTimes.append(try timeCommand(shell, ["-c", catScript]))
-      let full = try timed { try CacheChecker(root: root).run() }
+      let full = try timed { try CacheChecker(root: FilePath(root)).run() }
       fullTimes.append(full.seconds)
       verified = full.result.totals.bytesVerified
       objects = full.result.totals.objects

@@ -448,7 +448,7 @@ struct TreeCommand: ParsableCommand {
     var open: [Double] = []
     for _ in 0..<rounds {
       let seconds = try timed {
-        var configuration = MediaCache.Configuration(directory: root, chunkSize: 4096)
+        var configuration = MediaCache.Configuration(directory: FilePath(root), chunkSize: 4096)
         configuration.createDirectory = false
         let cache = try MediaCache(configuration: configuration)
         let manifest = try cache.store.readManifest(cache.objectID(for: "https://bench.example/object/0"))

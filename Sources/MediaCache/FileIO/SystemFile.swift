@@ -90,7 +90,8 @@ final class SystemFile: Sendable {
       }
     if let type {
       _ = systemClose(fd)
-      throw StoreError.unexpectedFileType(path: path, expected: "regular file", found: type.rawValue)
+      throw StoreError.unexpectedFileType(
+        path: FilePath(path), expected: "regular file", found: type.rawValue)
     }
   }
 

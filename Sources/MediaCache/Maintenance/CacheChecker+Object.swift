@@ -1,9 +1,9 @@
 import Foundation
 
 extension CacheChecker {
-  private func absolute(_ relative: String) -> String { "\(root)/\(relative)" }
+  private func absolute(_ relative: String) -> String { "\(rootPath)/\(relative)" }
 
-  private func relative(_ path: String) -> String { String(path.dropFirst(root.count + 1)) }
+  private func relative(_ path: String) -> String { String(path.dropFirst(rootPath.count + 1)) }
 
   /// What one look at an object found.
   struct Evaluation {
@@ -222,7 +222,8 @@ extension CacheChecker {
     // Only a regular file is opened (the walk saw one; this looks again): a symlink is never followed, and a
     // FIFO would block the open.
     if let type = try FileSystemCalls.fileType(absolute(relativePath)), type != .regularFile {
-      throw StoreError.unexpectedFileType(path: relativePath, expected: "regular file", found: type.rawValue)
+      throw StoreError.unexpectedFileType(
+        path: FilePath(relativePath), expected: "regular file", found: type.rawValue)
     }
     let slash = relativePath.lastIndex(of: "/")!
     let directory = try directories.descriptor(for: absolute(String(relativePath[..<slash])))

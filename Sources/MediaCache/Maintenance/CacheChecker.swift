@@ -39,9 +39,9 @@ public struct CacheChecker: Sendable {
   /// Why a check could not run at all (exit status 8).
   public enum OperationalError: Error, Sendable, CustomStringConvertible {
     /// The cache root at `path` is missing, not a directory, or cannot be listed; `reason` says which.
-    case cannotRead(path: String, reason: String)
+    case cannotRead(path: FilePath, reason: String)
     /// The root's `FORMAT` marker names a major version this build does not read (`found` is its text).
-    case unsupportedFormat(path: String, found: String)
+    case unsupportedFormat(path: FilePath, found: String)
 
     /// One line for a person, naming the path; nothing was checked.
     public var description: String {
@@ -53,8 +53,10 @@ public struct CacheChecker: Sendable {
     }
   }
 
-  /// The cache root checked, as given without trailing slashes; finding paths are relative to it.
-  public let root: String
+  /// The cache root checked (`FilePath` drops trailing slashes); finding paths are relative to it.
+  public let root: FilePath
+  /// `root` as text, the prefix of every path the checker opens.
+  let rootPath: String
   /// What the checker does: check or repair, full or fast.
   public let options: Options
   let store: ShardedStore
@@ -88,14 +90,13 @@ public struct CacheChecker: Sendable {
     deinit { closeAll() }
   }
 
-  /// A checker for the cache at `root` (a path; trailing slashes are dropped). Nothing is read until `run`, so
-  /// a missing or unreadable root is reported there, as `OperationalError.cannotRead`.
-  public init(root: String, options: Options = Options()) {
-    var cleaned = root
-    while cleaned.count > 1 && cleaned.hasSuffix("/") { cleaned.removeLast() }
-    self.root = cleaned
+  /// A checker for the cache at `root`. Nothing is read until `run`, so a missing or unreadable root is
+  /// reported there, as `OperationalError.cannotRead`.
+  public init(root: FilePath, options: Options = Options()) {
+    self.root = root
+    self.rootPath = root.string
     self.options = options
-    self.store = ShardedStore(unvalidatedRoot: cleaned)
+    self.store = ShardedStore(unvalidatedRoot: root.string)
   }
 
   /// Where each file of one object was found (paths relative to the root).
@@ -118,12 +119,12 @@ public struct CacheChecker: Sendable {
   ) throws(OperationalError) -> CheckReport {
     var report = CheckReport()
     let rootInfo: FileStatus?
-    do { rootInfo = try FileSystemCalls.status(root, followingSymlink: true) } catch {
+    do { rootInfo = try FileSystemCalls.status(rootPath, followingSymlink: true) } catch {
       throw .cannotRead(path: root, reason: "\(error)")
     }
     guard let rootInfo else { throw .cannotRead(path: root, reason: "no such directory") }
     guard rootInfo.isDirectory else { throw .cannotRead(path: root, reason: "not a directory") }
-    guard let rootEntries = try? FileSystemCalls.scanDirectory(root) else {
+    guard let rootEntries = try? FileSystemCalls.scanDirectory(rootPath) else {
       throw .cannotRead(path: root, reason: "cannot list the directory")
     }
     try checkMarker(rootEntries, &report)
@@ -180,7 +181,7 @@ public struct CacheChecker: Sendable {
       report.findings.append(finding)
       return
     }
-    let text = (try? String(contentsOfFile: "\(root)/\(CacheFormat.fileName)", encoding: .utf8)) ?? ""
+    let text = (try? String(contentsOfFile: "\(rootPath)/\(CacheFormat.fileName)", encoding: .utf8)) ?? ""
     if let version = CacheFormat.parse(text) {
       if version.major != CacheFormat.major {
         throw .unsupportedFormat(path: root, found: text.trimmingCharacters(in: .newlines))
@@ -196,7 +197,7 @@ public struct CacheChecker: Sendable {
   }
 
   private func writeMarker() -> CheckFinding.Action {
-    (try? CacheFormat.writeMarker(root: root)) != nil ? .repaired : .failed
+    (try? CacheFormat.writeMarker(root: rootPath)) != nil ? .repaired : .failed
   }
 
   // MARK: Tree walk
@@ -237,7 +238,7 @@ public struct CacheChecker: Sendable {
     // Directories and manifests need only their type here (a manifest's size comes from reading it); data
     // files are stat'ed for their length and allocated blocks.
     let walker = ObjectTreeWalker(
-      root: root, includeStrays: true,
+      root: rootPath, includeStrays: true,
       statWhen: { name in
         let length = strlen(name)
         return length >= 5 && strcmp(name + length - 5, ".data") == 0
@@ -328,7 +329,7 @@ public struct CacheChecker: Sendable {
 
   /// A finding for an entry of the wrong type where the layout has a directory or a regular file.
   func wrongType(_ relative: String, expected: String, consequence: String) -> CheckFinding {
-    let found = ((try? FileSystemCalls.fileType("\(root)/\(relative)")) ?? nil)?.rawValue ?? "file"
+    let found = ((try? FileSystemCalls.fileType("\(rootPath)/\(relative)")) ?? nil)?.rawValue ?? "file"
     return CheckFinding(
       path: relative, kind: .wrongType, severity: .error,
       message:
@@ -361,7 +362,8 @@ public struct CacheChecker: Sendable {
       message: "staging file left by a writer that did not finish",
       expected: "younger than \(Int(options.tmpGracePeriod.seconds)) s", found: "\(Int(age)) s old")
     if options.repair {
-      finding.action = (try? FileSystemCalls.unlinkFile("\(root)/\(relative)")) != nil ? .repaired : .failed
+      finding.action =
+        (try? FileSystemCalls.unlinkFile("\(rootPath)/\(relative)")) != nil ? .repaired : .failed
     }
     report.findings.append(finding)
   }

@@ -16,39 +16,22 @@ public enum RemovalReason: String, Sendable, Codable, CodingKeyRepresentable, Ca
 public struct RemovedObject: Sendable, Equatable {
   /// The removed object's id (its key is not stored in the cache).
   public var id: ObjectID
-  /// The app's metadata from its manifest (empty if unreadable).
-  public var userMetadata: Data
+  /// The app's metadata from its manifest (empty if unreadable, and in a decoded report).
+  public var userMetadata = Data()
   /// Bytes freed on disk.
   public var bytes: Int64
   /// Why it was removed.
   public var reason: RemovalReason
 }
 
-/// In reports: `objectID`, `bytes` and `reason`. The app's metadata is left out (it is the app's, and may be
-/// large); decoding gives an empty one.
+/// In reports: `objectID` (64 lowercase hex digits), `bytes` and `reason`. The app's metadata is left out (it
+/// is the app's, and may be large); decoding gives an empty one, and throws `DecodingError` when a key is
+/// missing, the id is not 64 hex digits, or the reason is unknown.
 extension RemovedObject: Codable {
   private enum CodingKeys: String, CodingKey {
     case id = "objectID"
     case bytes
     case reason
-  }
-
-  /// Decodes `objectID`, `bytes` and `reason`; `userMetadata` is empty. Throws `DecodingError` when one is
-  /// missing, the id is not 64 hex digits, or the reason is unknown.
-  public init(from decoder: any Decoder) throws {
-    let container = try decoder.container(keyedBy: CodingKeys.self)
-    id = try container.decode(ObjectID.self, forKey: .id)
-    userMetadata = Data()
-    bytes = try container.decode(Int64.self, forKey: .bytes)
-    reason = try container.decode(RemovalReason.self, forKey: .reason)
-  }
-
-  /// Encodes `objectID` (64 lowercase hex digits), `bytes` and `reason`, never the app's metadata.
-  public func encode(to encoder: any Encoder) throws {
-    var container = encoder.container(keyedBy: CodingKeys.self)
-    try container.encode(id, forKey: .id)
-    try container.encode(bytes, forKey: .bytes)
-    try container.encode(reason, forKey: .reason)
   }
 }
 

@@ -79,11 +79,11 @@ public struct CheckFinding: Sendable, Equatable {
   public var message: String
   /// What the checker expected to find there, as text (a file name, a CRC in hex, a size); nil when the
   /// kind has no such value.
-  public var expected: String?
+  @NullWhenAbsent public var expected: String? = nil
   /// What it found instead, in the same form as `expected`; nil when the kind has no such value.
-  public var found: String?
+  @NullWhenAbsent public var found: String? = nil
   /// The chunk concerned (its index, from 0), for chunk findings.
-  public var chunk: Int?
+  @NullWhenAbsent public var chunk: Int? = nil
   /// What was done about it: `.none` in a check.
   public var action: Action = .none
 
@@ -100,7 +100,7 @@ public struct CheckFinding: Sendable, Equatable {
     /// The finding's severity.
     public var severity: Severity
     /// The chunk index, for chunk findings.
-    public var chunk: Int?
+    @NullWhenAbsent public var chunk: Int? = nil
     /// What was done.
     public var action: Action
 
@@ -113,16 +113,6 @@ public struct CheckFinding: Sendable, Equatable {
       self.severity = severity
       self.chunk = chunk
       self.action = action
-    }
-
-    /// `chunk` is written as null when absent, as in the report.
-    public func encode(to encoder: any Encoder) throws {
-      var container = encoder.container(keyedBy: CodingKeys.self)
-      try container.encode(path, forKey: .path)
-      try container.encode(kind, forKey: .kind)
-      try container.encode(severity, forKey: .severity)
-      try container.encode(chunk, forKey: .chunk)
-      try container.encode(action, forKey: .action)
     }
 
     /// `PATH KIND SEVERITY [chunk N] ACTION` on one line, with the JSON names of kind, severity and action.
@@ -140,39 +130,9 @@ public struct CheckFinding: Sendable, Equatable {
   }
 }
 
-/// In reports every key is present; `expected`, `found` and `chunk` are null when they do not apply.
-extension CheckFinding: Codable {
-  private enum CodingKeys: String, CodingKey {
-    case path, kind, severity, message, expected, found, chunk, action
-  }
-
-  /// Decodes a finding from its JSON. Throws `DecodingError` when a non-optional key is missing or a kind,
-  /// severity or action is unknown.
-  public init(from decoder: any Decoder) throws {
-    let container = try decoder.container(keyedBy: CodingKeys.self)
-    path = try container.decode(String.self, forKey: .path)
-    kind = try container.decode(Kind.self, forKey: .kind)
-    severity = try container.decode(Severity.self, forKey: .severity)
-    message = try container.decode(String.self, forKey: .message)
-    expected = try container.decodeIfPresent(String.self, forKey: .expected)
-    found = try container.decodeIfPresent(String.self, forKey: .found)
-    chunk = try container.decodeIfPresent(Int.self, forKey: .chunk)
-    action = try container.decode(Action.self, forKey: .action)
-  }
-
-  /// Encodes every key, writing null for an absent `expected`, `found` or `chunk`.
-  public func encode(to encoder: any Encoder) throws {
-    var container = encoder.container(keyedBy: CodingKeys.self)
-    try container.encode(path, forKey: .path)
-    try container.encode(kind, forKey: .kind)
-    try container.encode(severity, forKey: .severity)
-    try container.encode(message, forKey: .message)
-    try container.encode(expected, forKey: .expected)
-    try container.encode(found, forKey: .found)
-    try container.encode(chunk, forKey: .chunk)
-    try container.encode(action, forKey: .action)
-  }
-}
+/// In reports every key is present; `expected`, `found` and `chunk` are null when they do not apply. Decoding
+/// throws `DecodingError` when a non-optional key is missing or a kind, severity or action is unknown.
+extension CheckFinding: Codable {}
 
 /// Totals of a check.
 public struct CheckTotals: Sendable, Equatable, Codable {

@@ -24,11 +24,11 @@ public struct Compactor: Sendable {
   /// `noSuchCache`, `notACache`, `unsupportedFormat`) when `directory` is not a cache; it is never created.
   /// Opening reads the `FORMAT` marker; `runPass` does the work.
   public init(
-    directory: String, policy: CompactionPolicy, durability: Durability = .durable,
+    directory: FilePath, policy: CompactionPolicy, durability: Durability = .durable,
     shouldEvict: (@Sendable (EvictionCandidate) -> Bool)? = nil
   ) throws {
     self.init(
-      store: try ShardedStore(root: directory, durability: durability, create: false), policy: policy,
+      store: try ShardedStore(root: directory.string, durability: durability, create: false), policy: policy,
       shouldEvict: shouldEvict)
   }
 

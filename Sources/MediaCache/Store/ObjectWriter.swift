@@ -288,7 +288,7 @@ final class ObjectWriter: Sendable {
     try view.withLock { try view.ensureOpen($0) }
     if !isWritable {
       throw StoreError.io(
-        operation: "write", path: store.paths(for: objectID).data, errno: .badFileDescriptor)
+        operation: "write", path: FilePath(store.paths(for: objectID).data), errno: .badFileDescriptor)
     }
   }
 

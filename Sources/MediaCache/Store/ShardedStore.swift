@@ -59,9 +59,9 @@ package final class ShardedStore: Sendable {
   private static func prepareRoot(_ root: String, create: Bool) throws {
     let markerPath = "\(root)/\(CacheFormat.fileName)"
     if let info = try FileSystemCalls.status(root, followingSymlink: true) {
-      guard info.isDirectory else { throw StoreError.notACache(path: root) }
+      guard info.isDirectory else { throw StoreError.notACache(path: FilePath(root)) }
     } else if !create {
-      throw StoreError.noSuchCache(path: root)
+      throw StoreError.noSuchCache(path: FilePath(root))
     } else {
       try FileManager.default.createDirectory(
         atPath: root, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
@@ -69,19 +69,19 @@ package final class ShardedStore: Sendable {
     if try FileSystemCalls.status(markerPath) != nil {
       let text = (try? String(contentsOfFile: markerPath, encoding: .utf8)) ?? ""
       guard let version = CacheFormat.parse(text) else {
-        throw StoreError.unsupportedFormat(path: root, found: String(text.prefix(40)))
+        throw StoreError.unsupportedFormat(path: FilePath(root), found: String(text.prefix(40)))
       }
       guard version.major == CacheFormat.major else {
         throw StoreError.unsupportedFormat(
-          path: root, found: "mediacache-format \(version.major).\(version.minor)")
+          path: FilePath(root), found: "mediacache-format \(version.major).\(version.minor)")
       }
     } else if !create {
-      throw StoreError.notACache(path: root)
+      throw StoreError.notACache(path: FilePath(root))
     } else {
       let entries = try FileSystemCalls.directoryEntries(root) ?? []
       let ours: Set<String> = ["objects", "tmp"]
       guard entries.allSatisfy({ ours.contains($0) || $0.hasPrefix(".FORMAT.") }) else {
-        throw StoreError.notACache(path: root)
+        throw StoreError.notACache(path: FilePath(root))
       }
       try CacheFormat.writeMarker(root: root)
     }
@@ -139,12 +139,14 @@ package final class ShardedStore: Sendable {
     for directory in [paths.outerShard, paths.directory] {
       guard let type = try mapIO({ try FileSystemCalls.fileType(directory) }) else { return }
       if type != .directory {
-        throw StoreError.unexpectedFileType(path: directory, expected: "directory", found: type.rawValue)
+        throw StoreError.unexpectedFileType(
+          path: FilePath(directory), expected: "directory", found: type.rawValue)
       }
     }
     for file in [paths.data, paths.manifest] {
       if let type = try mapIO({ try FileSystemCalls.fileType(file) }), type != .regularFile {
-        throw StoreError.unexpectedFileType(path: file, expected: "regular file", found: type.rawValue)
+        throw StoreError.unexpectedFileType(
+          path: FilePath(file), expected: "regular file", found: type.rawValue)
       }
     }
   }
@@ -180,7 +182,7 @@ package final class ShardedStore: Sendable {
     do {
       return try ManifestCodec.decode(bytes, expectedID: id)
     } catch {
-      throw StoreError.corruptManifest(id, path: path, error)
+      throw StoreError.corruptManifest(id, path: FilePath(path), error)
     }
   }
 

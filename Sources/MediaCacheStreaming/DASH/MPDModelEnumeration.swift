@@ -229,15 +229,7 @@ extension MPDSegments {
         output += "$"
         continue
       }
-      let name: Substring
-      let format: Substring?
-      if let percent = identifier.firstIndex(of: "%") {
-        name = identifier[..<percent]
-        format = identifier[identifier.index(after: percent)...]
-      } else {
-        name = identifier
-        format = nil
-      }
+      let (name, format) = identifier.splitOnce(at: "%")
       let value: Int64?
       switch name {
       case "RepresentationID":

@@ -51,7 +51,7 @@ extension FaultTests {
 
         let handler = RemoveAfterOpen(store: store, id: id)
         let report = try await withIOFaultHandler(handler) {
-          try CacheChecker(root: store.root, options: .init(repair: repair)).run()
+          try CacheChecker(root: FilePath(store.root), options: .init(repair: repair)).run()
         }
         #expect(handler.removed)
         #expect(try store.readManifest(id) == nil)

@@ -82,7 +82,7 @@ extension FaultTests {
             } catch let error as StoreError where error.code == .io {
               #expect(error.message.hasPrefix("\(syscall) failed on "), "\(error)")
               #expect(error.errno == fault.errno)
-              let path = error.path ?? ""
+              let path = error.path?.string ?? ""
               #expect(path.contains(subjectID.hex) || path.hasSuffix(pattern))
             } catch {
               Issue.record("\(site): untyped error \(error)")
@@ -193,7 +193,8 @@ extension FaultTests {
         try manager.write(data, at: 0)
         await withIOFaultHandler(injector) {
           #expect(
-            throws: StoreError.io(operation: "fdatasync", path: store.paths(for: id).data, errno: .ioError)
+            throws: StoreError.io(
+              operation: "fdatasync", path: FilePath(store.paths(for: id).data), errno: .ioError)
           ) {
             try manager.flush()
           }
@@ -269,7 +270,8 @@ extension FaultTests {
       try await withTemporaryDirectory { directory in
         let cache = try MediaCache(
           configuration: .init(
-            directory: "\(directory)/cache", chunkSize: Self.chunk, memoryCostLimit: 0, durability: .relaxed,
+            directory: FilePath("\(directory)/cache"), chunkSize: Self.chunk, memoryCostLimit: 0,
+            durability: .relaxed,
             maxSize: 1 << 30, maxAge: nil))
         let contents = ["pinned", "old", "recent", "new"].enumerated().map {
           ($0.element, randomBytes(count: 2 * Self.chunk + $0.offset, seed: 40 + UInt64($0.offset)))
@@ -298,7 +300,8 @@ extension FaultTests {
       try await withTemporaryDirectory { directory in
         let cache = try MediaCache(
           configuration: .init(
-            directory: "\(directory)/cache", chunkSize: Self.chunk, memoryCostLimit: 0, durability: .relaxed,
+            directory: FilePath("\(directory)/cache"), chunkSize: Self.chunk, memoryCostLimit: 0,
+            durability: .relaxed,
             maxSize: nil, maxAge: nil))
         try await cache.store(randomBytes(count: 100, seed: 1), for: "old", policy: .diskOnly)
         let full = DiskFullUntilFreed(root: cache.store.root)
@@ -327,7 +330,7 @@ extension FaultTests {
         await withIOFaultHandler(injector) {
           #expect(
             throws: StoreError.io(
-              operation: "open", path: store.paths(for: id).manifest, errno: .permissionDenied)
+              operation: "open", path: FilePath(store.paths(for: id).manifest), errno: .permissionDenied)
           ) {
             _ = try store.readManifest(id)
           }
@@ -403,8 +406,10 @@ extension FaultTests.IOErrors {
       let injector = FaultInjector(
         root: store.root, rules: [FaultRule(operation: .write, pathContains: "", errno: .ioError)])
       await withIOFaultHandler(injector) {
-        #expect(throws: StoreError.io(operation: "pwrite", path: store.paths(for: id).data, errno: .ioError))
-        {
+        #expect(
+          throws: StoreError.io(
+            operation: "pwrite", path: FilePath(store.paths(for: id).data), errno: .ioError)
+        ) {
           try manager.write(randomBytes(count: 10, seed: 1), at: 0)
         }
       }

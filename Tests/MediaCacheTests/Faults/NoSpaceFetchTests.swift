@@ -16,7 +16,8 @@ extension FaultTests.IOErrors {
       let origin = try await TestOrigin.start()
       let cache = try MediaCache(
         configuration: .init(
-          directory: "\(directory)/cache", chunkSize: 65536, memoryCostLimit: 0, durability: .relaxed,
+          directory: FilePath("\(directory)/cache"), chunkSize: 65536, memoryCostLimit: 0,
+          durability: .relaxed,
           maxSize: maxSize, maxAge: nil))
       let old = randomBytes(count: 200_000, seed: 1)
       let pinned = randomBytes(count: 100_000, seed: 2)

@@ -148,7 +148,7 @@ enum PowerLossHarness {
       if kind == .facade {
         cache = try MediaCache(
           configuration: MediaCache.Configuration(
-            directory: root, chunkSize: chunk, memoryCostLimit: 0, durability: durability,
+            directory: FilePath(root), chunkSize: chunk, memoryCostLimit: 0, durability: durability,
             commitPolicy: .init(
               bytes: Int64(chunk * 2), interval: .seconds(100), maxBacklog: Int64(chunk * 4)),
             maxSize: nil, maxAge: nil))
@@ -408,8 +408,8 @@ enum PowerLossHarness {
     }
     // fsck: repair, then a second check must be clean.
     do {
-      _ = try CacheChecker(root: root, options: .init(repair: true)).run()
-      let second = try CacheChecker(root: root).run()
+      _ = try CacheChecker(root: FilePath(root), options: .init(repair: true)).run()
+      let second = try CacheChecker(root: FilePath(root)).run()
       let errors = second.findings.filter { $0.severity == .error }
       if !errors.isEmpty {
         outcome.failures.append("fsck after repair: \(errors.map { "\($0.kind) \($0.path)" })")
