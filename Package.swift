@@ -156,7 +156,9 @@ let package = Package(
         .product(name: "NIOPosix", package: "swift-nio"),
         .product(name: "NIOHTTP1", package: "swift-nio"),
       ],
-      path: "tools/bench-src"
+      path: "tools/bench-src",
+      // wrk's script of the `serve` case, run by tools/bench.
+      exclude: ["serve-ranges.lua"]
     ),
     // Crash, fault and abuse trials against the real binaries (tools/torture).
     .executableTarget(
