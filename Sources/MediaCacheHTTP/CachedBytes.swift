@@ -159,23 +159,26 @@ public final class CachedBytes: AsyncSequence, Sendable {
     let cursor: ReadCursor
     /// The next piece as `Data` (bytes from the origin are copied into it once).
     public mutating func next() async throws -> Data? { try await cursor.next()?.data }
-    /// The next piece as it is held: a consumer that writes to NIO (the proxy) sends the origin's buffers
-    /// without copying them.
+    /// The next piece as it is held: a consumer that writes to NIO (the proxy) sends the cache's and the
+    /// origin's buffers without copying them. A piece from the cache holds part of the reader's budget of
+    /// bytes read from disk (`CachingReader.Configuration.cacheReadBudget`) until the next call, so ask for the
+    /// next piece once this one is written.
     public mutating func nextPiece() async throws -> CachedPiece? { try await cursor.next() }
   }
 }
 
-/// One piece of a read, at most one chunk.
+/// One piece of a read: at most a chunk's worth of bytes.
 public enum CachedPiece: Sendable {
-  /// Bytes read from the cache's files (CRC-verified).
-  case disk(Data)
+  /// Bytes read from the cache's files, CRC-verified in this very buffer (the whole chunks holding them were
+  /// read into it and checked there; the buffer's readable bytes are the piece).
+  case disk(ByteBuffer)
   /// Bytes straight from an origin response (already written to the cache), as slices of its buffers.
   case origin([ByteBuffer])
 
   /// Bytes in the piece.
   public var count: Int {
     switch self {
-    case .disk(let data): data.count
+    case .disk(let buffer): buffer.readableBytes
     case .origin(let buffers): buffers.reduce(0) { $0 + $1.readableBytes }
     }
   }
@@ -183,7 +186,7 @@ public enum CachedPiece: Sendable {
   /// The bytes as one `Data`.
   public var data: Data {
     switch self {
-    case .disk(let data): return data
+    case .disk(let buffer): return Data(buffer.readableBytesView)
     case .origin(let buffers):
       if buffers.count == 1 { return Data(buffers[0].readableBytesView) }
       var data = Data(capacity: count)
@@ -200,6 +203,8 @@ final class ReadCursor: @unchecked Sendable {
   private let owner: CachedBytes
   private var state: ReadCursorState
   private var flight: Flight?
+  /// Budget the last piece read from the cache holds (`ReadBudget`), given back when the next is asked for.
+  private var heldBudget: Int64 = 0
 
   init(owner: CachedBytes) {
     self.owner = owner
@@ -209,6 +214,7 @@ final class ReadCursor: @unchecked Sendable {
   }
 
   deinit {
+    owner.session.environment.readBudget.release(heldBudget)
     if let flight { Task { await flight.detach() } }
   }
 
@@ -218,18 +224,67 @@ final class ReadCursor: @unchecked Sendable {
     state.setAttached(false)
   }
 
+  /// `range` from the cache: the whole chunks holding it read on the I/O executor into a new buffer and
+  /// checked there, the buffer's readable bytes set to the range (no copy), after taking budget for the buffer.
+  /// A range much smaller than its chunks (a 64 KiB request) is read by `read(_:)` and copied out instead, so
+  /// the chunk-sized buffer and its budget go at once; so are bytes in a span (an incomplete chunk).
+  private func readFromCache(_ range: Range<Int64>, manager: FileHandleAssetDataManager) async throws
+    -> ByteBuffer
+  {
+    let budget = owner.session.environment.readBudget
+    let extent = manager.wholeChunkExtent(of: range)
+    heldBudget = await budget.acquire(Int64(extent.count))
+    let count = Int(range.count)
+    do {
+      let buffer = try await IOExecutor.shared.run { () throws -> ByteBuffer in
+        // A small range is read through the store's pooled chunk buffers (hot in the CPU's caches, never
+        // faulted in anew) and copied out: cheaper than a fresh chunk-sized buffer per piece.
+        if count * 4 <= extent.count { return ByteBuffer(bytes: try manager.read(range)) }
+        do {
+          var buffer = ByteBufferAllocator().buffer(capacity: Int(extent.count))
+          var offset = 0
+          _ = try buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: Int(extent.count)) { pointer in
+            offset = try manager.readWholeChunks(range, into: pointer)
+            return Int(extent.count)
+          }
+          buffer.moveReaderIndex(forwardBy: offset)
+          buffer.moveWriterIndex(to: offset + count)
+          return buffer
+        } catch let error as StoreError where error.code == .notCached {
+          return ByteBuffer(bytes: try manager.read(range))
+        }
+      }
+      if buffer.capacity < extent.count {
+        budget.release(heldBudget - Int64(buffer.capacity))
+        heldBudget = Int64(buffer.capacity)
+      }
+      return buffer
+    } catch {
+      budget.release(heldBudget)
+      heldBudget = 0
+      throw error
+    }
+  }
+
   func next() async throws -> CachedPiece? {
     let session = owner.session
     let manager = session.manager
+    session.environment.readBudget.release(heldBudget)
+    heldBudget = 0
     while true {
       try Task.checkCancellation()
       let manifest = manager.manifest
       let chunkSize = Int64(manifest.chunkSize)
       let position = state.position
+      // What is cached from here, into the next chunk when it is present: a piece from the cache is a chunk's
+      // worth of bytes wherever it starts (one read of the two chunks it touches, one hop to the executor).
+      var run = manifest.cachedRun(at: position)
+      if run > 0, run < chunkSize, manifest.isPresent(Int((position + run) / chunkSize)) {
+        run += min(chunkSize - run, manifest.cachedRun(at: position + run))
+      }
       let step = state.next(
         ReadCursorState.Object(
-          contentLength: manifest.contentLength, versionTag: manifest.versionTag,
-          cachedRun: manifest.cachedRun(at: position)))
+          contentLength: manifest.contentLength, versionTag: manifest.versionTag, cachedRun: run))
       switch step {
       case .finished:
         await leaveFlight(finishingChunk: true)
@@ -239,10 +294,11 @@ final class ReadCursor: @unchecked Sendable {
           url: session.url, reason: "the origin's object changed while it was being read")
       case .readCache(let range):
         do {
-          let data = try await IOExecutor.shared.run { try manager.read(range) }
-          state.delivered(data.count, versionTag: manager.manifest.versionTag)
-          owner.noteDelivered(data.count, fromOrigin: owner.manifestAtOpen.cachedRun(at: position) == 0)
-          return .disk(data)
+          let buffer = try await readFromCache(range, manager: manager)
+          state.delivered(buffer.readableBytes, versionTag: manager.manifest.versionTag)
+          owner.noteDelivered(
+            buffer.readableBytes, fromOrigin: owner.manifestAtOpen.cachedRun(at: position) == 0)
+          return .disk(buffer)
         } catch let error as StoreError where error.code == .corruptChunk || error.code == .notCached {
           continue  // dropped or gone: fetch it again
         }

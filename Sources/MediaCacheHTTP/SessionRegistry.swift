@@ -23,6 +23,8 @@ struct SessionEnvironment: Sendable {
   let originRequestWindow: Int64
   /// Where work nobody waits for is logged: retries, and commits that fail when an object closes.
   let logger: Logger
+  /// Bytes read from the cache that all reads may hold at once (`CachingReader.Configuration.cacheReadBudget`).
+  let readBudget: ReadBudget
 }
 
 /// The objects a `CachingReader` has open: one `ObjectSession` per object (one data manager, so completed

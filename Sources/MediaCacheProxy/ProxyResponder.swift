@@ -117,26 +117,19 @@ struct ProxyResponder: Sendable {
         // The counters are updated before each piece goes out, and marked final before the last one, so a
         // client that reads /metrics right after the body sees this response counted. The last piece is
         // known by the byte count (a body of unknown length is marked final after its last piece).
-        // Bytes from the origin go out in the response's own buffers (no copy). Bytes read from the cache are
-        // copied into one buffer reused for every piece: once the socket has taken a piece, NIO no longer
-        // holds the storage, so refilling it allocates nothing (copy-on-write copies only if NIO still has it).
-        // A one-piece response (a small range from the cache) leaves as one write: head, body and end.
-        var buffer = ByteBuffer()
+        // Bytes from the origin go out in the response's own buffers, and bytes from the cache in the buffer
+        // they were read and CRC-checked in (no copy either way). The next piece is asked for once the socket
+        // has taken this one (which gives back this piece's share of the read budget). A one-piece response (a
+        // range of at most a chunk from the cache) leaves as one write: head, body and end.
         var remaining = count
         var current = first
         while let piece = current {
-          let size: Int64
-          switch piece {
-          case .disk(let data): size = Int64(data.count)
-          case .origin(let buffers): size = Int64(buffers.reduce(0) { $0 + $1.readableBytes })
-          }
+          let size = Int64(piece.count)
           remaining = remaining.map { $0 - size }
           let isLast = remaining.map { $0 <= 0 } ?? false
           accounting.update(finished: isLast)
           switch piece {
-          case .disk(let data):
-            buffer.clear(minimumCapacity: data.count)
-            buffer.writeBytes(data)
+          case .disk(let buffer):
             try await writer.write(contentsOf: CollectionOfOne(buffer), endingResponse: isLast)
           case .origin(let buffers):
             try await writer.write(contentsOf: buffers, endingResponse: isLast)

@@ -291,6 +291,25 @@ public final class FileHandleAssetDataManager: Sendable {
     try reader.read(range)
   }
 
+  /// The bytes of the whole chunks that hold `range` (not empty), from the first one's start to the last
+  /// one's end: how large a buffer `readWholeChunks(_:into:)` needs.
+  package func wholeChunkExtent(of range: Range<Int64>) -> Range<Int64> {
+    reader.wholeChunkExtent(of: range)
+  }
+
+  /// Reads the whole chunks that hold `range` (not empty) into `buffer`, from the first chunk's start, and
+  /// checks each against its CRC there; returns where `range` starts in `buffer`. No byte is copied after the
+  /// read, so a server can send a slice of the buffer it passed (the proxy reads into the `ByteBuffer` it
+  /// writes). `buffer` holds at least `wholeChunkExtent(of: range).count` bytes.
+  ///
+  /// Throws `StoreError` as `read(_:)` does: `notCached` when a byte of the range is not cached, or is only in a
+  /// span (bytes of an incomplete chunk, which `read(_:)` serves); `corruptChunk` when a chunk fails its CRC
+  /// (it is dropped); `outOfBounds`, `closed` or `io`. Blocks on the disk, like `read(_:)`.
+  public func readWholeChunks(_ range: Range<Int64>, into buffer: UnsafeMutableRawBufferPointer) throws -> Int
+  {
+    try reader.readWholeChunks(range, into: buffer)
+  }
+
   /// The bytes of `range` as chunk-sized pieces, read and verified one at a time as the sequence is iterated,
   /// so memory stays at about one chunk whatever the range. A missing or corrupt chunk ends the sequence with
   /// the same errors as `read(_:)`, after the good pieces before it.

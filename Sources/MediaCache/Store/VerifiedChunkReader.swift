@@ -68,6 +68,81 @@ struct VerifiedChunkReader: Sendable {
     return chunk.subdata(in: Int(offset - chunkStart)..<Int(pieceEnd - chunkStart))
   }
 
+  /// The bytes of the whole chunks that hold `range` (not empty): what `readWholeChunks(_:into:)` reads.
+  func wholeChunkExtent(of range: Range<Int64>) -> Range<Int64> {
+    view.withLock { view in
+      let (first, last) = Self.chunks(holding: range, chunkSize: view.manifest.chunkSize)
+      return view.manifest.byteRange(ofChunk: first)
+        .lowerBound..<view.manifest.byteRange(ofChunk: last).upperBound
+    }
+  }
+
+  /// The first and last chunk holding bytes of `range` (not empty).
+  private static func chunks(holding range: Range<Int64>, chunkSize: Int) -> (first: Int, last: Int) {
+    let first = Int(range.lowerBound / Int64(chunkSize))
+    return (first, max(first, Int((range.upperBound - 1) / Int64(chunkSize))))
+  }
+
+  /// See `FileHandleAssetDataManager.readWholeChunks(_:into:)`.
+  func readWholeChunks(_ range: Range<Int64>, into buffer: UnsafeMutableRawBufferPointer) throws -> Int {
+    _ = try checkCached(range)
+    let plan = try view.withLock {
+      view -> (
+        extent: Range<Int64>, chunkSize: Int64, chunks: [(index: Int, crc: UInt32)], version: UInt32,
+        edges: [Int]
+      ) in
+      try self.view.ensureOpen(view)
+      let (first, last) = Self.chunks(holding: range, chunkSize: view.manifest.chunkSize)
+      var chunks: [(index: Int, crc: UInt32)] = []
+      for index in first...last {
+        guard let crc = view.manifest.crc(ofChunk: index) else {
+          // A span (bytes of a chunk that is not complete): `read(_:)` serves it.
+          throw StoreError.notCached(objectID, missing: [view.manifest.byteRange(ofChunk: index)])
+        }
+        chunks.append((index, crc))
+      }
+      let extent =
+        view.manifest.byteRange(ofChunk: first)
+        .lowerBound..<view.manifest.byteRange(ofChunk: last)
+        .upperBound
+      self.view.readsInFlight.add(1, ordering: .acquiring)
+      let edges = [0] + (view.manifest.chunkCount.map { [$0 - 1] } ?? [])
+      return (extent, Int64(view.manifest.chunkSize), chunks, view.manifest.versionTag, edges)
+    }
+    precondition(buffer.count >= plan.extent.count, "the buffer is smaller than the chunks to read")
+    store.noteAccess(objectID)
+    var failed: (index: Int, expected: UInt32, actual: UInt32, range: Range<Int64>)?
+    do {
+      defer { view.readsInFlight.subtract(1, ordering: .releasing) }
+      for (index, expected) in plan.chunks {
+        let start = Int64(index) * plan.chunkSize
+        let range = start..<min(plan.extent.upperBound, start + plan.chunkSize)
+        let offset = Int(start - plan.extent.lowerBound)
+        let target = UnsafeMutableRawBufferPointer(rebasing: buffer[offset..<offset + Int(range.count)])
+        let keep = plan.edges.contains(index)
+        let key = VerifiedChunkCache.Key(
+          file: fileIdentity, version: plan.version, chunk: index, crc: expected)
+        if keep, let recent = VerifiedChunkCache.shared.data(for: key), recent.count == range.count {
+          recent.copyBytes(to: target)
+          continue
+        }
+        let check = try mapIO { try ChunkCheck.read(range, expected: expected, from: file, into: target) }
+        guard check.passed else {
+          failed = (index, expected, check.actual, range)
+          break
+        }
+        if keep { VerifiedChunkCache.shared.insert(Data(target), for: key) }
+      }
+    }
+    if let failed {
+      try writer.dropChunk(
+        failed.index, expected: failed.expected, version: plan.version, range: failed.range)
+      throw StoreError.corruptChunk(
+        objectID, chunk: failed.index, expected: failed.expected, actual: failed.actual)
+    }
+    return Int(range.lowerBound - plan.extent.lowerBound)
+  }
+
   /// Throws unless every byte of `range` is in a present chunk (re-reading the manifest on disk first, without
   /// the view's lock, when the view lacks some: another writer may have committed them). Returns the chunk
   /// size.

@@ -1,0 +1,67 @@
+import Synchronization
+
+/// Bytes of cache reads held in memory at once, across every read of a `CachingReader`: a read takes budget for
+/// a piece's buffer before reading it from disk and gives it back when its consumer asks for the next piece
+/// (the proxy: once the socket has taken the piece). Under many concurrent readers of cached objects the
+/// buffers alive are bounded by the budget rather than by the number of readers, and readers are served in the
+/// order they asked (first come, first served: no reader waits behind later ones).
+///
+/// The fast path (budget free, nobody waiting) takes one lock and never suspends.
+final class ReadBudget: Sendable {
+  /// The budget, bytes.
+  let limit: Int64
+
+  private struct State {
+    var available: Int64
+    var waiters: [(bytes: Int64, continuation: CheckedContinuation<Void, Never>)] = []
+  }
+  private let state: Mutex<State>
+
+  init(limit: Int64) {
+    self.limit = max(1, limit)
+    state = Mutex(State(available: max(1, limit)))
+  }
+
+  /// Takes `bytes` (at most the whole budget: a larger piece takes all of it), waiting until they are free and
+  /// every earlier waiter is served. Returns what was taken, to give back with `release(_:)`.
+  func acquire(_ bytes: Int64) async -> Int64 {
+    let wanted = min(max(bytes, 0), limit)
+    let taken = state.withLock { state -> Bool in
+      guard state.waiters.isEmpty, state.available >= wanted else { return false }
+      state.available -= wanted
+      return true
+    }
+    if taken { return wanted }
+    await withCheckedContinuation { continuation in
+      let now = state.withLock { state -> Bool in
+        if state.waiters.isEmpty, state.available >= wanted {
+          state.available -= wanted
+          return true
+        }
+        state.waiters.append((wanted, continuation))
+        return false
+      }
+      if now { continuation.resume() }
+    }
+    return wanted
+  }
+
+  /// Readers waiting for budget now.
+  var waiting: Int { state.withLock { $0.waiters.count } }
+
+  /// Gives back `bytes` taken by `acquire(_:)`, and wakes the waiters they (and what was free) now cover, in
+  /// order.
+  func release(_ bytes: Int64) {
+    guard bytes > 0 else { return }
+    let woken = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+      state.available += bytes
+      var woken: [CheckedContinuation<Void, Never>] = []
+      while let first = state.waiters.first, first.bytes <= state.available {
+        state.available -= first.bytes
+        woken.append(state.waiters.removeFirst().continuation)
+      }
+      return woken
+    }
+    for continuation in woken { continuation.resume() }
+  }
+}
