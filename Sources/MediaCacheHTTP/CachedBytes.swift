@@ -224,39 +224,38 @@ final class ReadCursor: @unchecked Sendable {
     state.setAttached(false)
   }
 
-  /// `range` from the cache: the whole chunks holding it read on the I/O executor into a new buffer and
-  /// checked there, the buffer's readable bytes set to the range (no copy), after taking budget for the buffer.
-  /// A range much smaller than its chunks (a 64 KiB request) is read by `read(_:)` and copied out instead, so
-  /// the chunk-sized buffer and its budget go at once; so are bytes in a span (an incomplete chunk).
+  /// `range` from the cache, read on the I/O executor into a new buffer and checked there (the whole chunks
+  /// holding it, or only their 64 KiB blocks that hold it once those chunks were verified whole:
+  /// `FileHandleAssetDataManager.planVerifiedRead`), the buffer's readable bytes set to the range (no copy),
+  /// after taking budget for the most the read may need. Bytes in a span (an incomplete chunk) are read by
+  /// `read(_:)` and copied.
   private func readFromCache(_ range: Range<Int64>, manager: FileHandleAssetDataManager) async throws
     -> ByteBuffer
   {
     let budget = owner.session.environment.readBudget
     let extent = manager.wholeChunkExtent(of: range)
     heldBudget = await budget.acquire(Int64(extent.count))
-    let count = Int(range.count)
     do {
-      let buffer = try await IOExecutor.shared.run { () throws -> ByteBuffer in
-        // A small range is read through the store's pooled chunk buffers (hot in the CPU's caches, never
-        // faulted in anew) and copied out: cheaper than a fresh chunk-sized buffer per piece.
-        if count * 4 <= extent.count { return ByteBuffer(bytes: try manager.read(range)) }
+      let (buffer, read) = try await IOExecutor.shared.run { () throws -> (ByteBuffer, Int) in
         do {
-          var buffer = ByteBufferAllocator().buffer(capacity: Int(extent.count))
-          var offset = 0
-          _ = try buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: Int(extent.count)) { pointer in
-            offset = try manager.readWholeChunks(range, into: pointer)
-            return Int(extent.count)
+          let plan = try manager.planVerifiedRead(range)
+          var buffer = ByteBufferAllocator().buffer(capacity: plan.extent.count)
+          _ = try buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: plan.extent.count) { pointer in
+            try manager.readVerified(plan, into: pointer)
+            return plan.extent.count
           }
-          buffer.moveReaderIndex(forwardBy: offset)
-          buffer.moveWriterIndex(to: offset + count)
-          return buffer
+          buffer.moveReaderIndex(forwardBy: plan.offset)
+          buffer.moveWriterIndex(to: plan.offset + plan.range.count)
+          return (buffer, plan.extent.count)
         } catch let error as StoreError where error.code == .notCached {
-          return ByteBuffer(bytes: try manager.read(range))
+          return (ByteBuffer(bytes: try manager.read(range)), range.count)
         }
       }
-      if buffer.capacity < extent.count {
-        budget.release(heldBudget - Int64(buffer.capacity))
-        heldBudget = Int64(buffer.capacity)
+      // What the read did not need of the budget goes back at once (blocks instead of whole chunks).
+      let used = Int64(min(read, extent.count))
+      if used < heldBudget {
+        budget.release(heldBudget - used)
+        heldBudget = used
       }
       return buffer
     } catch {

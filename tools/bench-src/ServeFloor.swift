@@ -1,14 +1,15 @@
 // `serve-floor`: the least a server must do to answer range requests of a cached object while keeping
 // invariant 1 (every byte sent passed the CRC of the verification unit that holds it), for `tools/bench` to
-// measure beside the proxy and nginx in the `serve` case. For each request it `pread`s every whole chunk the
-// range touches straight into the response buffer, checks each chunk's CRC-32 against the one computed at
+// measure beside the proxy and nginx in the `serve` case. For each request it `pread`s every whole unit the
+// range touches straight into the response buffer, checks each unit's CRC-32 against the one computed at
 // startup (as a manifest lists them), and sends the slice asked for: one copy into user space, one CRC pass
-// over the chunks, one write. No cache logic, no locks, no hops: the reads run on the event loop itself (which
-// the proxy must not do). With whole 1 MiB chunks as the unit of verification, an unaligned 1 MiB range reads
-// and checks 2 MiB and a 64 KiB range 1 MiB; nginx reads neither. The proxy's figures cannot beat this
-// server's, so its ratio to nginx is the bound the chunk size puts on the proxy's.
+// over the units, one write. No cache logic, no locks, no hops: the reads run on the event loop itself (which
+// the proxy must not do). The unit is the proxy's once its chunks were verified whole: 64 KiB blocks
+// (`BlockCRCTable`); `--unit 1048576` gives the floor of whole 1 MiB chunks (an unaligned 1 MiB range reads
+// and checks 2 MiB, a 64 KiB range 1 MiB). nginx reads neither. The proxy's figures cannot beat this server's,
+// so its ratio to nginx bounds the proxy's.
 //
-//   mediacache-bench serve-floor --file PATH [--chunk-size N] [--threads N]
+//   mediacache-bench serve-floor --file PATH [--unit N] [--threads N]
 //       prints "listening on http://127.0.0.1:PORT", serves the file at any path until killed
 
 import ArgumentParser
@@ -118,18 +119,18 @@ private final class ServeFloorHandler: ChannelInboundHandler {
 struct ServeFloorCommand: AsyncParsableCommand {
   static let configuration = CommandConfiguration(
     commandName: "serve-floor",
-    abstract: "A minimal SwiftNIO server answering ranges of a file with whole chunks read and CRC-checked.",
+    abstract: "A minimal SwiftNIO server answering ranges of a file with whole units read and CRC-checked.",
     discussion: """
-      The floor that chunk-granular verification puts under the proxy's serving figures \
+      The floor that verification by units puts under the proxy's serving figures \
       (tools/bench-src/ServeFloor.swift).
       """)
 
   @Option(help: "The file served (at every path).") var file: String
-  @Option(help: "Bytes per verification unit (the cache's chunk size).") var chunkSize = 1 << 20
+  @Option(help: "Bytes per verification unit (the proxy's blocks: 64 KiB).") var unit = 64 << 10
   @Option(help: "Event loops (nginx in tools/bench runs one worker).") var threads = 1
 
   func run() async throws {
-    let object = try FloorObject(path: file, chunkSize: chunkSize)
+    let object = try FloorObject(path: file, chunkSize: unit)
     let group = MultiThreadedEventLoopGroup(numberOfThreads: threads)
     let channel = try await ServerBootstrap(group: group)
       .serverChannelOption(.backlog, value: 512)

@@ -61,3 +61,45 @@ final class ChunkVerifier {
       manifest.byteRange(ofChunk: index), expected: expected, from: file, into: buffer)
   }
 }
+
+extension ChunkCheck {
+  /// Checks chunk bytes already read into `bytes` (the whole chunk, `range`) against `expected`, computing the
+  /// CRC of each `blockSize` block and combining them into the chunk's: on a pass, returns the block CRCs
+  /// (`BlockCRCTable`); nil when the chunk fails. The bytes are read once, by the caller.
+  static func blocks(
+    of bytes: UnsafeRawBufferPointer, range: Range<Int64>, expected: UInt32, blockSize: Int
+  ) -> (check: ChunkCheck, blocks: [UInt32]?) {
+    var blocks: [UInt32] = []
+    blocks.reserveCapacity((bytes.count + blockSize - 1) / blockSize)
+    var combined: UInt32 = 0
+    var start = 0
+    while start < bytes.count {
+      let end = min(start + blockSize, bytes.count)
+      let crc = CRC32.checksum(UnsafeRawBufferPointer(rebasing: bytes[start..<end]))
+      blocks.append(crc)
+      combined = start == 0 ? crc : CRC32.combine(combined, crc, lengthOfB: Int64(end - start))
+      start = end
+    }
+    let check = ChunkCheck(range: range, expected: expected, bytesRead: bytes.count, actual: combined)
+    return (check, check.passed ? blocks : nil)
+  }
+
+  /// Checks `bytes`, read from `range` of a chunk starting at `chunkStart` whose block CRCs are `blocks`:
+  /// `range` starts on a block boundary and ends on one or at the chunk's end. Returns whether every block
+  /// matches.
+  static func blocksMatch(
+    _ bytes: UnsafeRawBufferPointer, range: Range<Int64>, chunkStart: Int64, blocks: [UInt32], blockSize: Int
+  ) -> Bool {
+    var start = 0
+    var index = Int((range.lowerBound - chunkStart) / Int64(blockSize))
+    while start < bytes.count {
+      let end = min(start + blockSize, bytes.count)
+      guard index < blocks.count,
+        CRC32.checksum(UnsafeRawBufferPointer(rebasing: bytes[start..<end])) == blocks[index]
+      else { return false }
+      start = end
+      index += 1
+    }
+    return true
+  }
+}

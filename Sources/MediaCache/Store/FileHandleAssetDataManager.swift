@@ -297,17 +297,21 @@ public final class FileHandleAssetDataManager: Sendable {
     reader.wholeChunkExtent(of: range)
   }
 
-  /// Reads the whole chunks that hold `range` (not empty) into `buffer`, from the first chunk's start, and
-  /// checks each against its CRC there; returns where `range` starts in `buffer`. No byte is copied after the
-  /// read, so a server can send a slice of the buffer it passed (the proxy reads into the `ByteBuffer` it
-  /// writes). `buffer` holds at least `wholeChunkExtent(of: range).count` bytes.
-  ///
-  /// Throws `StoreError` as `read(_:)` does: `notCached` when a byte of the range is not cached, or is only in a
-  /// span (bytes of an incomplete chunk, which `read(_:)` serves); `corruptChunk` when a chunk fails its CRC
-  /// (it is dropped); `outOfBounds`, `closed` or `io`. Blocks on the disk, like `read(_:)`.
-  public func readWholeChunks(_ range: Range<Int64>, into buffer: UnsafeMutableRawBufferPointer) throws -> Int
-  {
-    try reader.readWholeChunks(range, into: buffer)
+  /// Plans a verified read of `range` (not empty): which bytes of the chunks holding it are read, and checked
+  /// how (whole chunks against their manifest CRCs, or 64 KiB blocks against the CRCs kept when their chunk
+  /// was last verified whole). Throws as `read(_:)` does when a byte is not cached, and `notCached` as well
+  /// when a byte is only in a span (bytes of an incomplete chunk, which `read(_:)` serves). May read the
+  /// manifest from disk (when the object's view lacks bytes another process may have committed).
+  package func planVerifiedRead(_ range: Range<Int64>) throws -> VerifiedReadPlan {
+    try reader.planVerifiedRead(range)
+  }
+
+  /// Reads what `plan` says into `buffer` (at least `plan.extent.count` bytes) and checks it there: no byte is
+  /// copied after the read, so a server sends a slice of the buffer it passed (`plan.offset`,
+  /// `plan.range.count`). A chunk that fails (whole or a block of it) is dropped and `StoreError.corruptChunk`
+  /// thrown; `closed` or `io` as `read(_:)` throws them. Blocks on the disk.
+  package func readVerified(_ plan: VerifiedReadPlan, into buffer: UnsafeMutableRawBufferPointer) throws {
+    try reader.readVerified(plan, into: buffer)
   }
 
   /// The bytes of `range` as chunk-sized pieces, read and verified one at a time as the sequence is iterated,

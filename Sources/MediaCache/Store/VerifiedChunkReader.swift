@@ -83,64 +83,97 @@ struct VerifiedChunkReader: Sendable {
     return (first, max(first, Int((range.upperBound - 1) / Int64(chunkSize))))
   }
 
-  /// See `FileHandleAssetDataManager.readWholeChunks(_:into:)`.
-  func readWholeChunks(_ range: Range<Int64>, into buffer: UnsafeMutableRawBufferPointer) throws -> Int {
+  /// See `FileHandleAssetDataManager.planVerifiedRead(_:)`.
+  func planVerifiedRead(_ range: Range<Int64>) throws -> VerifiedReadPlan {
     _ = try checkCached(range)
-    let plan = try view.withLock {
-      view -> (
-        extent: Range<Int64>, chunkSize: Int64, chunks: [(index: Int, crc: UInt32)], version: UInt32,
-        edges: [Int]
-      ) in
+    return try view.withLock { view in
       try self.view.ensureOpen(view)
-      let (first, last) = Self.chunks(holding: range, chunkSize: view.manifest.chunkSize)
-      var chunks: [(index: Int, crc: UInt32)] = []
+      let chunkSize = view.manifest.chunkSize
+      let (first, last) = Self.chunks(holding: range, chunkSize: chunkSize)
+      let byBlocks = BlockCRCTable.usesBlocks(chunkSize: chunkSize)
+      let block = Int64(BlockCRCTable.blockSize)
+      var segments: [VerifiedReadPlan.Segment] = []
       for index in first...last {
         guard let crc = view.manifest.crc(ofChunk: index) else {
           // A span (bytes of a chunk that is not complete): `read(_:)` serves it.
           throw StoreError.notCached(objectID, missing: [view.manifest.byteRange(ofChunk: index)])
         }
-        chunks.append((index, crc))
+        let chunk = view.manifest.byteRange(ofChunk: index)
+        let key = VerifiedChunkCache.Key(
+          file: fileIdentity, version: view.manifest.versionTag, chunk: index, crc: crc)
+        var segment = VerifiedReadPlan.Segment(
+          chunk: index, chunkBytes: chunk, bytes: chunk, crc: crc, blocks: nil)
+        if byBlocks, let blocks = BlockCRCTable.shared.crcs(for: key) {
+          // Only the blocks that hold bytes of the range.
+          let part = chunk.clamped(to: range)
+          let low = chunk.lowerBound + (part.lowerBound - chunk.lowerBound) / block * block
+          let high = min(
+            chunk.upperBound,
+            chunk.lowerBound + (part.upperBound - chunk.lowerBound + block - 1) / block * block)
+          segment.bytes = low..<high
+          segment.blocks = blocks
+        }
+        segments.append(segment)
       }
-      let extent =
-        view.manifest.byteRange(ofChunk: first)
-        .lowerBound..<view.manifest.byteRange(ofChunk: last)
-        .upperBound
-      self.view.readsInFlight.add(1, ordering: .acquiring)
-      let edges = [0] + (view.manifest.chunkCount.map { [$0 - 1] } ?? [])
-      return (extent, Int64(view.manifest.chunkSize), chunks, view.manifest.versionTag, edges)
+      return VerifiedReadPlan(
+        range: range, extent: segments.first!.bytes.lowerBound..<segments.last!.bytes.upperBound,
+        segments: segments, version: view.manifest.versionTag, chunkSize: chunkSize)
     }
-    precondition(buffer.count >= plan.extent.count, "the buffer is smaller than the chunks to read")
+  }
+
+  /// See `FileHandleAssetDataManager.readVerified(_:into:)`.
+  func readVerified(_ plan: VerifiedReadPlan, into buffer: UnsafeMutableRawBufferPointer) throws {
+    precondition(buffer.count >= plan.extent.count, "the buffer is smaller than the plan's extent")
+    try view.withLock { view in
+      try self.view.ensureOpen(view)
+      self.view.readsInFlight.add(1, ordering: .acquiring)
+    }
     store.noteAccess(objectID)
-    var failed: (index: Int, expected: UInt32, actual: UInt32, range: Range<Int64>)?
+    var failed: (segment: VerifiedReadPlan.Segment, actual: UInt32)?
     do {
       defer { view.readsInFlight.subtract(1, ordering: .releasing) }
-      for (index, expected) in plan.chunks {
-        let start = Int64(index) * plan.chunkSize
-        let range = start..<min(plan.extent.upperBound, start + plan.chunkSize)
-        let offset = Int(start - plan.extent.lowerBound)
-        let target = UnsafeMutableRawBufferPointer(rebasing: buffer[offset..<offset + Int(range.count)])
-        let keep = plan.edges.contains(index)
+      for segment in plan.segments {
+        let offset = Int(segment.bytes.lowerBound - plan.extent.lowerBound)
+        let target = UnsafeMutableRawBufferPointer(rebasing: buffer[offset..<offset + segment.bytes.count])
+        let count = try mapIO { try file.read(into: target, at: segment.bytes.lowerBound) }
+        let bytes = UnsafeRawBufferPointer(rebasing: target[..<count])
         let key = VerifiedChunkCache.Key(
-          file: fileIdentity, version: plan.version, chunk: index, crc: expected)
-        if keep, let recent = VerifiedChunkCache.shared.data(for: key), recent.count == range.count {
-          recent.copyBytes(to: target)
-          continue
+          file: fileIdentity, version: plan.version, chunk: segment.chunk, crc: segment.crc)
+        if let blocks = segment.blocks {
+          guard count == segment.bytes.count,
+            ChunkCheck.blocksMatch(
+              bytes, range: segment.bytes, chunkStart: segment.chunkBytes.lowerBound, blocks: blocks,
+              blockSize: BlockCRCTable.blockSize)
+          else {
+            failed = (segment, 0)
+            break
+          }
+        } else if BlockCRCTable.usesBlocks(chunkSize: plan.chunkSize) {
+          // The whole chunk, checked by its blocks combined: their CRCs are kept for later reads.
+          let (check, blocks) = ChunkCheck.blocks(
+            of: bytes, range: segment.chunkBytes, expected: segment.crc, blockSize: BlockCRCTable.blockSize)
+          guard check.passed, let blocks else {
+            failed = (segment, check.actual)
+            break
+          }
+          BlockCRCTable.shared.insert(blocks, for: key)
+        } else {
+          let actual = CRC32.checksum(bytes)
+          guard count == segment.chunkBytes.count, actual == segment.crc else {
+            failed = (segment, actual)
+            break
+          }
         }
-        let check = try mapIO { try ChunkCheck.read(range, expected: expected, from: file, into: target) }
-        guard check.passed else {
-          failed = (index, expected, check.actual, range)
-          break
-        }
-        if keep { VerifiedChunkCache.shared.insert(Data(target), for: key) }
       }
     }
-    if let failed {
+    if let (segment, actual) = failed {
+      BlockCRCTable.shared.remove(
+        VerifiedChunkCache.Key(
+          file: fileIdentity, version: plan.version, chunk: segment.chunk, crc: segment.crc))
       try writer.dropChunk(
-        failed.index, expected: failed.expected, version: plan.version, range: failed.range)
-      throw StoreError.corruptChunk(
-        objectID, chunk: failed.index, expected: failed.expected, actual: failed.actual)
+        segment.chunk, expected: segment.crc, version: plan.version, range: segment.chunkBytes)
+      throw StoreError.corruptChunk(objectID, chunk: segment.chunk, expected: segment.crc, actual: actual)
     }
-    return Int(range.lowerBound - plan.extent.lowerBound)
   }
 
   /// Throws unless every byte of `range` is in a present chunk (re-reading the manifest on disk first, without

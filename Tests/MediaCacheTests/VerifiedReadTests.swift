@@ -1,0 +1,132 @@
+import Foundation
+import MediaCacheTestSupport
+import Testing
+
+@testable import MediaCache
+
+/// `planVerifiedRead` and `readVerified`: the proxy's reads of cached bytes into its own buffer, checked there,
+/// by whole chunks until a chunk has been verified whole, then by the 64 KiB blocks that hold the range
+/// (`BlockCRCTable`); with the errors `read(_:)` throws.
+@Suite struct VerifiedReadTests {
+  static let id = ObjectID(CacheKey("https://example.com/verified-read.mp4"))
+
+  /// `chunks` full chunks and a short last one of 1712 bytes, all written.
+  static func written(_ store: ShardedStore, chunkSize: Int, chunks: Int = 3, seed: UInt64 = 21) throws
+    -> Data
+  {
+    let data = randomBytes(count: chunks * chunkSize + 1712, seed: seed)
+    let writer = try FileHandleAssetDataManager(store: store, id: id)
+    try writer.setContentLength(Int64(data.count))
+    try writer.write(data, at: 0)
+    try writer.close()
+    return data
+  }
+
+  /// Plans and reads `range` as the proxy does; returns the plan's extent and the bytes at its offset.
+  static func read(_ manager: FileHandleAssetDataManager, _ range: Range<Int64>) throws -> (
+    Range<Int64>, Data
+  ) {
+    let plan = try manager.planVerifiedRead(range)
+    #expect(plan.range == range && plan.extent.lowerBound <= range.lowerBound)
+    #expect(plan.extent.upperBound >= range.upperBound)
+    let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: plan.extent.count, alignment: 16)
+    defer { buffer.deallocate() }
+    try manager.readVerified(plan, into: buffer)
+    return (plan.extent, Data(buffer[plan.offset..<plan.offset + range.count]))
+  }
+
+  @Test func smallChunksAreReadWholeIncludingTheShortLastOne() async throws {
+    try await withStore(chunkSize: 4096) { store in
+      let data = try Self.written(store, chunkSize: 4096)
+      let manager = try FileHandleAssetDataManager(store: store, id: Self.id, writable: false)
+      defer { try? manager.close() }
+      let expected: [(Range<Int64>, Range<Int64>)] = [
+        (100..<4196, 0..<8192), (0..<4096, 0..<4096), (4095..<4097, 0..<8192), (8192..<8193, 8192..<12_288),
+        (12_300..<13_000, 12_288..<14_000), (0..<14_000, 0..<14_000),
+      ]
+      for (range, extent) in expected {
+        let (read, bytes) = try Self.read(manager, range)
+        #expect(read == extent, "\(range)")
+        #expect(bytes == data[Int(range.lowerBound)..<Int(range.upperBound)], "\(range)")
+      }
+      #expect(manager.wholeChunkExtent(of: 100..<4196) == 0..<8192)
+    }
+  }
+
+  @Test func aChunkVerifiedWholeIsThenReadByTheBlocksThatHoldTheRange() async throws {
+    let chunk = 256 << 10  // four 64 KiB blocks
+    try await withStore(chunkSize: chunk) { store in
+      let data = try Self.written(store, chunkSize: chunk)
+      let manager = try FileHandleAssetDataManager(store: store, id: Self.id, writable: false)
+      defer { try? manager.close() }
+      // Chunk 1 (from 262 144), blocks 0 and 1 of it (block 1 starts at 327 680).
+      let range: Range<Int64> = 300_000..<370_000
+      let (first, bytes) = try Self.read(manager, range)
+      #expect(first == 262_144..<524_288)  // the whole chunk, the first time
+      #expect(bytes == data[300_000..<370_000])
+      let (second, again) = try Self.read(manager, range)
+      #expect(second == 262_144..<393_216)  // two blocks
+      #expect(again == data[300_000..<370_000])
+      // Across two chunks: the tail block of chunk 0 is only read once chunk 0 was verified whole too.
+      let across: Range<Int64> = 250_000..<270_000
+      #expect(try Self.read(manager, across).0 == 0..<327_680)  // chunk 0 whole, chunk 1's first block
+      #expect(try Self.read(manager, across) == (196_608..<327_680, data[250_000..<270_000]))
+      // The short last chunk (1712 bytes) has one short block.
+      let tail: Range<Int64> = Int64(3 * chunk + 100)..<Int64(3 * chunk + 1700)
+      _ = try Self.read(manager, tail)
+      #expect(try Self.read(manager, tail) == (Int64(3 * chunk)..<Int64(3 * chunk + 1712), data[tail.asInts]))
+    }
+  }
+
+  @Test func aBadBlockDropsItsChunkAndOnlyTheBlocksReadAreChecked() async throws {
+    let chunk = 256 << 10
+    try await withStore(chunkSize: chunk) { store in
+      let data = try Self.written(store, chunkSize: chunk)
+      let manager = try FileHandleAssetDataManager(store: store, id: Self.id)
+      _ = try Self.read(manager, 0..<10)  // chunk 0 verified whole: its blocks are known
+      try flipByte(atPath: store.paths(for: Self.id).data, offset: 200_000)  // chunk 0, block 3
+      // A range in block 0 reads block 0 alone: the damage elsewhere is not read, so not seen.
+      #expect(try Self.read(manager, 10..<20) == (0..<65_536, data[10..<20]))
+      expectStoreError({ _ = try Self.read(manager, 199_990..<200_010) }) {
+        $0.code == .corruptChunk && $0.chunk == 0
+      }
+      #expect(!manager.manifest.isPresent(0) && manager.manifest.isPresent(1))
+      expectStoreError({ _ = try Self.read(manager, 10..<20) }) { $0.code == .notCached }
+      try manager.close()
+      #expect(try store.readManifest(Self.id)?.isPresent(0) == false)
+    }
+  }
+
+  @Test func aBadChunkReadWholeIsDroppedAndNoByteOfItIsReturned() async throws {
+    try await withStore(chunkSize: 4096) { store in
+      _ = try Self.written(store, chunkSize: 4096)
+      try flipByte(atPath: store.paths(for: Self.id).data, offset: 5000)  // chunk 1
+      let manager = try FileHandleAssetDataManager(store: store, id: Self.id)
+      expectStoreError({ _ = try Self.read(manager, 4000..<4200) }) {
+        $0.code == .corruptChunk && $0.chunk == 1
+      }
+      #expect(!manager.manifest.isPresent(1) && manager.manifest.isPresent(0))
+      try manager.close()
+    }
+  }
+
+  @Test func spansMissingBytesAndOutOfBoundsRangesThrowAsReadDoes() async throws {
+    try await withStore(chunkSize: 4096) { store in
+      let data = randomBytes(count: 3 * 4096, seed: 5)
+      let writer = try FileHandleAssetDataManager(store: store, id: Self.id)
+      try writer.setContentLength(Int64(data.count))
+      try writer.write(data[0..<4096], at: 0)
+      try writer.write(data[5000..<6000], at: 5000)  // a span of chunk 1
+      // A span is served by read(_:), not by a verified read.
+      expectStoreError({ _ = try Self.read(writer, 5100..<5200) }) { $0.code == .notCached }
+      #expect(try writer.read(5100..<5200) == data[5100..<5200])
+      expectStoreError({ _ = try Self.read(writer, 4000..<4200) }) { $0.code == .notCached }
+      expectStoreError({ _ = try Self.read(writer, 12_000..<12_289) }) { $0.code == .outOfBounds }
+      try writer.close()
+    }
+  }
+}
+
+extension Range<Int64> {
+  fileprivate var asInts: Range<Int> { Int(lowerBound)..<Int(upperBound) }
+}
