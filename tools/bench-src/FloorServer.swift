@@ -48,20 +48,29 @@ struct FloorServerCommand: AsyncParsableCommand {
       """)
 
   func run() async throws {
-    let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
-    let channel = try await ServerBootstrap(group: group)
-      .serverChannelOption(.backlog, value: 256)
-      .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
-      .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
-      .childChannelInitializer { child in
-        child.eventLoop.makeCompletedFuture {
-          try child.pipeline.syncOperations.configureHTTPServerPipeline()
-          try child.pipeline.syncOperations.addHandler(FloorHandler())
-        }
-      }
-      .bind(host: "127.0.0.1", port: 0).get()
-    let line = "listening on http://127.0.0.1:\(channel.localAddress?.port ?? 0)\n"
-    FileHandle.standardOutput.write(Data(line.utf8))
-    try await channel.closeFuture.get()
+    try await serveMinimalHTTP(threads: 1) { FloorHandler() }
   }
+}
+
+/// Serves HTTP/1.1 on 127.0.0.1 at a free port as `mediacache proxy` does (NIO's server pipeline, TCP_NODELAY),
+/// one `makeHandler()` per connection after the pipeline, on `threads` event loops; prints "listening on
+/// http://127.0.0.1:PORT" and serves until killed (the floor servers of tools/bench).
+func serveMinimalHTTP(
+  threads: Int, makeHandler: @escaping @Sendable () -> some ChannelInboundHandler
+) async throws {
+  let group = MultiThreadedEventLoopGroup(numberOfThreads: threads)
+  let channel = try await ServerBootstrap(group: group)
+    .serverChannelOption(.backlog, value: 512)
+    .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+    .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
+    .childChannelInitializer { child in
+      child.eventLoop.makeCompletedFuture {
+        try child.pipeline.syncOperations.configureHTTPServerPipeline()
+        try child.pipeline.syncOperations.addHandler(makeHandler())
+      }
+    }
+    .bind(host: "127.0.0.1", port: 0).get()
+  let line = "listening on http://127.0.0.1:\(channel.localAddress?.port ?? 0)\n"
+  FileHandle.standardOutput.write(Data(line.utf8))
+  try await channel.closeFuture.get()
 }

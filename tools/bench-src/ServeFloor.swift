@@ -131,20 +131,6 @@ struct ServeFloorCommand: AsyncParsableCommand {
 
   func run() async throws {
     let object = try FloorObject(path: file, chunkSize: unit)
-    let group = MultiThreadedEventLoopGroup(numberOfThreads: threads)
-    let channel = try await ServerBootstrap(group: group)
-      .serverChannelOption(.backlog, value: 512)
-      .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
-      .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
-      .childChannelInitializer { child in
-        child.eventLoop.makeCompletedFuture {
-          try child.pipeline.syncOperations.configureHTTPServerPipeline()
-          try child.pipeline.syncOperations.addHandler(ServeFloorHandler(object: object))
-        }
-      }
-      .bind(host: "127.0.0.1", port: 0).get()
-    let line = "listening on http://127.0.0.1:\(channel.localAddress?.port ?? 0)\n"
-    FileHandle.standardOutput.write(Data(line.utf8))
-    try await channel.closeFuture.get()
+    try await serveMinimalHTTP(threads: threads) { ServeFloorHandler(object: object) }
   }
 }
