@@ -205,6 +205,8 @@ final class ReadCursor: @unchecked Sendable {
   private var flight: Flight?
   /// Budget the last piece read from the cache holds (`ReadBudget`), given back when the next is asked for.
   private var heldBudget: Int64 = 0
+  /// The buffer of the last piece read from the cache, given back to the pool when the next is asked for.
+  private var lastBuffer: ByteBuffer?
 
   init(owner: CachedBytes) {
     self.owner = owner
@@ -215,6 +217,7 @@ final class ReadCursor: @unchecked Sendable {
 
   deinit {
     owner.session.environment.readBudget.release(heldBudget)
+    if let lastBuffer { owner.session.environment.bufferPool.give(lastBuffer) }
     if let flight { Task { await flight.detach() } }
   }
 
@@ -233,13 +236,14 @@ final class ReadCursor: @unchecked Sendable {
     -> ByteBuffer
   {
     let budget = owner.session.environment.readBudget
+    let pool = owner.session.environment.bufferPool
     let extent = manager.wholeChunkExtent(of: range)
     heldBudget = await budget.acquire(Int64(extent.count))
     do {
       let (buffer, read) = try await IOExecutor.shared.run { () throws -> (ByteBuffer, Int) in
         do {
           let plan = try manager.planVerifiedRead(range)
-          var buffer = ByteBufferAllocator().buffer(capacity: plan.extent.count)
+          var buffer = pool.take(capacity: plan.extent.count, minimumCapacity: extent.count)
           _ = try buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: plan.extent.count) { pointer in
             try manager.readVerified(plan, into: pointer)
             return plan.extent.count
@@ -251,6 +255,7 @@ final class ReadCursor: @unchecked Sendable {
           return (ByteBuffer(bytes: try manager.read(range)), range.count)
         }
       }
+      lastBuffer = buffer
       // What the read did not need of the budget goes back at once (blocks instead of whole chunks).
       let used = Int64(min(read, extent.count))
       if used < heldBudget {
@@ -270,6 +275,10 @@ final class ReadCursor: @unchecked Sendable {
     let manager = session.manager
     session.environment.readBudget.release(heldBudget)
     heldBudget = 0
+    if let buffer = lastBuffer {
+      session.environment.bufferPool.give(buffer)
+      lastBuffer = nil
+    }
     while true {
       try Task.checkCancellation()
       let manifest = manager.manifest

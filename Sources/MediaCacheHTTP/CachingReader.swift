@@ -154,7 +154,10 @@ public final class CachingReader: Sendable {
       abandonedRequestReadAhead: configuration.abandonedRequestReadAhead,
       abandonedRequestGrace: configuration.abandonedRequestGrace,
       originRequestWindow: configuration.originRequestWindow, logger: backgroundActivityLogger,
-      readBudget: ReadBudget(limit: configuration.cacheReadBudget))
+      readBudget: ReadBudget(limit: configuration.cacheReadBudget),
+      // As many chunk-pair buffers as the budget lets reads hold at once.
+      bufferPool: ByteBufferPool(
+        kept: Int(max(1, configuration.cacheReadBudget / Int64(2 * cache.configuration.chunkSize)))))
   }
 
   /// A logger that drops everything: the default `backgroundActivityLogger`.

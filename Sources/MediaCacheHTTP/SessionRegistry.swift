@@ -25,6 +25,8 @@ struct SessionEnvironment: Sendable {
   let logger: Logger
   /// Bytes read from the cache that all reads may hold at once (`CachingReader.Configuration.cacheReadBudget`).
   let readBudget: ReadBudget
+  /// The buffers pieces from the cache are read into.
+  let bufferPool: ByteBufferPool
 }
 
 /// The objects a `CachingReader` has open: one `ObjectSession` per object (one data manager, so completed
