@@ -54,10 +54,11 @@ public final class CachingReader: Sendable {
     /// took 1.44-1.53x the bytes played from the origin; stopping at the chunk at once wasted a fast origin's
     /// bytes in transit (`OriginBytesOnceTests`, 1.53x of the object).
     public var abandonedRequestGrace: Duration = .milliseconds(250)
-    /// Bytes read from the cache's files that every read of this reader may hold in memory at once (default
-    /// 32 MiB): a piece takes its share (the whole chunks it was read from, less once a small range is copied
-    /// out of them) until its consumer asks for the next piece. Bounds memory under many concurrent readers of
-    /// cached objects: past it, reads wait in the order they came (measured with `tools/bench --only serve`).
+    /// Bytes read from the cache's files that the reads of this reader may have in progress at once (default
+    /// 32 MiB): a piece takes its share (the bytes it was read from: whole chunks, or only the 64 KiB blocks it
+    /// needs) until its consumer asks for the next piece. Bounds the reads running ahead of their consumers
+    /// under many concurrent readers of cached objects: past it, reads wait in the order they came (measured
+    /// with `tools/bench --only serve`).
     public var cacheReadBudget: Int64 = 32 << 20
     /// Retries after a connection error, a 5xx or a cut-off body (default 3).
     public var maxRetries = 3

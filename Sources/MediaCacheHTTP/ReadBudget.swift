@@ -1,10 +1,12 @@
 import Synchronization
 
-/// Bytes of cache reads held in memory at once, across every read of a `CachingReader`: a read takes budget for
-/// a piece's buffer before reading it from disk and gives it back when its consumer asks for the next piece
-/// (the proxy: once the socket has taken the piece). Under many concurrent readers of cached objects the
-/// buffers alive are bounded by the budget rather than by the number of readers, and readers are served in the
-/// order they asked (first come, first served: no reader waits behind later ones).
+/// Bytes of cache reads in progress, across every read of a `CachingReader`: a read takes budget for a piece's
+/// buffer before reading it from disk and gives it back when its consumer asks for the next piece (the proxy:
+/// once it has handed the piece to its writer, which may still hold it until the socket takes it, up to 2 MiB
+/// queued per response). Under many concurrent readers of cached objects the reads running ahead of the
+/// writers are bounded by the budget rather than by the number of readers; what the writers hold is not (a
+/// paused player would otherwise hold budget every other reader waits for). Readers are served in the order
+/// they asked (first come, first served: no reader waits behind later ones).
 ///
 /// The fast path (budget free, nobody waiting) takes one lock and never suspends.
 final class ReadBudget: Sendable {

@@ -11,7 +11,8 @@ struct ReadCursorState {
     var contentLength: Int64?
     var versionTag: UInt32
     /// Bytes cached from the reader's position on, within the chunk holding it (a present chunk, or a span of
-    /// an incomplete one): 0 if that byte is not cached.
+    /// an incomplete one), or up to a chunk's worth into the next chunk when both are present (the cursor
+    /// decides): 0 if that byte is not cached.
     var cachedRun: Int64
   }
 
@@ -21,7 +22,8 @@ struct ReadCursorState {
     case finished
     /// The object changed version after this reader delivered bytes of the old one.
     case versionChanged
-    /// Read `range` (inside one present chunk or one span) from the cache.
+    /// Read `range` (in one present chunk or one span, or across into the next chunk when it is present) from
+    /// the cache.
     case readCache(Range<Int64>)
     /// Leave the flight, if any, and join or start one for the position.
     case findFlight

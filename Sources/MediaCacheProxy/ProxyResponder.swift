@@ -118,7 +118,7 @@ struct ProxyResponder: Sendable {
         // client that reads /metrics right after the body sees this response counted. The last piece is
         // known by the byte count (a body of unknown length is marked final after its last piece).
         // Bytes from the origin go out in the response's own buffers, and bytes from the cache in the buffer
-        // they were read and CRC-checked in (no copy either way). The next piece is asked for once the socket
+        // they were read and CRC-checked in (no copy either way). The next piece is asked for once the writer
         // has taken this one (which gives back this piece's share of the read budget). A one-piece response (a
         // range of at most a chunk from the cache) leaves as one write: head, body and end.
         var remaining = count

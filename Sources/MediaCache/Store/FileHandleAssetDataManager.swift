@@ -292,7 +292,7 @@ public final class FileHandleAssetDataManager: Sendable {
   }
 
   /// The bytes of the whole chunks that hold `range` (not empty), from the first one's start to the last
-  /// one's end: how large a buffer `readWholeChunks(_:into:)` needs.
+  /// one's end: the most a `readVerified(_:into:)` of `range` reads (a plan by blocks reads less).
   package func wholeChunkExtent(of range: Range<Int64>) -> Range<Int64> {
     reader.wholeChunkExtent(of: range)
   }

@@ -68,7 +68,7 @@ struct VerifiedChunkReader: Sendable {
     return chunk.subdata(in: Int(offset - chunkStart)..<Int(pieceEnd - chunkStart))
   }
 
-  /// The bytes of the whole chunks that hold `range` (not empty): what `readWholeChunks(_:into:)` reads.
+  /// The bytes of the whole chunks that hold `range` (not empty): the most `readVerified(_:into:)` reads.
   func wholeChunkExtent(of range: Range<Int64>) -> Range<Int64> {
     view.withLock { view in
       let (first, last) = Self.chunks(holding: range, chunkSize: view.manifest.chunkSize)
