@@ -128,7 +128,7 @@ final class ObjectSession: Sendable {
         }
         await environment.scheduler.release(id: flight.id, host: host, slot: slot)
         if case .failure(let failure) = result,
-          case .truncatedBody(_, let expected, let received, _) = (failure as? OriginError)?.kind
+          case .truncatedBody(let expected, let received, _) = (failure as? OriginError)?.kind
         {
           if received == lastCut, let length = manager.contentLength, length >= expected, received < length {
             // Two responses in a row ended at the same byte short of the length the origin declared: that
@@ -176,17 +176,17 @@ final class ObjectSession: Sendable {
   }
 
   static func withAttempts(_ error: any Error, _ attempts: Int) -> any Error {
-    switch (error as? OriginError)?.kind {
-    case .httpStatus(let url, let status, _):
-      OriginError.httpStatus(url: url, status: status, attempts: attempts)
-    case .connectionFailed(let url, let reason, _):
-      OriginError.connectionFailed(url: url, reason: reason, attempts: attempts)
-    case .timedOut(let url, let reason, _):
-      OriginError.timedOut(url: url, reason: reason, attempts: attempts)
-    case .truncatedBody(let url, let expected, let received, _):
-      OriginError.truncatedBody(url: url, expected: expected, received: received, attempts: attempts)
-    default: error
+    guard var failure = error as? OriginError else { return error }
+    switch failure.kind {
+    case .httpStatus(let status, _): failure.kind = .httpStatus(status: status, attempts: attempts)
+    case .connectionFailed(let reason, _):
+      failure.kind = .connectionFailed(reason: reason, attempts: attempts)
+    case .timedOut(let reason, _): failure.kind = .timedOut(reason: reason, attempts: attempts)
+    case .truncatedBody(let expected, let received, _):
+      failure.kind = .truncatedBody(expected: expected, received: received, attempts: attempts)
+    default: return error
     }
+    return failure
   }
 
   private func fetchOnce(_ flight: Flight) async throws {

@@ -11,45 +11,44 @@ public struct OriginError: Error, Sendable, Equatable, CustomStringConvertible {
   /// What kind of failure: compare with the static members of `ErrorCode` for this type; new codes may be added.
   public typealias Code = ErrorCode<OriginError>
 
-  /// The failure with what it concerns (the former enum's cases), for the read engine and the proxy.
+  /// The failure with what it concerns (the former enum's cases, less the URL), for the read engine and the
+  /// proxy.
   package enum Kind: Sendable, Equatable {
-    case unsupportedScheme(url: String)
-    case invalidURL(String)
-    case httpStatus(url: String, status: Int, attempts: Int)
-    case rangeNotSatisfiable(url: String, range: String, length: Int64?)
-    case contentRangeMismatch(url: String, requested: String, received: String)
-    case truncatedBody(url: String, expected: Int64, received: Int64, attempts: Int)
-    case unsupportedContentEncoding(url: String, encoding: String)
-    case tooManyRedirects(url: String)
-    case connectionFailed(url: String, reason: String, attempts: Int)
-    case timedOut(url: String, reason: String, attempts: Int)
-    case inconsistentResponse(url: String, reason: String)
-    case malformedResponse(url: String, reason: String)
-    case tlsFailed(url: String, reason: String)
+    case unsupportedScheme
+    case invalidURL
+    case httpStatus(status: Int, attempts: Int)
+    case rangeNotSatisfiable(range: String, length: Int64?)
+    case contentRangeMismatch(requested: String, received: String)
+    case truncatedBody(expected: Int64, received: Int64, attempts: Int)
+    case unsupportedContentEncoding(encoding: String)
+    case tooManyRedirects
+    case connectionFailed(reason: String, attempts: Int)
+    case timedOut(reason: String, attempts: Int)
+    case inconsistentResponse(reason: String)
+    case malformedResponse(reason: String)
+    case tlsFailed(reason: String)
     case invalidTrustRoots(source: String, path: FilePath, reason: String)
   }
 
+  /// The URL concerned, if one is (nil for `invalidTrustRoots`, which names a `path`).
+  public let url: String?
+
   package var kind: Kind
 
-  package init(kind: Kind) { self.kind = kind }
+  /// An error about `url`: any code but `invalidTrustRoots`, which concerns a file and no URL.
+  package init(url: String, kind: Kind) {
+    self.url = url
+    self.kind = kind
+  }
+
+  /// An error that concerns no URL (`invalidTrustRoots`).
+  private init(withoutURL kind: Kind) {
+    self.url = nil
+    self.kind = kind
+  }
 
   /// What kind of failure (named as the case of `kind`).
   public var code: Code { Code(caseOf: kind) }
-
-  /// The URL concerned, if one is (nil for `invalidTrustRoots`, which names a `path`).
-  public var url: String? {
-    switch kind {
-    case .invalidURL(let url), .unsupportedScheme(let url), .tooManyRedirects(let url): url
-    case .httpStatus(let url, _, _), .truncatedBody(let url, _, _, _), .connectionFailed(let url, _, _),
-      .timedOut(let url, _, _):
-      url
-    case .rangeNotSatisfiable(let url, _, _), .contentRangeMismatch(let url, _, _): url
-    case .unsupportedContentEncoding(let url, _), .inconsistentResponse(let url, _),
-      .malformedResponse(let url, _), .tlsFailed(let url, _):
-      url
-    case .invalidTrustRoots: nil
-    }
-  }
 
   /// The file or directory concerned, if one is (the trust roots of `invalidTrustRoots`).
   public var path: FilePath? {
@@ -58,15 +57,14 @@ public struct OriginError: Error, Sendable, Equatable, CustomStringConvertible {
 
   /// The HTTP status the origin answered with (code `httpStatus`).
   public var status: Int? {
-    if case .httpStatus(_, let status, _) = kind { status } else { nil }
+    if case .httpStatus(let status, _) = kind { status } else { nil }
   }
 
   /// How many attempts were made, for the codes that are retried.
   public var attempts: Int? {
     switch kind {
-    case .httpStatus(_, _, let attempts), .truncatedBody(_, _, _, let attempts),
-      .connectionFailed(_, _, let attempts),
-      .timedOut(_, _, let attempts):
+    case .httpStatus(_, let attempts), .truncatedBody(_, _, let attempts), .connectionFailed(_, let attempts),
+      .timedOut(_, let attempts):
       attempts
     default: nil
     }
@@ -74,82 +72,84 @@ public struct OriginError: Error, Sendable, Equatable, CustomStringConvertible {
 
   /// An error of code `unsupportedScheme`.
   public static func unsupportedScheme(url: String) -> OriginError {
-    OriginError(kind: .unsupportedScheme(url: url))
+    OriginError(url: url, kind: .unsupportedScheme)
   }
   /// An error of code `invalidURL`.
-  public static func invalidURL(_ value: String) -> OriginError { OriginError(kind: .invalidURL(value)) }
+  public static func invalidURL(_ value: String) -> OriginError { OriginError(url: value, kind: .invalidURL) }
   /// An error of code `httpStatus`.
   public static func httpStatus(url: String, status: Int, attempts: Int) -> OriginError {
-    OriginError(kind: .httpStatus(url: url, status: status, attempts: attempts))
+    OriginError(url: url, kind: .httpStatus(status: status, attempts: attempts))
   }
   /// An error of code `rangeNotSatisfiable`.
   public static func rangeNotSatisfiable(url: String, range: String, length: Int64?) -> OriginError {
-    OriginError(kind: .rangeNotSatisfiable(url: url, range: range, length: length))
+    OriginError(url: url, kind: .rangeNotSatisfiable(range: range, length: length))
   }
   /// An error of code `contentRangeMismatch`.
   public static func contentRangeMismatch(url: String, requested: String, received: String) -> OriginError {
-    OriginError(kind: .contentRangeMismatch(url: url, requested: requested, received: received))
+    OriginError(url: url, kind: .contentRangeMismatch(requested: requested, received: received))
   }
   /// An error of code `truncatedBody`.
   public static func truncatedBody(url: String, expected: Int64, received: Int64, attempts: Int)
     -> OriginError
-  { OriginError(kind: .truncatedBody(url: url, expected: expected, received: received, attempts: attempts)) }
+  { OriginError(url: url, kind: .truncatedBody(expected: expected, received: received, attempts: attempts)) }
   /// An error of code `unsupportedContentEncoding`.
   public static func unsupportedContentEncoding(url: String, encoding: String) -> OriginError {
-    OriginError(kind: .unsupportedContentEncoding(url: url, encoding: encoding))
+    OriginError(url: url, kind: .unsupportedContentEncoding(encoding: encoding))
   }
   /// An error of code `tooManyRedirects`.
   public static func tooManyRedirects(url: String) -> OriginError {
-    OriginError(kind: .tooManyRedirects(url: url))
+    OriginError(url: url, kind: .tooManyRedirects)
   }
   /// An error of code `connectionFailed`.
   public static func connectionFailed(url: String, reason: String, attempts: Int) -> OriginError {
-    OriginError(kind: .connectionFailed(url: url, reason: reason, attempts: attempts))
+    OriginError(url: url, kind: .connectionFailed(reason: reason, attempts: attempts))
   }
   /// An error of code `timedOut`.
   public static func timedOut(url: String, reason: String, attempts: Int) -> OriginError {
-    OriginError(kind: .timedOut(url: url, reason: reason, attempts: attempts))
+    OriginError(url: url, kind: .timedOut(reason: reason, attempts: attempts))
   }
   /// An error of code `inconsistentResponse`.
   public static func inconsistentResponse(url: String, reason: String) -> OriginError {
-    OriginError(kind: .inconsistentResponse(url: url, reason: reason))
+    OriginError(url: url, kind: .inconsistentResponse(reason: reason))
   }
   /// An error of code `malformedResponse`.
   public static func malformedResponse(url: String, reason: String) -> OriginError {
-    OriginError(kind: .malformedResponse(url: url, reason: reason))
+    OriginError(url: url, kind: .malformedResponse(reason: reason))
   }
   /// An error of code `tlsFailed`.
   public static func tlsFailed(url: String, reason: String) -> OriginError {
-    OriginError(kind: .tlsFailed(url: url, reason: reason))
+    OriginError(url: url, kind: .tlsFailed(reason: reason))
   }
   /// An error of code `invalidTrustRoots`.
   public static func invalidTrustRoots(source: String, path: FilePath, reason: String) -> OriginError {
-    OriginError(kind: .invalidTrustRoots(source: source, path: path, reason: reason))
+    OriginError(withoutURL: .invalidTrustRoots(source: source, path: path, reason: reason))
   }
 
   /// One line for a person: the URL, what failed and, where it was retried, after how many attempts.
   public var description: String {
-    switch kind {
-    case .unsupportedScheme(let url): "\(url): only http and https URLs can be fetched"
-    case .invalidURL(let url): "\(url) is not a valid URL"
-    case .httpStatus(let url, let status, let attempts):
+    // Only invalidTrustRoots has no URL, and it names its path instead.
+    let url = self.url ?? ""
+    return switch kind {
+    case .unsupportedScheme: "\(url): only http and https URLs can be fetched"
+    case .invalidURL: "\(url) is not a valid URL"
+    case .httpStatus(let status, let attempts):
       "\(url): origin answered HTTP \(status)\(attempts > 1 ? " (after \(attempts) attempts)" : "")"
-    case .rangeNotSatisfiable(let url, let range, let length):
+    case .rangeNotSatisfiable(let range, let length):
       "\(url): origin refused range \(range) (416)\(length.map { "; length is \($0)" } ?? "")"
-    case .contentRangeMismatch(let url, let requested, let received):
+    case .contentRangeMismatch(let requested, let received):
       "\(url): asked for bytes \(requested), origin sent Content-Range \(received)"
-    case .truncatedBody(let url, let expected, let received, let attempts):
+    case .truncatedBody(let expected, let received, let attempts):
       "\(url): body ended after \(received) of \(expected) bytes (\(attempts) attempts)"
-    case .unsupportedContentEncoding(let url, let encoding):
+    case .unsupportedContentEncoding(let encoding):
       "\(url): origin sent Content-Encoding \(encoding) although identity was asked for"
-    case .tooManyRedirects(let url): "\(url): too many redirects"
-    case .connectionFailed(let url, let reason, let attempts):
+    case .tooManyRedirects: "\(url): too many redirects"
+    case .connectionFailed(let reason, let attempts):
       "\(url): \(reason) (after \(attempts) attempt\(attempts == 1 ? "" : "s"))"
-    case .timedOut(let url, let reason, let attempts):
+    case .timedOut(let reason, let attempts):
       "\(url): timed out: \(reason) (after \(attempts) attempt\(attempts == 1 ? "" : "s"))"
-    case .inconsistentResponse(let url, let reason): "\(url): \(reason)"
-    case .malformedResponse(let url, let reason): "\(url): malformed response: \(reason)"
-    case .tlsFailed(let url, let reason): "\(url): \(reason)"
+    case .inconsistentResponse(let reason): "\(url): \(reason)"
+    case .malformedResponse(let reason): "\(url): malformed response: \(reason)"
+    case .tlsFailed(let reason): "\(url): \(reason)"
     case .invalidTrustRoots(let source, let path, let reason): "\(source) \(path): \(reason)"
     }
   }
@@ -158,7 +158,7 @@ public struct OriginError: Error, Sendable, Equatable, CustomStringConvertible {
   var isRetryable: Bool {
     switch kind {
     case .connectionFailed, .timedOut, .truncatedBody: true
-    case .httpStatus(_, let status, _): status >= 500
+    case .httpStatus(let status, _): status >= 500
     default: false
     }
   }

@@ -202,7 +202,7 @@ struct ProxyResponder: Sendable {
       switch error.kind {
       case .unsupportedScheme: return Refusal(.forbidden, error.description)
       case .invalidURL: return Refusal(.badRequest, error.description)
-      case .rangeNotSatisfiable(_, let range, let length):
+      case .rangeNotSatisfiable(let range, let length):
         // The client's range, checked against the length the cache knows or the origin's 416.
         var refusal = Refusal(
           .rangeNotSatisfiable, "range \(range) is not satisfiable\(length.map { "; length is \($0)" } ?? "")"
@@ -213,7 +213,7 @@ struct ProxyResponder: Sendable {
       }
       metrics.noteOriginError()
       switch error.kind {
-      case .httpStatus(_, let status, _) where (400..<500).contains(status):
+      case .httpStatus(let status, _) where (400..<500).contains(status):
         // The origin's own answer (404, 403, 410 ...) is the most useful thing to pass on.
         return Refusal(HTTPResponse.Status(code: status), "origin failed: \(error.description)")
       case .timedOut: return Refusal(.gatewayTimeout, "origin timed out: \(error.description)")

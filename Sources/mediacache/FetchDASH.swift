@@ -80,8 +80,8 @@ extension FetchCommand {
     do {
       return try representation.segments(limit: budget)
     } catch {
-      if case .tooManySegments(let mpd, let at, _) = error.kind {
-        throw MPDSegmentError.tooManySegments(url: mpd, at: at, limit: total)
+      if case .tooManySegments(let at, _) = error.kind {
+        throw MPDSegmentError.tooManySegments(url: error.url, at: at, limit: total)
       }
       throw error
     }

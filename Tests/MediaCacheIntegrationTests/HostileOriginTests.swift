@@ -128,13 +128,13 @@ struct HostileOriginTests {
       let started = ContinuousClock.now
       let result = await readAll(reader, url, .all)
       #expect(ContinuousClock.now - started < .seconds(10))
-      guard case .failure(let error) = result,
-        case .malformedResponse(let failing, let reason) = (error as? OriginError)?.kind
+      guard case .failure(let error) = result, let failure = error as? OriginError,
+        case .malformedResponse(let reason) = failure.kind
       else {
         Issue.record("expected malformedResponse, got \(result)")
         return
       }
-      #expect(failing == url)
+      #expect(failure.url == url)
       #expect(reason.contains("head"), "\(reason)")
       #expect(hostile.requestCount(for: "fast-headers") == 1, "a malformed response is not retried")
       try expectNoWrongChunk(cache, url, "fast-headers", Self.size)

@@ -88,3 +88,123 @@ import Testing
     for (error, code) in segments { #expect(error.code == code && error.url == "u", "\(error)") }
   }
 }
+
+/// What each error with a URL says, to the byte, what its `url` is, and when two errors are equal: the same
+/// URL and the same details.
+@Suite struct ErrorMessageTests {
+  /// A case with no payload is named as one with a payload (`ErrorCode(caseOf:)` reads the text up to `(`).
+  @Test func codeOfACaseWithoutPayload() {
+    enum Kind: Sendable { case bare, labelled(url: String), unlabelled(Int, Int) }
+    #expect(ErrorCode<Never>(caseOf: Kind.bare).description == "bare")
+    #expect(ErrorCode<Never>(caseOf: Kind.labelled(url: "u(1)")).description == "labelled")
+    #expect(ErrorCode<Never>(caseOf: Kind.unlabelled(1, 2)).description == "unlabelled")
+  }
+
+  @Test func originMessages() {
+    let origin: [(OriginError, String?, String)] = [
+      (.unsupportedScheme(url: "u"), "u", "u: only http and https URLs can be fetched"),
+      (.invalidURL("u"), "u", "u is not a valid URL"),
+      (.httpStatus(url: "u", status: 404, attempts: 1), "u", "u: origin answered HTTP 404"),
+      (
+        .httpStatus(url: "u", status: 503, attempts: 3), "u", "u: origin answered HTTP 503 (after 3 attempts)"
+      ),
+      (.rangeNotSatisfiable(url: "u", range: "r", length: nil), "u", "u: origin refused range r (416)"),
+      (
+        .rangeNotSatisfiable(url: "u", range: "r", length: 5), "u",
+        "u: origin refused range r (416); length is 5"
+      ),
+      (
+        .contentRangeMismatch(url: "u", requested: "a", received: "b"), "u",
+        "u: asked for bytes a, origin sent Content-Range b"
+      ),
+      (
+        .truncatedBody(url: "u", expected: 2, received: 1, attempts: 1), "u",
+        "u: body ended after 1 of 2 bytes (1 attempts)"
+      ),
+      (
+        .unsupportedContentEncoding(url: "u", encoding: "gzip"), "u",
+        "u: origin sent Content-Encoding gzip although identity was asked for"
+      ),
+      (.tooManyRedirects(url: "u"), "u", "u: too many redirects"),
+      (.connectionFailed(url: "u", reason: "r", attempts: 1), "u", "u: r (after 1 attempt)"),
+      (.timedOut(url: "u", reason: "r", attempts: 2), "u", "u: timed out: r (after 2 attempts)"),
+      (.inconsistentResponse(url: "u", reason: "r"), "u", "u: r"),
+      (.malformedResponse(url: "u", reason: "r"), "u", "u: malformed response: r"),
+      (.tlsFailed(url: "u", reason: "r"), "u", "u: r"),
+      (.invalidTrustRoots(source: "CA file", path: "/ca", reason: "r"), nil, "CA file /ca: r"),
+    ]
+    for (error, url, description) in origin {
+      #expect(error.url == url, "\(error)")
+      #expect(error.description == description)
+    }
+    #expect(OriginError.invalidTrustRoots(source: "CA file", path: "/ca", reason: "r").path == "/ca")
+    #expect(OriginError.tooManyRedirects(url: "u").path == nil)
+    #expect(OriginError.tooManyRedirects(url: "u") == .tooManyRedirects(url: "u"))
+    #expect(OriginError.tooManyRedirects(url: "u") != .tooManyRedirects(url: "v"))
+    #expect(OriginError.invalidURL("u") != .unsupportedScheme(url: "u"))
+    #expect(
+      OriginError.timedOut(url: "u", reason: "r", attempts: 1)
+        != .timedOut(url: "u", reason: "r", attempts: 2))
+  }
+
+  @Test func streamingMessages() {
+    let hls: [(HLSError, String)] = [
+      (
+        .notAPlaylist(url: "u", firstLine: "x"),
+        "u is not an HLS playlist: its first line is 'x', not #EXTM3U"
+      ),
+      (.malformedLine(url: "u", line: 2, reason: "r"), "u line 2: r"),
+      (
+        .unresolvableURI(url: "u", line: 3, uri: "x"),
+        "u line 3: URI 'x' cannot be resolved against the playlist's URL"
+      ),
+      (.tooLarge(url: "u", bytes: 2, limit: 1), "u: playlist of 2 bytes is larger than the limit of 1 bytes"),
+      (.invalidReplacement(url: "u", line: 4, reason: "r"), "u line 4: cannot rewrite the URI: r"),
+    ]
+    for (error, description) in hls { #expect(error.url == "u" && error.description == description) }
+    #expect(
+      HLSError.malformedLine(url: "u", line: 2, reason: "r") != .malformedLine(url: "v", line: 2, reason: "r")
+    )
+    let mpd: [(MPDError, String)] = [
+      (.tooLarge(url: "u", bytes: 2, limit: 1), "u: MPD of 2 bytes is larger than the limit of 1 bytes"),
+      (.malformed(url: "u", line: 1, column: 2, reason: "r"), "u line 1 column 2: r"),
+      (.notAnMPD(url: "u", root: nil), "u is not an MPD: it has no root element"),
+      (.notAnMPD(url: "u", root: "html"), "u is not an MPD: its root element is <html>"),
+      (
+        .documentType(url: "u"),
+        "u: the MPD has a document type declaration (<!DOCTYPE), which the proxy does not accept"
+      ),
+      (.notUTF8(url: "u"), "u: the MPD is not UTF-8 text, which the proxy requires"),
+      (
+        .processingInstruction(url: "u"),
+        "u: the MPD has a processing instruction (<?...?>), which the proxy does not accept"
+      ),
+    ]
+    for (error, description) in mpd { #expect(error.url == "u" && error.description == description) }
+    #expect(MPDError.notUTF8(url: "u") == .notUTF8(url: "u"))
+    #expect(MPDError.notUTF8(url: "u") != .notUTF8(url: "v"))
+    let segments: [(MPDSegmentError, String)] = [
+      (.tooLarge(url: "u", bytes: 2, limit: 1), "u: MPD of 2 bytes is larger than the limit of 1 bytes"),
+      (.malformedXML(url: "u", line: 1, reason: "r"), "u is not a DASH MPD: malformed XML at line 1: r"),
+      (.notAnMPD(url: "u", root: "html"), "u is not a DASH MPD: its root element is <html>, not <MPD>"),
+      (
+        .documentType(url: "u"),
+        "u: the MPD has a document type declaration (<!DOCTYPE), which is not accepted"
+      ),
+      (.invalid(url: "u", at: "a", reason: "r"), "u: a: r"),
+      (.unsupported(url: "u", at: "a", feature: "f"), "u: a: f is not supported"),
+      (
+        .dynamic(url: "u"),
+        "u is a live MPD (type=\"dynamic\"); only static (on-demand) MPDs can be fetched"
+      ),
+      (
+        .tooManySegments(url: "u", at: "a", limit: 1),
+        "u: a: more than 1 segments (raise the limit if this is intended)"
+      ),
+    ]
+    for (error, description) in segments { #expect(error.url == "u" && error.description == description) }
+    #expect(MPDSegmentError.dynamic(url: "u") == .dynamic(url: "u"))
+    #expect(MPDSegmentError.dynamic(url: "u") != .dynamic(url: "v"))
+    #expect(MPDSegmentError.dynamic(url: "u") != .documentType(url: "u"))
+  }
+}

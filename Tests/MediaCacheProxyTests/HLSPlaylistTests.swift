@@ -176,7 +176,7 @@ import Testing
         let out = try HLSPlaylist.rewrite(text, playlistURL: base, transform: { _ in bad })
         Issue.record("\(bad.debugDescription) was accepted: \(out.debugDescription)")
       } catch {
-        guard case .invalidReplacement(_, 2, _) = error.kind else {
+        guard case .invalidReplacement(2, _) = error.kind else {
           Issue.record("\(bad.debugDescription): \(error)")
           continue
         }
@@ -187,7 +187,7 @@ import Testing
       _ = try HLSPlaylist.rewrite(
         text, playlistURL: base, transform: { $0.path.hasSuffix(".ts") ? "x\ny" : $0.absoluteString })
     } throws: { error in
-      guard case .invalidReplacement(_, 4, _) = (error as? HLSError)?.kind else { return false }
+      guard case .invalidReplacement(4, _) = (error as? HLSError)?.kind else { return false }
       return "\(error)".contains("line 4")
     }
   }
@@ -377,7 +377,7 @@ import Testing
     #expect(error("") == .notAPlaylist(url: url, firstLine: ""))
     #expect(error("\n#EXTM3U\n") == .notAPlaylist(url: url, firstLine: ""))
     guard
-      case .malformedLine(_, 3, let reason) = error("#EXTM3U\n\n#EXT-X-KEY:METHOD=AES-128,URI=\"k\n")?.kind
+      case .malformedLine(3, let reason) = error("#EXTM3U\n\n#EXT-X-KEY:METHOD=AES-128,URI=\"k\n")?.kind
     else {
       Issue.record("unterminated quote")
       return

@@ -257,11 +257,11 @@ import Testing
         _ = try MPDRewriter.rewrite(Data(body.utf8), manifestURL: mpdURL, form: .pathForm)
         Issue.record("\(body) was rewritten")
       } catch {
-        guard case .malformed(let url, let line, _, let reason) = error.kind else {
+        guard case .malformed(let line, _, let reason) = error.kind else {
           Issue.record("\(body): \(error)")
           continue
         }
-        #expect(url == mpdURL && line >= 1 && reason.contains("not well-formed"), "\(body): \(error)")
+        #expect(error.url == mpdURL && line >= 1 && reason.contains("not well-formed"), "\(body): \(error)")
         #expect(!error.description.contains("\n"))
       }
     }

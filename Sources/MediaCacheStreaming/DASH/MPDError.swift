@@ -10,70 +10,66 @@ public struct MPDError: Error, Sendable, Equatable, CustomStringConvertible {
   /// What kind of failure: compare with the static members of `ErrorCode` for this type; new codes may be added.
   public typealias Code = ErrorCode<MPDError>
 
-  /// The failure with its details, for this package's own code and tests.
+  /// The failure with its details (all but the URL, which every code has), for this package's own code and
+  /// tests.
   package enum Kind: Sendable, Equatable {
-    case tooLarge(url: String, bytes: Int, limit: Int)
-    case malformed(url: String, line: Int, column: Int, reason: String)
-    case notAnMPD(url: String, root: String?)
-    case documentType(url: String)
-    case notUTF8(url: String)
-    case processingInstruction(url: String)
+    case tooLarge(bytes: Int, limit: Int)
+    case malformed(line: Int, column: Int, reason: String)
+    case notAnMPD(root: String?)
+    case documentType
+    case notUTF8
+    case processingInstruction
   }
+
+  /// The URL of the document concerned.
+  public let url: String
 
   package var kind: Kind
 
-  package init(kind: Kind) { self.kind = kind }
+  /// An error about the MPD at `url`.
+  package init(url: String, kind: Kind) {
+    self.url = url
+    self.kind = kind
+  }
 
   /// What kind of failure (named as the case of `kind`).
   public var code: Code { Code(caseOf: kind) }
 
-  /// The URL of the document concerned.
-  public var url: String {
-    switch kind {
-    case .tooLarge(let url, _, _): url
-    case .malformed(let url, _, _, _): url
-    case .notAnMPD(let url, _): url
-    case .documentType(let url): url
-    case .notUTF8(let url): url
-    case .processingInstruction(let url): url
-    }
-  }
-
   /// An error of code `tooLarge`.
   public static func tooLarge(url: String, bytes: Int, limit: Int) -> MPDError {
-    MPDError(kind: .tooLarge(url: url, bytes: bytes, limit: limit))
+    MPDError(url: url, kind: .tooLarge(bytes: bytes, limit: limit))
   }
   /// An error of code `malformed`.
   public static func malformed(url: String, line: Int, column: Int, reason: String) -> MPDError {
-    MPDError(kind: .malformed(url: url, line: line, column: column, reason: reason))
+    MPDError(url: url, kind: .malformed(line: line, column: column, reason: reason))
   }
   /// An error of code `notAnMPD`.
   public static func notAnMPD(url: String, root: String?) -> MPDError {
-    MPDError(kind: .notAnMPD(url: url, root: root))
+    MPDError(url: url, kind: .notAnMPD(root: root))
   }
   /// An error of code `documentType`.
-  public static func documentType(url: String) -> MPDError { MPDError(kind: .documentType(url: url)) }
+  public static func documentType(url: String) -> MPDError { MPDError(url: url, kind: .documentType) }
   /// An error of code `notUTF8`.
-  public static func notUTF8(url: String) -> MPDError { MPDError(kind: .notUTF8(url: url)) }
+  public static func notUTF8(url: String) -> MPDError { MPDError(url: url, kind: .notUTF8) }
   /// An error of code `processingInstruction`.
   public static func processingInstruction(url: String) -> MPDError {
-    MPDError(kind: .processingInstruction(url: url))
+    MPDError(url: url, kind: .processingInstruction)
   }
 
   /// One line for a person: the MPD's URL and what is wrong.
   public var description: String {
     switch kind {
-    case .tooLarge(let url, let bytes, let limit):
+    case .tooLarge(let bytes, let limit):
       "\(url): MPD of \(bytes) bytes is larger than the limit of \(limit) bytes"
-    case .malformed(let url, let line, let column, let reason):
+    case .malformed(let line, let column, let reason):
       "\(url) line \(line) column \(column): \(reason)"
-    case .notAnMPD(let url, let root):
+    case .notAnMPD(let root):
       "\(url) is not an MPD: \(root.map { "its root element is <\($0.prefix(60))>" } ?? "it has no root element")"
-    case .processingInstruction(let url):
+    case .processingInstruction:
       "\(url): the MPD has a processing instruction (<?...?>), which the proxy does not accept"
-    case .notUTF8(let url):
+    case .notUTF8:
       "\(url): the MPD is not UTF-8 text, which the proxy requires"
-    case .documentType(let url):
+    case .documentType:
       "\(url): the MPD has a document type declaration (<!DOCTYPE), which the proxy does not accept"
     }
   }

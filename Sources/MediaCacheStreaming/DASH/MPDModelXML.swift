@@ -15,86 +15,80 @@ public struct MPDSegmentError: Error, Sendable, Equatable, CustomStringConvertib
   /// What kind of failure: compare with the static members of `ErrorCode` for this type; new codes may be added.
   public typealias Code = ErrorCode<MPDSegmentError>
 
-  /// The failure with its details, for this package's own code and tests.
+  /// The failure with its details (all but the URL, which every code has), for this package's own code and
+  /// tests.
   package enum Kind: Sendable, Equatable {
-    case tooLarge(url: String, bytes: Int, limit: Int)
-    case malformedXML(url: String, line: Int, reason: String)
-    case notAnMPD(url: String, root: String)
-    case documentType(url: String)
-    case invalid(url: String, at: String, reason: String)
-    case unsupported(url: String, at: String, feature: String)
-    case dynamic(url: String)
-    case tooManySegments(url: String, at: String, limit: Int)
+    case tooLarge(bytes: Int, limit: Int)
+    case malformedXML(line: Int, reason: String)
+    case notAnMPD(root: String)
+    case documentType
+    case invalid(at: String, reason: String)
+    case unsupported(at: String, feature: String)
+    case dynamic
+    case tooManySegments(at: String, limit: Int)
   }
+
+  /// The URL of the document concerned.
+  public let url: String
 
   package var kind: Kind
 
-  package init(kind: Kind) { self.kind = kind }
+  /// An error about the MPD at `url`.
+  package init(url: String, kind: Kind) {
+    self.url = url
+    self.kind = kind
+  }
 
   /// What kind of failure (named as the case of `kind`).
   public var code: Code { Code(caseOf: kind) }
 
-  /// The URL of the document concerned.
-  public var url: String {
-    switch kind {
-    case .tooLarge(let url, _, _): url
-    case .malformedXML(let url, _, _): url
-    case .notAnMPD(let url, _): url
-    case .documentType(let url): url
-    case .invalid(let url, _, _): url
-    case .unsupported(let url, _, _): url
-    case .dynamic(let url): url
-    case .tooManySegments(let url, _, _): url
-    }
-  }
-
   /// An error of code `tooLarge`.
   public static func tooLarge(url: String, bytes: Int, limit: Int) -> MPDSegmentError {
-    MPDSegmentError(kind: .tooLarge(url: url, bytes: bytes, limit: limit))
+    MPDSegmentError(url: url, kind: .tooLarge(bytes: bytes, limit: limit))
   }
   /// An error of code `malformedXML`.
   public static func malformedXML(url: String, line: Int, reason: String) -> MPDSegmentError {
-    MPDSegmentError(kind: .malformedXML(url: url, line: line, reason: reason))
+    MPDSegmentError(url: url, kind: .malformedXML(line: line, reason: reason))
   }
   /// An error of code `notAnMPD`.
   public static func notAnMPD(url: String, root: String) -> MPDSegmentError {
-    MPDSegmentError(kind: .notAnMPD(url: url, root: root))
+    MPDSegmentError(url: url, kind: .notAnMPD(root: root))
   }
   /// An error of code `documentType`.
   public static func documentType(url: String) -> MPDSegmentError {
-    MPDSegmentError(kind: .documentType(url: url))
+    MPDSegmentError(url: url, kind: .documentType)
   }
   /// An error of code `invalid`.
   public static func invalid(url: String, at: String, reason: String) -> MPDSegmentError {
-    MPDSegmentError(kind: .invalid(url: url, at: at, reason: reason))
+    MPDSegmentError(url: url, kind: .invalid(at: at, reason: reason))
   }
   /// An error of code `unsupported`.
   public static func unsupported(url: String, at: String, feature: String) -> MPDSegmentError {
-    MPDSegmentError(kind: .unsupported(url: url, at: at, feature: feature))
+    MPDSegmentError(url: url, kind: .unsupported(at: at, feature: feature))
   }
   /// An error of code `dynamic`.
-  public static func dynamic(url: String) -> MPDSegmentError { MPDSegmentError(kind: .dynamic(url: url)) }
+  public static func dynamic(url: String) -> MPDSegmentError { MPDSegmentError(url: url, kind: .dynamic) }
   /// An error of code `tooManySegments`.
   public static func tooManySegments(url: String, at: String, limit: Int) -> MPDSegmentError {
-    MPDSegmentError(kind: .tooManySegments(url: url, at: at, limit: limit))
+    MPDSegmentError(url: url, kind: .tooManySegments(at: at, limit: limit))
   }
 
   /// One line for a person: the MPD's URL and what is wrong.
   public var description: String {
     switch kind {
-    case .tooLarge(let url, let bytes, let limit):
+    case .tooLarge(let bytes, let limit):
       "\(url): MPD of \(bytes) bytes is larger than the limit of \(limit) bytes"
-    case .malformedXML(let url, let line, let reason):
+    case .malformedXML(let line, let reason):
       "\(url) is not a DASH MPD: malformed XML at line \(line): \(reason)"
-    case .notAnMPD(let url, let root):
+    case .notAnMPD(let root):
       "\(url) is not a DASH MPD: its root element is <\(root.prefix(80))>, not <MPD>"
-    case .documentType(let url):
+    case .documentType:
       "\(url): the MPD has a document type declaration (<!DOCTYPE), which is not accepted"
-    case .invalid(let url, let at, let reason): "\(url): \(at): \(reason)"
-    case .unsupported(let url, let at, let feature): "\(url): \(at): \(feature) is not supported"
-    case .dynamic(let url):
+    case .invalid(let at, let reason): "\(url): \(at): \(reason)"
+    case .unsupported(let at, let feature): "\(url): \(at): \(feature) is not supported"
+    case .dynamic:
       "\(url) is a live MPD (type=\"dynamic\"); only static (on-demand) MPDs can be fetched"
-    case .tooManySegments(let url, let at, let limit):
+    case .tooManySegments(let at, let limit):
       "\(url): \(at): more than \(limit) segments (raise the limit if this is intended)"
     }
   }

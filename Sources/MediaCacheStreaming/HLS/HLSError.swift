@@ -11,75 +11,70 @@ public struct HLSError: Error, Sendable, Equatable, CustomStringConvertible {
   /// What kind of failure: compare with the static members of `ErrorCode` for this type; new codes may be added.
   public typealias Code = ErrorCode<HLSError>
 
-  /// The failure with its details, for this package's own code and tests.
+  /// The failure with its details (all but the URL, which every code has), for this package's own code and
+  /// tests.
   package enum Kind: Sendable, Equatable {
-    case notAPlaylist(url: String, firstLine: String)
-    case malformedLine(url: String, line: Int, reason: String)
-    case unresolvableURI(url: String, line: Int, uri: String)
-    case tooLarge(url: String, bytes: Int, limit: Int)
-    case invalidReplacement(url: String, line: Int, reason: String)
+    case notAPlaylist(firstLine: String)
+    case malformedLine(line: Int, reason: String)
+    case unresolvableURI(line: Int, uri: String)
+    case tooLarge(bytes: Int, limit: Int)
+    case invalidReplacement(line: Int, reason: String)
   }
+
+  /// The URL of the document concerned.
+  public let url: String
 
   package var kind: Kind
 
-  package init(kind: Kind) { self.kind = kind }
+  /// An error about the playlist at `url`.
+  package init(url: String, kind: Kind) {
+    self.url = url
+    self.kind = kind
+  }
 
   /// What kind of failure (named as the case of `kind`).
   public var code: Code { Code(caseOf: kind) }
 
-  /// The URL of the document concerned.
-  public var url: String {
-    switch kind {
-    case .notAPlaylist(let url, _): url
-    case .malformedLine(let url, _, _): url
-    case .unresolvableURI(let url, _, _): url
-    case .tooLarge(let url, _, _): url
-    case .invalidReplacement(let url, _, _): url
-    }
-  }
-
   /// The 1-based line of the playlist concerned, where there is one.
   public var line: Int? {
     switch kind {
-    case .malformedLine(_, let line, _), .unresolvableURI(_, let line, _),
-      .invalidReplacement(_, let line, _):
-      line
+    case .malformedLine(let line, _), .unresolvableURI(let line, _), .invalidReplacement(let line, _): line
     case .notAPlaylist, .tooLarge: nil
     }
   }
 
   /// An error of code `notAPlaylist`.
   public static func notAPlaylist(url: String, firstLine: String) -> HLSError {
-    HLSError(kind: .notAPlaylist(url: url, firstLine: firstLine))
+    HLSError(url: url, kind: .notAPlaylist(firstLine: firstLine))
   }
   /// An error of code `malformedLine`.
   public static func malformedLine(url: String, line: Int, reason: String) -> HLSError {
-    HLSError(kind: .malformedLine(url: url, line: line, reason: reason))
+    HLSError(url: url, kind: .malformedLine(line: line, reason: reason))
   }
   /// An error of code `unresolvableURI`.
   public static func unresolvableURI(url: String, line: Int, uri: String) -> HLSError {
-    HLSError(kind: .unresolvableURI(url: url, line: line, uri: uri))
+    HLSError(url: url, kind: .unresolvableURI(line: line, uri: uri))
   }
   /// An error of code `tooLarge`.
   public static func tooLarge(url: String, bytes: Int, limit: Int) -> HLSError {
-    HLSError(kind: .tooLarge(url: url, bytes: bytes, limit: limit))
+    HLSError(url: url, kind: .tooLarge(bytes: bytes, limit: limit))
   }
   /// An error of code `invalidReplacement`.
   public static func invalidReplacement(url: String, line: Int, reason: String) -> HLSError {
-    HLSError(kind: .invalidReplacement(url: url, line: line, reason: reason))
+    HLSError(url: url, kind: .invalidReplacement(line: line, reason: reason))
   }
 
   /// One line for a person: the playlist's URL, the line where there is one, and what is wrong.
   public var description: String {
     switch kind {
-    case .notAPlaylist(let url, let firstLine):
+    case .notAPlaylist(let firstLine):
       "\(url) is not an HLS playlist: its first line is '\(firstLine)', not #EXTM3U"
-    case .malformedLine(let url, let line, let reason): "\(url) line \(line): \(reason)"
-    case .unresolvableURI(let url, let line, let uri):
+    case .malformedLine(let line, let reason): "\(url) line \(line): \(reason)"
+    case .unresolvableURI(let line, let uri):
       "\(url) line \(line): URI '\(uri.prefix(200))' cannot be resolved against the playlist's URL"
-    case .tooLarge(let url, let bytes, let limit):
+    case .tooLarge(let bytes, let limit):
       "\(url): playlist of \(bytes) bytes is larger than the limit of \(limit) bytes"
-    case .invalidReplacement(let url, let line, let reason):
+    case .invalidReplacement(let line, let reason):
       "\(url) line \(line): cannot rewrite the URI: \(reason)"
     }
   }
