@@ -9,6 +9,7 @@ extension MediaCache {
   public func remove(_ requested: String) async throws -> Int64 {
     let id = objectID(for: requested)
     memory.remove(id)
+    closing.closeIdle(id)
     await closing.wait(for: id)
     let (metadata, bytes) = try await IOExecutor.shared.run { [store] in
       ((try? store.readManifest(id))?.userMetadata ?? Data(), try store.remove(id))
@@ -23,6 +24,7 @@ extension MediaCache {
   /// Removes every object that no process has open.
   @discardableResult
   public func removeAll() async throws -> RemovalReport {
+    closing.closeIdle(nil)
     await closing.waitForAll()
     return try await IOExecutor.shared.run { [self] in try removeAllNow() }
   }
@@ -51,12 +53,14 @@ extension MediaCache {
 
   /// Pins the object: it is never evicted until unpinned. Throws `StoreError.notFound` if nothing is cached.
   public func pin(_ requested: String) async throws {
+    closing.closeIdle(objectID(for: requested))
     await closing.wait(for: objectID(for: requested))
     try await IOExecutor.shared.run { [self] in try setPinned(requested, true) }
   }
 
   /// Unpins the object, so eviction may remove it again. Throws `StoreError.notFound` if nothing is cached.
   public func unpin(_ requested: String) async throws {
+    closing.closeIdle(objectID(for: requested))
     await closing.wait(for: objectID(for: requested))
     try await IOExecutor.shared.run { [self] in try setPinned(requested, false) }
   }

@@ -60,6 +60,13 @@ public final class CachingReader: Sendable {
     /// under many concurrent readers of cached objects: past it, reads wait in the order they came (measured
     /// with `tools/bench --only serve`).
     public var cacheReadBudget: Int64 = 32 << 20
+    /// How long an object that this reader only read from the cache (no origin fetch ran on it) stays open
+    /// after its last read (default zero: closed at once). A server answering many short reads of the same
+    /// objects sets it (the proxy: 1 s), so that each read does not open and close the object's files. While
+    /// open, the object is busy for other processes (a compactor skips it, `cache-fsck` does not read its
+    /// chunks); this process's `MediaCache.remove`, `removeAll`, `pin` and `unpin` close it first. Objects a
+    /// fetch wrote to are closed (committed) at once, whatever this says.
+    public var idleSessionLinger: Duration = .zero
     /// Retries after a connection error, a 5xx or a cut-off body (default 3).
     public var maxRetries = 3
     /// First backoff, seconds; doubled per retry, plus up to 50% jitter (default 0.2).
@@ -147,8 +154,11 @@ public final class CachingReader: Sendable {
       maxForeground: configuration.maxForegroundRequests,
       maxBackgroundPerHost: configuration.maxBackgroundRequestsPerHost)
     self.scheduler = scheduler
-    let registry = SessionRegistry(cache: cache)
+    let registry = SessionRegistry(cache: cache, linger: configuration.idleSessionLinger)
     self.registry = registry
+    if configuration.idleSessionLinger > .zero {
+      cache.closing.addIdleHolder { [weak registry] id in registry?.closeIdle(id) }
+    }
     self.environment = SessionEnvironment(
       cache: cache, client: client, scheduler: scheduler, registry: registry,
       maxRetries: configuration.maxRetries, retryBaseDelay: configuration.retryBaseDelay,
@@ -156,9 +166,9 @@ public final class CachingReader: Sendable {
       abandonedRequestGrace: configuration.abandonedRequestGrace,
       originRequestWindow: configuration.originRequestWindow, logger: backgroundActivityLogger,
       readBudget: ReadBudget(limit: configuration.cacheReadBudget),
-      // A few buffers: every one kept is memory held for good (with 16, as many chunk pairs as the budget
-      // lets reads hold, the proxy's peak RSS after cached GETs went from ~45 to 78 MiB).
-      bufferPool: ByteBufferPool(kept: 4))
+      // A few buffers of each size: every one kept is memory held for good (with 16 of 2 MiB, as many chunk
+      // pairs as the budget lets reads hold, the proxy's peak RSS after cached GETs went from ~45 to 78 MiB).
+      bufferPool: ByteBufferPool(bytesPerSize: 4 << 20))
   }
 
   /// A logger that drops everything: the default `backgroundActivityLogger`.
@@ -328,6 +338,13 @@ public final class CachingReader: Sendable {
   /// Cancels every origin request this reader has running; readers waiting on them get `CancellationError`.
   public func cancelAll() async {
     for session in registry.openSessions() { await session.cancelAll() }
+  }
+
+  /// Closes the objects kept open after their last read (`Configuration.idleSessionLinger`) now, and returns
+  /// once they are closed.
+  public func closeIdleObjects() async {
+    registry.closeIdle(nil)
+    await cache.closing.waitForAll()
   }
 }
 

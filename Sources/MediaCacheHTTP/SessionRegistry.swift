@@ -45,12 +45,20 @@ final class SessionRegistry: Sendable {
     /// Objects whose session is being opened (its files created or opened, off the lock), with the reads
     /// waiting for it: one open per object, and opens of different objects at once.
     var opening: [ObjectID: [CheckedContinuation<Void, Never>]] = [:]
+    /// Objects with a session a flight ran on: closed (committed) as soon as nothing uses them.
+    var fetched: Set<ObjectID> = []
+    /// Sessions nothing uses, kept open until the time given (`linger`), and whether a task closes them then.
+    var idleUntil: [ObjectID: ContinuousClock.Instant] = [:]
+    var sweeping = false
   }
 
   private let sessions = Mutex(Sessions())
+  /// How long a session only read from stays open after its last read (`idleSessionLinger`).
+  let linger: Duration
 
-  init(cache: MediaCache) {
+  init(cache: MediaCache, linger: Duration = .zero) {
     self.cache = cache
+    self.linger = linger
   }
 
   /// The sessions open now.
@@ -71,6 +79,7 @@ final class SessionRegistry: Sendable {
       let step = sessions.withLock { state -> Step in
         if let entry = state.open[id] {
           state.open[id] = (entry.session, entry.users + 1, entry.flights)
+          state.idleUntil[id] = nil
           return .open(entry.session)
         }
         // The previous session of this object is committing, or another read is opening it.
@@ -118,6 +127,17 @@ final class SessionRegistry: Sendable {
     }
   }
 
+  /// The session of the object with `id` if a read or flight has it open now (counted as one more read:
+  /// `closeSession` ends it), without waiting or opening anything; nil otherwise.
+  func sessionIfOpen(_ id: ObjectID) -> ObjectSession? {
+    sessions.withLock { state in
+      guard let entry = state.open[id] else { return nil }
+      state.open[id] = (entry.session, entry.users + 1, entry.flights)
+      state.idleUntil[id] = nil
+      return entry.session
+    }
+  }
+
   /// A read is done with the session. When no read has it open any more, what is complete is committed (as
   /// the close would), and the data manager closes once no flight is running on it either.
   func closeSession(_ session: ObjectSession) {
@@ -132,6 +152,8 @@ final class SessionRegistry: Sendable {
       let id = session.manager.objectID
       guard let entry = state.open[id], entry.session === session else { return false }
       state.open[id] = (session, entry.users, entry.flights + 1)
+      state.fetched.insert(id)
+      state.idleUntil[id] = nil
       return true
     }
   }
@@ -143,17 +165,27 @@ final class SessionRegistry: Sendable {
 
   private func release(_ session: ObjectSession, flight: Bool) {
     let id = session.manager.objectID
-    let (close, flush) = sessions.withLock { state -> (Bool, Bool) in
-      guard var entry = state.open[id], entry.session === session else { return (false, false) }
+    let linger = self.linger
+    let (close, flush, sweep) = sessions.withLock { state -> (Bool, Bool, Bool) in
+      guard var entry = state.open[id], entry.session === session else { return (false, false, false) }
       if flight { entry.flights -= 1 } else { entry.users -= 1 }
       if entry.users <= 0 && entry.flights <= 0 {
+        if linger > .zero, !state.fetched.contains(id) {
+          // Only read from: nothing to commit, kept open for the next read a while.
+          state.open[id] = entry
+          state.idleUntil[id] = .now + linger
+          defer { state.sweeping = true }
+          return (false, false, !state.sweeping)
+        }
         state.open[id] = nil
         state.closing[id] = []
-        return (true, false)
+        state.fetched.remove(id)
+        return (true, false, false)
       }
       state.open[id] = entry
-      return (false, !flight && entry.users <= 0)
+      return (false, !flight && entry.users <= 0, false)
     }
+    if sweep { sweepIdle() }
     // A first fetch that failed before anything was committed (an origin that never answered, an error status)
     // leaves a data file without a manifest: the manager's close removes it, unless another process has it open
     // or a manifest appeared meanwhile, so the cache does not keep an orphan for each failed URL.
@@ -166,6 +198,49 @@ final class SessionRegistry: Sendable {
       }
     }
     if flush { commitInBackground(session, closing: false) {} }
+  }
+
+  /// Closes the sessions kept open while idle: that of `id`, or all for nil, or (with `expiredOnly`) those
+  /// idle for `linger`. Each close has begun (`MediaCache.closing`) when this returns.
+  func closeIdle(_ id: ObjectID?, expiredOnly: Bool = false) {
+    let now = ContinuousClock.now
+    let closed = sessions.withLock { state -> [ObjectSession] in
+      let ids = id.map { state.idleUntil[$0] == nil ? [] : [$0] } ?? Array(state.idleUntil.keys)
+      var closed: [ObjectSession] = []
+      for id in ids {
+        guard let until = state.idleUntil[id], !expiredOnly || until <= now, let entry = state.open[id],
+          entry.users <= 0, entry.flights <= 0
+        else { continue }
+        state.idleUntil[id] = nil
+        state.open[id] = nil
+        state.closing[id] = []
+        closed.append(entry.session)
+      }
+      return closed
+    }
+    for session in closed {
+      let id = session.manager.objectID
+      commitInBackground(session, closing: true) { [self] in
+        let waiting = sessions.withLock { $0.closing.removeValue(forKey: id) ?? [] }
+        for reader in waiting { reader.resume() }
+      }
+    }
+  }
+
+  /// Closes idle sessions once their linger is over, every half linger, until none is left.
+  private func sweepIdle() {
+    let interval = max(linger / 2, .milliseconds(10))
+    Task { [self] in
+      while true {
+        try? await Task.sleep(for: interval)
+        closeIdle(nil, expiredOnly: true)
+        let done = sessions.withLock { state in
+          if state.idleUntil.isEmpty { state.sweeping = false }
+          return !state.sweeping
+        }
+        if done { return }
+      }
+    }
   }
 
   /// Closes (`closing`) or flushes the session's data manager on the I/O executor, with the object marked as

@@ -51,6 +51,15 @@ struct ProxyResponder: Sendable {
     var requested = RequestedRange.all
     if case .single(let range) = rangeHeader { requested = range }
 
+    if !isHead, request.headers[.ifRange] == nil,
+      let hit = reader.readCachedNow(origin, range: requested, maxBytes: Self.immediateMaxBytes)
+    {
+      if !Self.mayBePlaylist(contentType: hit.contentType, url: origin) {
+        return immediateResponse(hit, partial: requested != .all)
+      }
+      reader.recycle(hit.buffer)
+    }
+
     var bytes = try await read(origin, requested)
     var partial = requested != .all
     if partial, let ifRange = request.headers[.ifRange],
@@ -73,21 +82,12 @@ struct ProxyResponder: Sendable {
         origin, isPathForm: isPathForm, rangeHeader: partial ? rangeHeader : .none, isHead: isHead)
     }
 
+    let count = bytes.count
     var headers = Self.headers(
       contentType: bytes.contentType, etag: bytes.etag, lastModified: bytes.lastModified)
-    let count = bytes.count
-    if let count { headers[.contentLength] = "\(count)" }
-    if partial, request.headers[.ifRange] != nil {
-      // A 206 to If-Range completes a copy the client holds: only the fields of RFC 9110 §15.3.7 are sent, not
-      // the other representation fields it already has.
-      headers[.contentType] = nil
-      headers[.lastModified] = nil
-    }
-    if partial {
-      let first = bytes.range.lowerBound
-      let last = first + (count ?? 1) - 1
-      headers[.contentRange] = "bytes \(first)-\(last)/\(bytes.length.map { "\($0)" } ?? "*")"
-    }
+    Self.addBodyFields(
+      &headers, first: bytes.range.lowerBound, count: count, length: bytes.length, partial: partial,
+      ifRange: request.headers[.ifRange] != nil)
     let status: HTTPResponse.Status = partial ? .partialContent : .ok
     if isHead {
       bytes.close()
@@ -151,6 +151,48 @@ struct ProxyResponder: Sendable {
       }
     }
     return ProxyResponse(status: status, headers: headers, body: body)
+  }
+
+  /// The largest range answered at once from the cache (`readCachedNow`); longer bodies are streamed.
+  static let immediateMaxBytes = 2 << 20
+
+  /// The response to a range read at once from the cache: the same head as a streamed hit's, the body in one
+  /// write (head, body and end), counted as a hit before it goes out.
+  private func immediateResponse(_ hit: CachedRange, partial: Bool) -> ProxyResponse {
+    let count = Int64(hit.range.count)
+    var headers = Self.headers(contentType: hit.contentType, etag: hit.etag, lastModified: hit.lastModified)
+    Self.addBodyFields(
+      &headers, first: hit.range.lowerBound, count: count, length: hit.length, partial: partial,
+      ifRange: false)
+    let metrics = self.metrics
+    let reader = self.reader
+    metrics.responseStarted()
+    metrics.noteServed(fromCache: count, fromOrigin: 0)
+    metrics.noteRequest(hit: true)
+    let body = ProxyResponse.Body.stream { writer in
+      defer {
+        reader.recycle(hit.buffer)
+        metrics.responseEnded()
+      }
+      try await writer.write(hit.buffer, endingResponse: true)
+    }
+    return ProxyResponse(status: partial ? .partialContent : .ok, headers: headers, body: body)
+  }
+
+  /// Adds a body's `Content-Length` (when `count` is known) and, for a 206, its `Content-Range`. A 206 to
+  /// If-Range completes a copy the client holds: only the fields of RFC 9110 §15.3.7 are sent, not the other
+  /// representation fields it already has.
+  static func addBodyFields(
+    _ headers: inout HTTPFields, first: Int64, count: Int64?, length: Int64?, partial: Bool, ifRange: Bool
+  ) {
+    if let count { headers[.contentLength] = "\(count)" }
+    guard partial else { return }
+    if ifRange {
+      headers[.contentType] = nil
+      headers[.lastModified] = nil
+    }
+    let last = first + (count ?? 1) - 1
+    headers[.contentRange] = "bytes \(first)-\(last)/\(length.map { "\($0)" } ?? "*")"
   }
 
   // MARK: Origin URL

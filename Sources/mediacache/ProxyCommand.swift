@@ -106,6 +106,9 @@ struct ProxyCommand: AsyncParsableCommand {
       let mediaCache = try await IOExecutor.shared.run { try MediaCache(configuration: settings) }
       var readerConfiguration = requestLimits.configuration(maxRetries: retries)
       readerConfiguration.originRequestWindow = originRequestWindow
+      // Objects only read stay open a second after their last read, so that many short reads of the same
+      // objects (range requests) do not each open and close their files.
+      readerConfiguration.idleSessionLinger = .seconds(1)
       let reader = CachingReader(cache: mediaCache, client: client, configuration: readerConfiguration)
       let server = ProxyServer(
         reader: reader,

@@ -108,6 +108,18 @@ public final class IOExecutor: Sendable {
   public static var isCurrentThreadIO: Bool { pthread_getspecific(ioThreadKey) != nil }
 }
 
+/// An `IOExecutor` can also run tasks (`Task(executorPreference: IOExecutor.shared)`): a task whose work is
+/// mostly blocking calls, such as the proxy answering from the cache, then makes them inline (`run(_:)` on one of
+/// the executor's threads calls its body at once) instead of handing each to another thread and back. Such a
+/// task holds a thread only while it runs; awaiting something else frees it.
+extension IOExecutor: TaskExecutor {
+  /// Runs `job` on one of the executor's threads, in submission order with the blocking calls.
+  public func enqueue(_ job: consuming ExecutorJob) {
+    let job = UnownedJob(job)
+    submit { job.runSynchronously(on: self.asUnownedTaskExecutor()) }
+  }
+}
+
 /// Marks the threads of every `IOExecutor` (a thread-specific value, set once per thread).
 private let ioThreadKey: pthread_key_t = {
   var key = pthread_key_t()

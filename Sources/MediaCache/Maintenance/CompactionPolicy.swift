@@ -139,7 +139,9 @@ extension CompactionReport: Codable {
     try container.encode(chunksDropped, forKey: .chunksDropped)
     try container.encode(droppedChunks, forKey: .droppedChunks)
     try container.encode(incomplete, forKey: .incomplete)
-    try container.encode(duration.seconds, forKey: .duration)
+    // In whole microseconds: a `Duration` made from a `Double` of more digits does not always give the same
+    // `Double` back, so a report decoded and encoded again would differ.
+    try container.encode((duration.seconds * 1e6).rounded() / 1e6, forKey: .duration)
     try container.encode(dryRun, forKey: .dryRun)
     try container.encode(errors, forKey: .errors)
   }

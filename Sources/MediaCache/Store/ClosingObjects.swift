@@ -10,8 +10,22 @@ package final class ClosingObjects: Sendable {
     var waiters: [CheckedContinuation<Void, Never>] = []
   }
   private let entries = Mutex<[ObjectID: Entry]>([:])
+  /// Readers that keep objects open between reads, asked to close them (one object, or all for nil) before
+  /// this process removes or pins one: each starts the close (`begin`) before it returns.
+  private let idleHolders = Mutex<[@Sendable (ObjectID?) -> Void]>([])
 
   package init() {}
+
+  /// Registers a reader that keeps idle objects open (`CachingReader.Configuration.idleSessionLinger`).
+  package func addIdleHolder(_ close: @escaping @Sendable (ObjectID?) -> Void) {
+    idleHolders.withLock { $0.append(close) }
+  }
+
+  /// Asks the readers that keep `id` (every object, for nil) open while idle to close it; `wait(for:)` then
+  /// waits for those closes too.
+  package func closeIdle(_ id: ObjectID?) {
+    for close in idleHolders.withLock({ $0 }) { close(id) }
+  }
 
   /// A close of `id` is starting (call before handing it to the executor).
   package func begin(_ id: ObjectID) {

@@ -1,0 +1,68 @@
+import MediaCache
+import NIOCore
+
+/// A range served wholly from the cache by `CachingReader.readCachedNow`: its bytes, read and checked, and
+/// what the cache recorded of the object.
+package struct CachedRange: Sendable {
+  /// The range's bytes (the readable bytes; the buffer may hold more around them).
+  package var buffer: ByteBuffer
+  /// The absolute bytes served.
+  package var range: Range<Int64>
+  /// The object's length.
+  package var length: Int64
+  /// What the cache recorded from the origin.
+  package var contentType: String?
+  /// The origin's entity tag, as recorded.
+  package var etag: String?
+  /// The origin's `Last-Modified` value, as recorded.
+  package var lastModified: String?
+}
+
+extension CachingReader {
+  /// The bytes of `range` of the object at `url` when they can be given at once: the object is open in this
+  /// reader now (another read or flight has it), its length is known, every byte of the range is in its
+  /// complete chunks, and the range is at most `maxBytes`. They are read and checked as `read` reads them
+  /// (the same verified read, the same access time noted) in one buffer, on the calling thread, which must be
+  /// an `IOExecutor`'s (anywhere else this returns nil: it makes blocking calls).
+  ///
+  /// Nil means "not now", never an error: `read` then does whatever is needed (a fetch, a corrupt chunk
+  /// dropped and fetched again, a range not satisfiable). This is the proxy's path for a hit under load: no
+  /// task, sequence or cursor per request, no hop between threads.
+  package func readCachedNow(_ url: String, range: RequestedRange, maxBytes: Int) -> CachedRange? {
+    guard IOExecutor.isCurrentThreadIO, (try? OriginClient.validate(url)) != nil,
+      let session = registry.sessionIfOpen(cache.objectID(for: url))
+    else { return nil }
+    defer { session.endRead() }
+    let manager = session.manager
+    let manifest = manager.manifest
+    guard let length = manifest.contentLength, let bounds = range.resolved(length: length), !bounds.isEmpty,
+      bounds.count <= maxBytes
+    else { return nil }
+    let chunkSize = Int64(manifest.chunkSize)
+    for index in Int(bounds.lowerBound / chunkSize)...Int((bounds.upperBound - 1) / chunkSize) {
+      guard manifest.isPresent(index) else { return nil }
+    }
+    guard let plan = try? manager.planVerifiedRead(bounds) else { return nil }
+    let pool = session.environment.bufferPool
+    var buffer = pool.take(capacity: plan.extent.count)
+    do {
+      _ = try buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: plan.extent.count) { pointer in
+        try manager.readVerified(plan, into: pointer)
+        return plan.extent.count
+      }
+    } catch {
+      pool.give(buffer)
+      return nil
+    }
+    buffer.moveReaderIndex(forwardBy: plan.offset)
+    buffer.moveWriterIndex(to: plan.offset + plan.range.count)
+    return CachedRange(
+      buffer: buffer, range: bounds, length: length, contentType: manifest.contentType, etag: manifest.etag,
+      lastModified: manifest.lastModified)
+  }
+
+  /// Takes back the buffer of a `CachedRange` once it was handed to the socket's writer, for a later read.
+  package func recycle(_ buffer: ByteBuffer) {
+    environment.bufferPool.give(buffer)
+  }
+}

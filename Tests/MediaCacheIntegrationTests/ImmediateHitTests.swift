@@ -1,0 +1,171 @@
+import Foundation
+import MediaCache
+import MediaCacheHTTP
+import MediaCacheProxy
+import MediaCacheTestOrigin
+import MediaCacheTestSupport
+import Testing
+
+/// The proxy's path for a hit under load (Step 10): objects only read stay open a while after their last read
+/// (`idleSessionLinger`), and a range they hold wholly is read and checked at once on the I/O executor
+/// (`CachingReader.readCachedNow`), answered with the same head as a streamed hit.
+@Suite(.serialized)
+struct ImmediateHitTests {
+  static let chunkSize = 65536
+
+  func withReader(
+    linger: Duration, _ body: (CachingReader, TestOrigin, MediaCache) async throws -> Void
+  ) async throws {
+    let dir = try TemporaryDirectory()
+    defer { dir.cleanup() }
+    let origin = try await TestOrigin.start()
+    let cache = try MediaCache(
+      configuration: .init(
+        directory: FilePath(dir.file("cache")), chunkSize: Self.chunkSize, durability: .relaxed))
+    var configuration = CachingReader.Configuration()
+    configuration.idleSessionLinger = linger
+    let reader = CachingReader(cache: cache, configuration: configuration)
+    do {
+      try await body(reader, origin, cache)
+    } catch {
+      try? await origin.shutdown()
+      throw error
+    }
+    try await origin.shutdown()
+  }
+
+  func readAll(_ reader: CachingReader, _ url: String) async throws -> Data {
+    let bytes = try await reader.read(url)
+    defer { bytes.close() }
+    var out = Data()
+    for try await piece in bytes { out.append(piece) }
+    return out
+  }
+
+  /// Reads the whole object and returns once what was fetched is committed and its session closed.
+  func fetchAll(_ reader: CachingReader, _ url: String) async throws -> Data {
+    let bytes = try await reader.read(url)
+    var out = Data()
+    for try await piece in bytes { out.append(piece) }
+    await bytes.closeAndCommit()
+    await reader.cache.closing.wait(for: reader.cache.objectID(for: url))
+    return out
+  }
+
+  /// `readCachedNow` on an I/O executor thread, as the proxy calls it.
+  func readNow(_ reader: CachingReader, _ url: String, _ range: RequestedRange) async throws -> CachedRange? {
+    try await IOExecutor.shared.run { reader.readCachedNow(url, range: range, maxBytes: 1 << 20) }
+  }
+
+  @Test func aReadOnlyObjectStaysOpenAndServesRangesAtOnceUntilRemoved() async throws {
+    try await withReader(linger: .seconds(60)) { reader, origin, cache in
+      let size = 5 * Self.chunkSize + 1234
+      let url = origin.url(.normal, "lingering", size: size)
+      #expect(try await fetchAll(reader, url) == Data(TestOrigin.bytes(name: "lingering", size: size)))
+      // A fetch ran on that session: it was closed (committed) at once, so nothing is open to read from.
+      #expect(try await readNow(reader, url, .bounded(0..<100)) == nil)
+      // A read from the cache only: its object stays open after the read.
+      #expect(try await readAll(reader, url).count == size)
+      let range: Range<Int64> = 70_000..<200_000
+      let hit = try #require(try await readNow(reader, url, .bounded(range)))
+      #expect(hit.range == range && hit.length == Int64(size))
+      #expect(
+        Array(hit.buffer.readableBytesView)
+          == TestOrigin.bytes(name: "lingering", size: size, range: 70_000..<200_000))
+      #expect(hit.etag != nil)
+      let tail = try #require(try await readNow(reader, url, .suffix(10)))
+      #expect(tail.range == Int64(size - 10)..<Int64(size))
+      // Not on an I/O executor thread: it makes blocking calls, so it declines.
+      #expect(reader.readCachedNow(url, range: .bounded(range), maxBytes: 1 << 20) == nil)
+      // Longer than asked for, past the end, or another object: not now (a read handles those).
+      #expect(
+        try await IOExecutor.shared.run { reader.readCachedNow(url, range: .all, maxBytes: 1000) } == nil)
+      #expect(try await readNow(reader, url, .bounded(Int64(size)..<Int64(size + 10))) == nil)
+      #expect(try await readNow(reader, origin.url(.normal, "never-read", size: 1000), .all) == nil)
+      // This process's removal closes the idle object first instead of finding it busy.
+      #expect(try await cache.remove(url) > 0)
+      #expect(try await readNow(reader, url, .bounded(range)) == nil)
+      #expect(try await cache.status(for: url) == .none)
+    }
+  }
+
+  @Test func idleObjectsCloseWhenTheirLingerIsOver() async throws {
+    try await withReader(linger: .milliseconds(200)) { reader, origin, cache in
+      let url = origin.url(.normal, "short-linger", size: 100_000)
+      _ = try await fetchAll(reader, url)
+      _ = try await readAll(reader, url)
+      // Another handle on the directory, as another process would see it: the idle object is open (busy).
+      let other = try MediaCache(configuration: cache.configuration)
+      await #expect(throws: StoreError.self) { try await other.remove(url) }
+      // Closed once the linger is over: then the other handle can remove it (a generous bound: this asserts
+      // that it closes, not how fast).
+      let deadline = ContinuousClock.now + .seconds(10)
+      var removed: Int64?
+      while removed == nil, ContinuousClock.now < deadline {
+        try await Task.sleep(for: .milliseconds(50))
+        removed = try? await other.remove(url)
+      }
+      #expect((removed ?? 0) > 0, "the idle object was still open 10 s after its last read")
+      // Read again (fetched, then read from the cache), it stays open until closed on request.
+      _ = try await fetchAll(reader, url)
+      #expect(try await readAll(reader, url).count == 100_000)
+      #expect(try await readNow(reader, url, .bounded(0..<10)) != nil)
+      await reader.closeIdleObjects()
+      #expect(try await readNow(reader, url, .bounded(0..<10)) == nil)
+      #expect(try await other.remove(url) > 0)
+    }
+  }
+
+  @Test func theProxyAnswersAnImmediateHitWithTheSameHeadAsAStreamedOne() async throws {
+    try await withReader(linger: .seconds(60)) { reader, origin, _ in
+      let proxy = ProxyServer(reader: reader)
+      let (endpoints, continuation) = AsyncStream.makeStream(of: ProxyServer.Endpoint.self)
+      let server = Task { try await proxy.run { continuation.yield($0) } }
+      defer { server.cancel() }
+      var iterator = endpoints.makeAsyncIterator()
+      let port = try #require(await iterator.next()).port
+      let size = 300_000
+      let url = origin.url(.normal, "immediate", size: size)
+      let path = ProxyServer.proxyPath(for: url)
+      let fetched = try await blocking { try rawRequest(port: port, path) }
+      #expect(fetched.status == 200 && fetched.body == TestOrigin.bytes(name: "immediate", size: size))
+      await reader.cache.closing.wait(for: reader.cache.objectID(for: url))
+      for (range, first, count) in [("bytes=1000-66535", 1000, 65536), ("bytes=-5000", size - 5000, 5000)] {
+        // Nothing open: the request reads through a `CachedBytes` (streamed), and leaves the object open.
+        // (The fetch's session closes once its flight has committed its last chunk: waited for, generously.)
+        var open = true
+        for _ in 0..<200 where open {
+          await reader.closeIdleObjects()
+          open = try await readNow(reader, url, .bounded(Int64(first)..<Int64(first + count))) != nil
+          if open { try await Task.sleep(for: .milliseconds(50)) }
+        }
+        #expect(!open)
+        let streamed = try await blocking { try rawRequest(port: port, path, headers: [("Range", range)]) }
+        // While a read has the object open, a request is answered at once.
+        let held = try await reader.read(url)
+        #expect(try await readNow(reader, url, .bounded(Int64(first)..<Int64(first + count))) != nil)
+        let immediate = try await blocking { try rawRequest(port: port, path, headers: [("Range", range)]) }
+        held.close()
+        let want = TestOrigin.bytes(name: "immediate", size: size, range: first..<(first + count))
+        for response in [streamed, immediate] {
+          #expect(response.status == 206)
+          #expect(response.body == want)
+          #expect(response.header("Content-Range") == "bytes \(first)-\(first + count - 1)/\(size)")
+        }
+        let head = { (response: RawHTTPResponse) in
+          response.headers.filter { $0.name.lowercased() != "date" }.map { "\($0.name): \($0.value)" }
+        }
+        #expect(head(immediate) == head(streamed))
+      }
+      // A whole object of at most 2 MiB: 200 with its length, no Content-Range, same head either way.
+      let whole = try await blocking { try rawRequest(port: port, path) }
+      let again = try await blocking { try rawRequest(port: port, path) }
+      for response in [whole, again] {
+        #expect(response.status == 200)
+        #expect(response.body == TestOrigin.bytes(name: "immediate", size: size))
+        #expect(response.header("Content-Range") == nil)
+        #expect(response.header("Content-Length") == "\(size)")
+      }
+    }
+  }
+}
