@@ -6,54 +6,80 @@ import Synchronization
 /// buffer per piece: measured with `tools/bench --only serve`, those page faults were a fifth of the proxy's
 /// cycles.
 ///
-/// Buffers come in power-of-two sizes from 64 KiB (a verification block) up, and each size keeps at most
-/// `bytesPerSize` bytes of free buffers (at least four buffers), so that reads of a few blocks (a 64 KiB range)
-/// reuse warm 128 KiB buffers many readers at once, while megabyte buffers for whole chunks stay few: what the
-/// pool holds for good is bounded by the sizes in use, not by the number of readers.
+/// Two kinds: reads of a few verification blocks (at most `smallLimit`, a 64 KiB range) get buffers of a
+/// power-of-two size from 64 KiB, kept `smallBytesPerSize` bytes per size (many readers at once reuse warm
+/// buffers); larger reads get buffers of at least their chunks' whole extent (so that any read of them fits),
+/// `largeKept` of them kept: every buffer kept is memory held for good.
 ///
 /// A buffer given back may still be queued in NIO, on its way to a socket: its storage is then shared, and the
 /// next write into it copies it to new storage first (NIO's copy on write), which is what a fresh allocation
-/// costs anyway. The oldest buffer of a size is taken first, the one most likely to be free by then.
+/// costs anyway. The oldest buffer is taken first, the one most likely to be free by then.
 final class ByteBufferPool: Sendable {
-  /// Free bytes kept per buffer size.
-  let bytesPerSize: Int
-  private let free = Mutex<[Int: [ByteBuffer]]>([:])
+  /// Free large buffers kept.
+  let largeKept: Int
+  /// Free bytes of small buffers kept per size.
+  let smallBytesPerSize: Int
+  private struct Free {
+    var small: [Int: [ByteBuffer]] = [:]
+    var large: [ByteBuffer] = []
+  }
+  private let free = Mutex(Free())
 
   /// The smallest buffer: one verification block.
   static let smallestSize = 64 << 10
+  /// The largest read served by a small buffer.
+  static let smallLimit = 256 << 10
 
-  init(bytesPerSize: Int) { self.bytesPerSize = bytesPerSize }
+  init(largeKept: Int, smallBytesPerSize: Int) {
+    self.largeKept = largeKept
+    self.smallBytesPerSize = smallBytesPerSize
+  }
 
-  /// The size of the buffers that serve a read of `count` bytes: the power of two at least `count`, 64 KiB
-  /// at least.
-  static func size(for count: Int) -> Int {
+  /// The size of the small buffers that serve a read of `count` bytes: the power of two at least `count`,
+  /// 64 KiB at least.
+  static func smallSize(for count: Int) -> Int {
     guard count > smallestSize else { return smallestSize }
     return 1 << (Int.bitWidth - (count - 1).leadingZeroBitCount)
   }
 
-  /// An empty buffer with room for `count` bytes.
-  func take(capacity count: Int) -> ByteBuffer {
-    let size = Self.size(for: count)
-    let reused = free.withLock { free -> ByteBuffer? in
-      guard var buffers = free[size], !buffers.isEmpty else { return nil }
-      let buffer = buffers.removeFirst()
-      free[size] = buffers
-      return buffer
+  /// An empty buffer with room for `capacity` bytes; a new large one has room for `minimumCapacity` (the
+  /// whole chunks of the read), so that it serves any later read of as many chunks.
+  func take(capacity: Int, minimumCapacity: Int) -> ByteBuffer {
+    if capacity <= Self.smallLimit {
+      let size = Self.smallSize(for: capacity)
+      let reused = free.withLock { free -> ByteBuffer? in
+        guard free.small[size]?.isEmpty == false else { return nil }
+        return free.small[size]!.removeFirst()
+      }
+      if var buffer = reused {
+        buffer.clear()
+        return buffer
+      }
+      return ByteBufferAllocator().buffer(capacity: size)
     }
-    if var buffer = reused {
+    if var buffer = free.withLock({ $0.large.isEmpty ? nil : $0.large.removeFirst() }),
+      buffer.capacity >= capacity
+    {
       buffer.clear()
       return buffer
     }
-    return ByteBufferAllocator().buffer(capacity: size)
+    return ByteBufferAllocator().buffer(capacity: max(capacity, minimumCapacity))
   }
 
-  /// Takes `buffer` back (whatever slice of it a piece was): kept if its size has room, else released.
+  /// Takes `buffer` back (whatever slice of it a piece was): kept if its kind has room, else released.
   func give(_ buffer: ByteBuffer) {
-    let size = buffer.capacity
-    guard size >= Self.smallestSize, size & (size - 1) == 0 else { return }
-    let limit = max(4, bytesPerSize / size)
+    let capacity = buffer.capacity
+    guard capacity >= Self.smallestSize else { return }
     free.withLock { free in
-      if free[size, default: []].count < limit { free[size, default: []].append(buffer) }
+      if capacity < 2 * Self.smallLimit {
+        // Its size is the largest power of two it holds: the allocator may give a little more than asked.
+        let size = 1 << (Int.bitWidth - 1 - capacity.leadingZeroBitCount)
+        if free.small[size, default: []].count < max(1, smallBytesPerSize / size) {
+          free.small[size, default: []].append(buffer)
+        }
+      } else if free.large.count < largeKept {
+        free.large.append(buffer)
+      }
     }
   }
 }

@@ -243,7 +243,7 @@ final class ReadCursor: @unchecked Sendable {
       let (buffer, read) = try await IOExecutor.shared.run { () throws -> (ByteBuffer, Int) in
         do {
           let plan = try manager.planVerifiedRead(range)
-          var buffer = pool.take(capacity: plan.extent.count)
+          var buffer = pool.take(capacity: plan.extent.count, minimumCapacity: extent.count)
           _ = try buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: plan.extent.count) { pointer in
             try manager.readVerified(plan, into: pointer)
             return plan.extent.count

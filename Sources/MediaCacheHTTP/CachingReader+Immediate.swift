@@ -44,7 +44,8 @@ extension CachingReader {
     }
     guard let plan = try? manager.planVerifiedRead(bounds) else { return nil }
     let pool = session.environment.bufferPool
-    var buffer = pool.take(capacity: plan.extent.count)
+    var buffer = pool.take(
+      capacity: plan.extent.count, minimumCapacity: manager.wholeChunkExtent(of: bounds).count)
     do {
       _ = try buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: plan.extent.count) { pointer in
         try manager.readVerified(plan, into: pointer)

@@ -166,9 +166,9 @@ public final class CachingReader: Sendable {
       abandonedRequestGrace: configuration.abandonedRequestGrace,
       originRequestWindow: configuration.originRequestWindow, logger: backgroundActivityLogger,
       readBudget: ReadBudget(limit: configuration.cacheReadBudget),
-      // A few buffers of each size: every one kept is memory held for good (with 16 of 2 MiB, as many chunk
-      // pairs as the budget lets reads hold, the proxy's peak RSS after cached GETs went from ~45 to 78 MiB).
-      bufferPool: ByteBufferPool(bytesPerSize: 4 << 20))
+      // A few large buffers: every one kept is memory held for good (with 16, as many chunk pairs as the
+      // budget lets reads hold, the proxy's peak RSS after cached GETs went from ~45 to 78 MiB).
+      bufferPool: ByteBufferPool(largeKept: 4, smallBytesPerSize: 4 << 20))
   }
 
   /// A logger that drops everything: the default `backgroundActivityLogger`.
