@@ -134,7 +134,7 @@ let package = Package(
     .target(
       name: "MediaCacheTestSupport",
       dependencies: [
-        "MediaCache", "MediaCacheTestOrigin",
+        "MediaCache", "MediaCacheHTTP", "MediaCacheTestOrigin",
         .product(name: "ArgumentParser", package: "swift-argument-parser"),
       ],
       path: "Tests/MediaCacheTestSupport"

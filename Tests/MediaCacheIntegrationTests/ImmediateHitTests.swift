@@ -16,22 +16,9 @@ struct ImmediateHitTests {
   func withReader(
     linger: Duration, _ body: (CachingReader, TestOrigin, MediaCache) async throws -> Void
   ) async throws {
-    let dir = try TemporaryDirectory()
-    defer { dir.cleanup() }
-    let origin = try await TestOrigin.start()
-    let cache = try MediaCache(
-      configuration: .init(
-        directory: FilePath(dir.file("cache")), chunkSize: Self.chunkSize, durability: .relaxed))
     var configuration = CachingReader.Configuration()
     configuration.idleSessionLinger = linger
-    let reader = CachingReader(cache: cache, configuration: configuration)
-    do {
-      try await body(reader, origin, cache)
-    } catch {
-      try? await origin.shutdown()
-      throw error
-    }
-    try await origin.shutdown()
+    try await MediaCacheTestSupport.withReader(chunkSize: Self.chunkSize, configuration: configuration, body)
   }
 
   func readAll(_ reader: CachingReader, _ url: String) async throws -> Data {

@@ -127,28 +127,11 @@ struct OriginBytesOnceTests {
     readAhead: Int64, grace: Double = 0.25,
     _ body: (CachingReader, TestOrigin, MediaCache) async throws -> Void
   ) async throws {
-    let dir = try TemporaryDirectory()
-    defer { dir.cleanup() }
-    let origin = try await TestOrigin.start()
-    let cache = try MediaCache(
+    try await MediaCacheTestSupport.withReader(
+      chunkSize: Self.chunkSize,
       configuration: .init(
-        directory: FilePath(dir.file("cache")), chunkSize: Self.chunkSize, durability: .relaxed))
-    let client = OriginClient()
-    let reader = CachingReader(
-      cache: cache, client: client,
-      configuration: .init(
-        abandonedRequestReadAhead: readAhead, abandonedRequestGrace: .milliseconds(Int64(grace * 1000))))
-    do {
-      try await body(reader, origin, cache)
-    } catch {
-      await reader.cancelAll()
-      try? await client.shutdown()
-      try? await origin.shutdown()
-      throw error
-    }
-    await reader.cancelAll()
-    try await client.shutdown()
-    try await origin.shutdown()
+        abandonedRequestReadAhead: readAhead, abandonedRequestGrace: .milliseconds(Int64(grace * 1000))),
+      body)
   }
 
   /// A new origin request stops where a request still running ahead of it begins: reading from chunk 6, then

@@ -15,26 +15,12 @@ struct OriginFetchTests {
     retries: Int = 3, readAhead: Int64 = 4 << 20,
     _ body: (CachingReader, TestOrigin, MediaCache) async throws -> Void
   ) async throws {
-    let dir = try TemporaryDirectory()
-    defer { dir.cleanup() }
-    let origin = try await TestOrigin.start()
-    let cache = try MediaCache(
+    try await MediaCacheTestSupport.withReader(
+      chunkSize: Self.chunkSize,
+      client: OriginClient(configuration: .init(connectTimeout: .seconds(5), idleTimeout: .seconds(10))),
       configuration: .init(
-        directory: FilePath(dir.file("cache")), chunkSize: Self.chunkSize, durability: .relaxed))
-    let client = OriginClient(configuration: .init(connectTimeout: .seconds(5), idleTimeout: .seconds(10)))
-    let reader = CachingReader(
-      cache: cache, client: client,
-      configuration: .init(
-        abandonedRequestReadAhead: readAhead, maxRetries: retries, retryBaseDelay: .milliseconds(10)))
-    do {
-      try await body(reader, origin, cache)
-    } catch {
-      try? await client.shutdown()
-      try? await origin.shutdown()
-      throw error
-    }
-    try await client.shutdown()
-    try await origin.shutdown()
+        abandonedRequestReadAhead: readAhead, maxRetries: retries, retryBaseDelay: .milliseconds(10)),
+      body)
   }
 
   func readAll(_ reader: CachingReader, _ url: String, _ range: RequestedRange = .all) async throws -> Data {
