@@ -1,3 +1,4 @@
+import MediaCache
 import NIOCore
 import Synchronization
 
@@ -81,5 +82,29 @@ final class ByteBufferPool: Sendable {
         free.large.append(buffer)
       }
     }
+  }
+}
+
+extension ByteBufferPool {
+  /// Reads what `plan` says from `manager` into a buffer of this pool and checks it there (no copy after the
+  /// read); the buffer's readable bytes are the plan's range. `minimumCapacity` is the whole chunks' extent (see
+  /// `take`). Blocks on the disk; a buffer whose read or check failed comes back to the pool, and the error
+  /// (`corruptChunk`, `closed`, `io`) is thrown.
+  func readVerified(_ plan: VerifiedReadPlan, from manager: FileHandleAssetDataManager, minimumCapacity: Int)
+    throws -> ByteBuffer
+  {
+    var buffer = take(capacity: plan.extent.count, minimumCapacity: minimumCapacity)
+    do {
+      _ = try buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: plan.extent.count) { pointer in
+        try manager.readVerified(plan, into: pointer)
+        return plan.extent.count
+      }
+    } catch {
+      give(buffer)
+      throw error
+    }
+    buffer.moveReaderIndex(forwardBy: plan.offset)
+    buffer.moveWriterIndex(to: plan.offset + plan.range.count)
+    return buffer
   }
 }

@@ -243,14 +243,9 @@ final class ReadCursor: @unchecked Sendable {
       let (buffer, read) = try await IOExecutor.shared.run { () throws -> (ByteBuffer, Int) in
         do {
           let plan = try manager.planVerifiedRead(range)
-          var buffer = pool.take(capacity: plan.extent.count, minimumCapacity: extent.count)
-          _ = try buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: plan.extent.count) { pointer in
-            try manager.readVerified(plan, into: pointer)
-            return plan.extent.count
-          }
-          buffer.moveReaderIndex(forwardBy: plan.offset)
-          buffer.moveWriterIndex(to: plan.offset + plan.range.count)
-          return (buffer, plan.extent.count)
+          return (
+            try pool.readVerified(plan, from: manager, minimumCapacity: extent.count), plan.extent.count
+          )
         } catch let error as StoreError where error.code == .notCached {
           return (ByteBuffer(bytes: try manager.read(range)), range.count)
         }

@@ -38,25 +38,16 @@ extension CachingReader {
     guard let length = manifest.contentLength, let bounds = range.resolved(length: length), !bounds.isEmpty,
       bounds.count <= maxBytes
     else { return nil }
+    // Every chunk present, seen in the view: a range not cached returns here, without `planVerifiedRead`
+    // reading the manifest from disk in case another process committed it.
     let chunkSize = Int64(manifest.chunkSize)
     for index in Int(bounds.lowerBound / chunkSize)...Int((bounds.upperBound - 1) / chunkSize) {
       guard manifest.isPresent(index) else { return nil }
     }
-    guard let plan = try? manager.planVerifiedRead(bounds) else { return nil }
-    let pool = session.environment.bufferPool
-    var buffer = pool.take(
-      capacity: plan.extent.count, minimumCapacity: manager.wholeChunkExtent(of: bounds).count)
-    do {
-      _ = try buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: plan.extent.count) { pointer in
-        try manager.readVerified(plan, into: pointer)
-        return plan.extent.count
-      }
-    } catch {
-      pool.give(buffer)
-      return nil
-    }
-    buffer.moveReaderIndex(forwardBy: plan.offset)
-    buffer.moveWriterIndex(to: plan.offset + plan.range.count)
+    guard let plan = try? manager.planVerifiedRead(bounds),
+      let buffer = try? session.environment.bufferPool.readVerified(
+        plan, from: manager, minimumCapacity: manager.wholeChunkExtent(of: bounds).count)
+    else { return nil }
     return CachedRange(
       buffer: buffer, range: bounds, length: length, contentType: manifest.contentType, etag: manifest.etag,
       lastModified: manifest.lastModified)

@@ -139,13 +139,13 @@ def vlc_probe(source, seek, timeout=60):
         args.append(f"--start-time={SEEK_TO}")
     p = subprocess.Popen(args + [source], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          text=True)
-    # rc answers each command with one line; ask for the length once, then the time every 0.1 s until exit.
+    # rc answers each command with one line; ask for the length and the time, in pairs, every 0.1 s until exit.
+    # (The length was asked once, at 0.5 s: a VLC slow to open the file, on a loaded machine, answered 0.)
     def feed():
         try:
             time.sleep(0.5)
-            p.stdin.write("get_length\n")
             while p.poll() is None:
-                p.stdin.write("get_time\n")
+                p.stdin.write("get_length\nget_time\n")
                 p.stdin.flush()
                 time.sleep(0.1)
         except (BrokenPipeError, ValueError, OSError):
@@ -168,7 +168,8 @@ def vlc_probe(source, seek, timeout=60):
     numbers = [int(m.group(1)) for m in re.finditer(r"^(?:> )*(\d+)\s*$", out, re.M)]
     if not numbers:
         return None, f"exit {p.returncode}, no answer from rc: {tail(err)}"
-    length, times = numbers[0], [t for t in numbers[1:] if t > 0] or [0]
+    pairs = list(zip(numbers[0::2], numbers[1::2])) or [(numbers[0], 0)]
+    length, times = max(n for n, _ in pairs), [t for _, t in pairs if t > 0] or [0]
     return [float(length), float(times[0]), float(max(times))], tail(err, 2) if p.returncode else ""
 
 
