@@ -170,11 +170,9 @@ struct ProxyResponder: Sendable {
     metrics.noteServed(fromCache: count, fromOrigin: 0)
     metrics.noteRequest(hit: true)
     let body = ProxyResponse.Body.stream { writer in
-      defer {
-        reader.recycle(hit.buffer)
-        metrics.responseEnded()
-      }
-      try await writer.write(hit.buffer, endingResponse: true)
+      defer { metrics.responseEnded() }
+      // Back to the pool once NIO has written it: reused while still queued, it would be copied on write.
+      try await writer.write(hit.buffer, endingResponse: true) { reader.recycle($0) }
     }
     return ProxyResponse(status: partial ? .partialContent : .ok, headers: headers, body: body)
   }
@@ -308,7 +306,10 @@ struct ProxyResponder: Sendable {
   }
 
   static func headerSafe(_ value: String) -> String {
-    String(String.UnicodeScalarView(value.unicodeScalars.filter { $0.value >= 0x20 && $0.value < 0x7F }))
+    // Most values are visible ASCII already: checked byte by byte, they are returned as they are.
+    if value.utf8.allSatisfy({ $0 >= 0x20 && $0 < 0x7F }) { return value }
+    let visible = value.unicodeScalars.filter { $0.value >= 0x20 && $0.value < 0x7F }
+    return String(String.UnicodeScalarView(visible))
   }
 
   /// RFC 9110 §13.1.5: an entity tag matches only strongly; a date matches only exactly.

@@ -19,8 +19,8 @@ struct ProxyResponse: Sendable {
 }
 
 /// Writes one response to a channel, from the task answering it. The head goes out with the first body
-/// bytes (one flush for both), and the end with the last ones when the body knows which they are. Once
-/// `maxBytesInFlight` bytes wait in NIO, the next write waits for the oldest to reach the socket, so a slow
+/// bytes (one flush for both), and the end with the last ones when the body knows which they are. Once more
+/// than `maxBytesInFlight` bytes wait in NIO, a write waits for the oldest to reach the socket, so a slow
 /// client sets the pace and the memory per response stays bounded.
 final class ProxyBodyWriter: @unchecked Sendable {
   // Used only by the task answering the request.
@@ -32,8 +32,8 @@ final class ProxyBodyWriter: @unchecked Sendable {
   private var ended = false
   /// The write that ended the response.
   private var last: EventLoopFuture<Void>?
-  /// Bytes handed to NIO and not yet written to the socket before the next write waits: two cache chunks, or
-  /// the many small buffers of an origin response, without a wait per buffer.
+  /// Bytes handed to NIO and not yet written to the socket before a write waits: two cache chunks, or the many
+  /// small buffers of an origin response, without a wait per buffer.
   static let maxBytesInFlight = 2 << 20
 
   init(channel: any Channel, head: HTTPResponseHead) {
@@ -45,8 +45,30 @@ final class ProxyBodyWriter: @unchecked Sendable {
     try await write(contentsOf: CollectionOfOne(buffer), endingResponse: endingResponse)
   }
 
+  /// Writes `buffer` as `write(_:endingResponse:)` does, and hands it to `recycle` once NIO is done with it
+  /// (written to the socket, or dropped with the connection), not before: a pool reusing it then writes into
+  /// storage nothing else holds.
+  func write(
+    _ buffer: ByteBuffer, endingResponse: Bool, recycle: @escaping @Sendable (ByteBuffer) -> Void
+  ) async throws {
+    guard let written = enqueue(CollectionOfOne(buffer), endingResponse: endingResponse) else {
+      recycle(buffer)
+      return
+    }
+    written.whenComplete { _ in recycle(buffer) }
+    try await pace(written, bytes: buffer.readableBytes)
+  }
+
   /// Writes the buffers with one flush, and the end of the response with them if `endingResponse`.
   func write(contentsOf buffers: some Collection<ByteBuffer>, endingResponse: Bool = false) async throws {
+    guard let written = enqueue(buffers, endingResponse: endingResponse) else { return }
+    try await pace(written, bytes: buffers.reduce(0) { $0 + $1.readableBytes })
+  }
+
+  /// Hands the buffers (and the head before them, the end after them) to NIO with one flush; returns the
+  /// future of the last part, or nil when there was nothing to send.
+  private func enqueue(_ buffers: some Collection<ByteBuffer>, endingResponse: Bool) -> EventLoopFuture<Void>?
+  {
     precondition(!ended, "a write after the end of the response")
     var parts: [HTTPServerResponsePart] = []
     parts.reserveCapacity(buffers.count + 2)
@@ -59,13 +81,16 @@ final class ProxyBodyWriter: @unchecked Sendable {
       parts.append(.end(nil))
       ended = true
     }
-    if parts.isEmpty { return }
+    if parts.isEmpty { return nil }
     let written = send(parts)
-    if ended {
-      last = written
-      return
-    }
-    let size = buffers.reduce(0) { $0 + $1.readableBytes }
+    if ended { last = written }
+    return written
+  }
+
+  /// Notes a write of `size` bytes in flight, then waits while more than `maxBytesInFlight` are (the oldest
+  /// first). The write that ended the response is not waited for (`finish` returns it).
+  private func pace(_ written: EventLoopFuture<Void>, bytes size: Int) async throws {
+    if ended { return }
     inFlight.append((written, size))
     bytesInFlight += size
     while bytesInFlight > Self.maxBytesInFlight, !inFlight.isEmpty {
