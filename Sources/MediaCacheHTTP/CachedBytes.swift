@@ -164,6 +164,14 @@ public final class CachedBytes: AsyncSequence, Sendable {
     /// bytes read from disk (`CachingReader.Configuration.cacheReadBudget`) until the next call, so ask for the
     /// next piece once this one is written.
     public mutating func nextPiece() async throws -> CachedPiece? { try await cursor.next() }
+    /// `nextPiece()` for a consumer that gives a piece's buffer back itself (`CachingReader.recycle(_:)`) once
+    /// it is done with it: the proxy, once NIO has written it to the socket. (`nextPiece()` takes it back at
+    /// the next call, when a writer may still hold it, and a pool's next write into it would copy it first.)
+    package mutating func nextOwnedPiece() async throws -> CachedPiece? {
+      let piece = try await cursor.next()
+      cursor.disownLastBuffer()
+      return piece
+    }
   }
 }
 
@@ -214,6 +222,9 @@ final class ReadCursor: @unchecked Sendable {
     self.flight = flight
     self.state = ReadCursorState(range: owner.range, attached: flight != nil)
   }
+
+  /// The caller takes the last piece's buffer (`Iterator.nextOwnedPiece`): it is not given back here.
+  func disownLastBuffer() { lastBuffer = nil }
 
   deinit {
     owner.session.environment.readBudget.release(heldBudget)

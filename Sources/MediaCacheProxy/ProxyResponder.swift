@@ -98,13 +98,14 @@ struct ProxyResponder: Sendable {
     var iterator = bytes.makeAsyncIterator()
     let first: CachedPiece?
     do {
-      first = try await iterator.nextPiece()
+      first = try await iterator.nextOwnedPiece()
     } catch {
       bytes.close()
       throw refusal(for: error, url: origin)
     }
     let pieces = PieceSource(iterator)
     let metrics = self.metrics
+    let reader = self.reader
     let streamed = bytes
     metrics.responseStarted()
     let body = ProxyResponse.Body.stream { writer in
@@ -118,9 +119,10 @@ struct ProxyResponder: Sendable {
         // client that reads /metrics right after the body sees this response counted. The last piece is
         // known by the byte count (a body of unknown length is marked final after its last piece).
         // Bytes from the origin go out in the response's own buffers, and bytes from the cache in the buffer
-        // they were read and CRC-checked in (no copy either way). The next piece is asked for once the writer
-        // has taken this one (which gives back this piece's share of the read budget). A one-piece response (a
-        // range of at most a chunk from the cache) leaves as one write: head, body and end.
+        // they were read and CRC-checked in (no copy either way), which goes back to the reader's pool once NIO
+        // has written it. The next piece is asked for once the writer has taken this one (which gives back this
+        // piece's share of the read budget). A one-piece response (a range of at most a chunk from the cache)
+        // leaves as one write: head, body and end.
         var remaining = count
         var current = first
         while let piece = current {
@@ -130,7 +132,7 @@ struct ProxyResponder: Sendable {
           accounting.update(finished: isLast)
           switch piece {
           case .disk(let buffer):
-            try await writer.write(contentsOf: CollectionOfOne(buffer), endingResponse: isLast)
+            try await writer.write(buffer, endingResponse: isLast) { reader.recycle($0) }
           case .origin(let buffers):
             try await writer.write(contentsOf: buffers, endingResponse: isLast)
           }
@@ -151,30 +153,6 @@ struct ProxyResponder: Sendable {
       }
     }
     return ProxyResponse(status: status, headers: headers, body: body)
-  }
-
-  /// The largest range answered at once from the cache (`readCachedNow`); longer bodies are streamed.
-  static let immediateMaxBytes = 2 << 20
-
-  /// The response to a range read at once from the cache: the same head as a streamed hit's, the body in one
-  /// write (head, body and end), counted as a hit before it goes out.
-  private func immediateResponse(_ hit: CachedRange, partial: Bool) -> ProxyResponse {
-    let count = Int64(hit.range.count)
-    var headers = Self.headers(contentType: hit.contentType, etag: hit.etag, lastModified: hit.lastModified)
-    Self.addBodyFields(
-      &headers, first: hit.range.lowerBound, count: count, length: hit.length, partial: partial,
-      ifRange: false)
-    let metrics = self.metrics
-    let reader = self.reader
-    metrics.responseStarted()
-    metrics.noteServed(fromCache: count, fromOrigin: 0)
-    metrics.noteRequest(hit: true)
-    let body = ProxyResponse.Body.stream { writer in
-      defer { metrics.responseEnded() }
-      // Back to the pool once NIO has written it: reused while still queued, it would be copied on write.
-      try await writer.write(hit.buffer, endingResponse: true) { reader.recycle($0) }
-    }
-    return ProxyResponse(status: partial ? .partialContent : .ok, headers: headers, body: body)
   }
 
   /// Adds a body's `Content-Length` (when `count` is known) and, for a 206, its `Content-Range`. A 206 to
@@ -386,7 +364,7 @@ final class BodyAccounting: @unchecked Sendable {
 final class PieceSource: @unchecked Sendable {
   private var iterator: CachedBytes.Iterator
   init(_ iterator: CachedBytes.Iterator) { self.iterator = iterator }
-  func next() async throws -> CachedPiece? { try await iterator.nextPiece() }
+  func next() async throws -> CachedPiece? { try await iterator.nextOwnedPiece() }
 }
 
 extension RequestedRange {
