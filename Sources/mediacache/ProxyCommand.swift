@@ -71,6 +71,10 @@ struct ProxyCommand: AsyncParsableCommand {
         + "has read; 0: one request to the end). Bounds what a player that drops a request leaves fetched.",
       valueName: "BYTES"))
   var originRequestWindow: Int64 = 256 << 10
+  @Option(
+    help: ArgumentHelp(
+      "Event loop threads serving client connections (default: one per core).", valueName: "COUNT"))
+  var eventLoops: Int?
   @OptionGroup var requestLimits: RequestLimitOptions
 
   func validate() throws {
@@ -80,6 +84,9 @@ struct ProxyCommand: AsyncParsableCommand {
       throw ValidationError("timeouts must be positive")
     }
     guard (0...20).contains(retries) else { throw ValidationError("--retries must be 0...20") }
+    if let eventLoops, !(1...256).contains(eventLoops) {
+      throw ValidationError("--event-loops must be 1...256, not \(eventLoops)")
+    }
     guard originRequestWindow >= 0 else {
       throw ValidationError("--origin-request-window must be at least 0, not \(originRequestWindow)")
     }
@@ -114,7 +121,7 @@ struct ProxyCommand: AsyncParsableCommand {
         reader: reader,
         configuration: .init(
           host: host, port: port, allowedHosts: allowedHosts.isEmpty ? nil : Set(allowedHosts),
-          clientTimeout: .seconds(clientTimeout)))
+          clientTimeout: .seconds(clientTimeout), eventLoops: eventLoops))
       if !["127.0.0.1", "::1", "localhost"].contains(host) {
         FileHandle.standardError.write(
           Data(
