@@ -8,10 +8,13 @@ import Synchronization
 /// paused player would otherwise hold budget every other reader waits for). Readers are served in the order
 /// they asked (first come, first served: no reader waits behind later ones).
 ///
+/// The proxy bounds the bytes of its immediate hits in flight with one as well
+/// (`ProxyServer.Configuration.hitBytesInFlight`).
+///
 /// The fast path (budget free, nobody waiting) takes one lock and never suspends.
-final class ReadBudget: Sendable {
+package final class ReadBudget: Sendable {
   /// The budget, bytes.
-  let limit: Int64
+  package let limit: Int64
 
   private struct State {
     var available: Int64
@@ -19,14 +22,14 @@ final class ReadBudget: Sendable {
   }
   private let state: Mutex<State>
 
-  init(limit: Int64) {
+  package init(limit: Int64) {
     self.limit = max(1, limit)
     state = Mutex(State(available: max(1, limit)))
   }
 
   /// Takes `bytes` (at most the whole budget: a larger piece takes all of it), waiting until they are free and
   /// every earlier waiter is served. Returns what was taken, to give back with `release(_:)`.
-  func acquire(_ bytes: Int64) async -> Int64 {
+  package func acquire(_ bytes: Int64) async -> Int64 {
     let wanted = min(max(bytes, 0), limit)
     let taken = state.withLock { state -> Bool in
       guard state.waiters.isEmpty, state.available >= wanted else { return false }
@@ -49,11 +52,11 @@ final class ReadBudget: Sendable {
   }
 
   /// Readers waiting for budget now.
-  var waiting: Int { state.withLock { $0.waiters.count } }
+  package var waiting: Int { state.withLock { $0.waiters.count } }
 
   /// Gives back `bytes` taken by `acquire(_:)`, and wakes the waiters they (and what was free) now cover, in
   /// order.
-  func release(_ bytes: Int64) {
+  package func release(_ bytes: Int64) {
     guard bytes > 0 else { return }
     let woken = state.withLock { state -> [CheckedContinuation<Void, Never>] in
       state.available += bytes

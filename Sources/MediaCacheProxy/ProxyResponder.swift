@@ -51,13 +51,16 @@ struct ProxyResponder: Sendable {
     var requested = RequestedRange.all
     if case .single(let range) = rangeHeader { requested = range }
 
-    if !isHead, request.headers[.ifRange] == nil,
-      let hit = reader.readCachedNow(origin, range: requested, maxBytes: Self.immediateMaxBytes)
-    {
-      if !Self.mayBePlaylist(contentType: hit.contentType, url: origin) {
-        return immediateResponse(hit, partial: requested != .all)
+    if !isHead, request.headers[.ifRange] == nil {
+      let hold = await HitBudgetHold.acquire(
+        server.hitBudget, for: requested, maxBytes: Self.immediateMaxBytes)
+      if let hit = reader.readCachedNow(origin, range: requested, maxBytes: Self.immediateMaxBytes) {
+        if !Self.mayBePlaylist(contentType: hit.contentType, url: origin) {
+          return immediateResponse(hit, partial: requested != .all, hold: hold)
+        }
+        reader.recycle(hit.buffer)
       }
-      reader.recycle(hit.buffer)
+      hold?.release()
     }
 
     var bytes = try await read(origin, requested)

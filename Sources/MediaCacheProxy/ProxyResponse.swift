@@ -36,6 +36,9 @@ final class ProxyBodyWriter: @unchecked Sendable {
   /// small buffers of an origin response, without a wait per buffer.
   static let maxBytesInFlight = 2 << 20
 
+  /// The connection's event loop.
+  var eventLoop: any EventLoop { channel.eventLoop }
+
   init(channel: any Channel, head: HTTPResponseHead) {
     self.channel = channel
     self.head = head

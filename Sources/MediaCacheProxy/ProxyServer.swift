@@ -34,6 +34,12 @@ public final class ProxyServer: Sendable {
     public var clientTimeout: Duration
     /// Event loop threads moving the bytes of client connections (at least 1): by default one per core.
     public var eventLoops: Int
+    /// Bytes of cache hits read and not yet handed to their sockets, across all connections (0: no bound). A hit
+    /// waits for its share before it is read (first come, first served) and gives it back once its bytes have
+    /// reached the socket, or after a quarter second (a client that does not read cannot keep it): under many
+    /// connections, reads do not run ahead of what the event loops can send, so the memory they hold stays
+    /// about this much. Default 16 MiB.
+    public var hitBytesInFlight: Int64 = 16 << 20
 
     /// A configuration listening on `host:port` (0: a free port), serving every origin host unless `allowedHosts`
     /// is given (compared case-insensitively), closing idle client connections after `clientTimeout` seconds,
@@ -77,6 +83,8 @@ public final class ProxyServer: Sendable {
   public let metrics: ProxyMetrics
 
   fileprivate let listening = Mutex<Endpoint?>(nil)
+  /// Shares of `Configuration.hitBytesInFlight` (nil: no bound).
+  let hitBudget: ReadBudget?
 
   /// Where the proxy listens, once `run` has bound its socket (nil before and after).
   public var endpoint: Endpoint? { listening.withLock { $0 } }
@@ -86,6 +94,8 @@ public final class ProxyServer: Sendable {
     self.reader = reader
     self.configuration = configuration
     self.metrics = ProxyMetrics(cache: reader.cache)
+    self.hitBudget =
+      configuration.hitBytesInFlight > 0 ? ReadBudget(limit: configuration.hitBytesInFlight) : nil
   }
 
   /// Serves until the calling task is cancelled or, when `shutdownSignals` is not empty, one of them arrives

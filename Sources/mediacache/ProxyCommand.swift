@@ -75,6 +75,12 @@ struct ProxyCommand: AsyncParsableCommand {
     help: ArgumentHelp(
       "Event loop threads serving client connections (default: one per core).", valueName: "COUNT"))
   var eventLoops: Int?
+  @Option(
+    help: ArgumentHelp(
+      "Bytes of cache hits read and not yet sent, across all connections (default 16M; 0: no bound). Hits "
+        + "beyond it wait their turn.", valueName: "SIZE"),
+    transform: ByteSizeArgument.parse)
+  var hitBytesInFlight: ByteSizeArgument?
   @OptionGroup var requestLimits: RequestLimitOptions
 
   func validate() throws {
@@ -84,6 +90,9 @@ struct ProxyCommand: AsyncParsableCommand {
       throw ValidationError("timeouts must be positive")
     }
     guard (0...20).contains(retries) else { throw ValidationError("--retries must be 0...20") }
+    if let hitBytesInFlight, hitBytesInFlight.bytes < 0 {
+      throw ValidationError("--hit-bytes-in-flight must be at least 0")
+    }
     if let eventLoops, !(1...256).contains(eventLoops) {
       throw ValidationError("--event-loops must be 1...256, not \(eventLoops)")
     }
@@ -117,11 +126,11 @@ struct ProxyCommand: AsyncParsableCommand {
       // objects (range requests) do not each open and close their files.
       readerConfiguration.idleSessionLinger = .seconds(1)
       let reader = CachingReader(cache: mediaCache, client: client, configuration: readerConfiguration)
-      let server = ProxyServer(
-        reader: reader,
-        configuration: .init(
-          host: host, port: port, allowedHosts: allowedHosts.isEmpty ? nil : Set(allowedHosts),
-          clientTimeout: .seconds(clientTimeout), eventLoops: eventLoops))
+      var serverConfiguration = ProxyServer.Configuration(
+        host: host, port: port, allowedHosts: allowedHosts.isEmpty ? nil : Set(allowedHosts),
+        clientTimeout: .seconds(clientTimeout), eventLoops: eventLoops)
+      if let hitBytesInFlight { serverConfiguration.hitBytesInFlight = hitBytesInFlight.bytes }
+      let server = ProxyServer(reader: reader, configuration: serverConfiguration)
       if !["127.0.0.1", "::1", "localhost"].contains(host) {
         FileHandle.standardError.write(
           Data(

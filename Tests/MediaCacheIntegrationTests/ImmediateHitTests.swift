@@ -155,4 +155,44 @@ struct ImmediateHitTests {
       }
     }
   }
+
+  @Test func hitsBeyondTheirBudgetWaitTheirTurnAndAllGetTheirBytes() async throws {
+    try await withReader(linger: .seconds(60)) { reader, origin, _ in
+      // A budget smaller than any response: each hit takes all of it, so they go one at a time.
+      var configuration = ProxyServer.Configuration()
+      configuration.hitBytesInFlight = 64 << 10
+      let proxy = ProxyServer(reader: reader, configuration: configuration)
+      let (endpoints, continuation) = AsyncStream.makeStream(of: ProxyServer.Endpoint.self)
+      let server = Task { try await proxy.run { continuation.yield($0) } }
+      defer { server.cancel() }
+      var iterator = endpoints.makeAsyncIterator()
+      let port = try #require(await iterator.next()).port
+      let size = 1_000_000
+      let url = origin.url(.normal, "budgeted", size: size)
+      let path = ProxyServer.proxyPath(for: url)
+      #expect(
+        try await blocking { try rawRequest(port: port, path) }.body
+          == TestOrigin.bytes(name: "budgeted", size: size))
+      let held = try await reader.read(url)  // the object stays open: hits are answered at once
+      defer { held.close() }
+      let results = try await withThrowingTaskGroup(of: (Int, RawHTTPResponse).self) { group in
+        for index in 0..<16 {
+          group.addTask {
+            let first = index * 50_000
+            let response = try await blocking {
+              try rawRequest(port: port, path, headers: [("Range", "bytes=\(first)-\(first + 299_999)")])
+            }
+            return (first, response)
+          }
+        }
+        return try await group.reduce(into: []) { $0.append($1) }
+      }
+      #expect(results.count == 16)
+      for (first, response) in results {
+        #expect(response.status == 206)
+        #expect(
+          response.body == TestOrigin.bytes(name: "budgeted", size: size, range: first..<(first + 300_000)))
+      }
+    }
+  }
 }

