@@ -39,6 +39,21 @@ struct ImmediateHitTests {
     return out
   }
 
+  /// A proxy in this process over `reader`, listening on a free port; cancel the task to stop it.
+  func startProxy(_ reader: CachingReader, _ configuration: ProxyServer.Configuration = .init()) async throws
+    -> (port: Int, server: Task<Void, any Error>)
+  {
+    let proxy = ProxyServer(reader: reader, configuration: configuration)
+    let (endpoints, continuation) = AsyncStream.makeStream(of: ProxyServer.Endpoint.self)
+    let server = Task { try await proxy.run { continuation.yield($0) } }
+    var iterator = endpoints.makeAsyncIterator()
+    guard let endpoint = await iterator.next() else {
+      try await server.value  // it stopped without listening: its error
+      throw CancellationError()
+    }
+    return (endpoint.port, server)
+  }
+
   /// `readCachedNow` on an I/O executor thread, as the proxy calls it.
   func readNow(_ reader: CachingReader, _ url: String, _ range: RequestedRange) async throws -> CachedRange? {
     try await IOExecutor.shared.run { reader.readCachedNow(url, range: range, maxBytes: 1 << 20) }
@@ -105,12 +120,8 @@ struct ImmediateHitTests {
 
   @Test func theProxyAnswersAnImmediateHitWithTheSameHeadAsAStreamedOne() async throws {
     try await withReader(linger: .seconds(60)) { reader, origin, _ in
-      let proxy = ProxyServer(reader: reader)
-      let (endpoints, continuation) = AsyncStream.makeStream(of: ProxyServer.Endpoint.self)
-      let server = Task { try await proxy.run { continuation.yield($0) } }
+      let (port, server) = try await startProxy(reader)
       defer { server.cancel() }
-      var iterator = endpoints.makeAsyncIterator()
-      let port = try #require(await iterator.next()).port
       let size = 300_000
       let url = origin.url(.normal, "immediate", size: size)
       let path = ProxyServer.proxyPath(for: url)
@@ -161,12 +172,8 @@ struct ImmediateHitTests {
       // A budget smaller than any response: each hit takes all of it, so they go one at a time.
       var configuration = ProxyServer.Configuration()
       configuration.hitBytesInFlight = 64 << 10
-      let proxy = ProxyServer(reader: reader, configuration: configuration)
-      let (endpoints, continuation) = AsyncStream.makeStream(of: ProxyServer.Endpoint.self)
-      let server = Task { try await proxy.run { continuation.yield($0) } }
+      let (port, server) = try await startProxy(reader, configuration)
       defer { server.cancel() }
-      var iterator = endpoints.makeAsyncIterator()
-      let port = try #require(await iterator.next()).port
       let size = 1_000_000
       let url = origin.url(.normal, "budgeted", size: size)
       let path = ProxyServer.proxyPath(for: url)
