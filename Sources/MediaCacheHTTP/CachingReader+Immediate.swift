@@ -35,22 +35,40 @@ extension CachingReader {
     defer { session.endRead() }
     let manager = session.manager
     let manifest = manager.manifest
-    guard let length = manifest.contentLength, let bounds = range.resolved(length: length), !bounds.isEmpty,
-      bounds.count <= maxBytes
-    else { return nil }
-    // Every chunk present, seen in the view: a range not cached returns here, without `planVerifiedRead`
-    // reading the manifest from disk in case another process committed it.
-    let chunkSize = Int64(manifest.chunkSize)
-    for index in Int(bounds.lowerBound / chunkSize)...Int((bounds.upperBound - 1) / chunkSize) {
-      guard manifest.isPresent(index) else { return nil }
-    }
-    guard let plan = try? manager.planVerifiedRead(bounds),
+    guard let bounds = Self.cachedBounds(of: range, in: manifest, maxBytes: maxBytes),
+      let length = manifest.contentLength,
+      let plan = try? manager.planVerifiedRead(bounds),
       let buffer = try? session.environment.bufferPool.readVerified(
         plan, from: manager, minimumCapacity: manager.wholeChunkExtent(of: bounds).count)
     else { return nil }
     return CachedRange(
       buffer: buffer, range: bounds, length: length, contentType: manifest.contentType, etag: manifest.etag,
       lastModified: manifest.lastModified)
+  }
+
+  /// The absolute bytes `readCachedNow` would read now for the same arguments (the same checks, without
+  /// reading anything; callable from any thread), or nil: what a caller that bounds its reads needs to know
+  /// before it waits for room for them.
+  package func cachedBoundsNow(_ url: String, range: RequestedRange, maxBytes: Int) -> Range<Int64>? {
+    guard let session = registry.sessionIfOpen(cache.objectID(for: url)) else { return nil }
+    defer { session.endRead() }
+    return Self.cachedBounds(of: range, in: session.manager.manifest, maxBytes: maxBytes)
+  }
+
+  /// `range` resolved against the object's length, if that is known, the range is not empty and at most
+  /// `maxBytes`, and every chunk holding it is present in `manifest` (the view's: a range not cached returns
+  /// nil here, without `planVerifiedRead` reading the manifest from disk in case another process committed it).
+  private static func cachedBounds(of range: RequestedRange, in manifest: Manifest, maxBytes: Int)
+    -> Range<Int64>?
+  {
+    guard let length = manifest.contentLength, let bounds = range.resolved(length: length), !bounds.isEmpty,
+      bounds.count <= maxBytes
+    else { return nil }
+    let chunkSize = Int64(manifest.chunkSize)
+    for index in Int(bounds.lowerBound / chunkSize)...Int((bounds.upperBound - 1) / chunkSize) {
+      guard manifest.isPresent(index) else { return nil }
+    }
+    return bounds
   }
 
   /// Takes back the buffer of a `CachedRange` once it was handed to the socket's writer, for a later read.

@@ -28,11 +28,10 @@ extension ProxyResponder {
     metrics.noteRequest(hit: true)
     let body = ProxyResponse.Body.stream { writer in
       defer { metrics.responseEnded() }
-      // Back to the pool once NIO has written it: reused while still queued, it would be copied on write.
-      hold?.keep(Int64(hit.range.count) + (128 << 10))
       let timer = hold.map { hold in
         writer.eventLoop.scheduleTask(in: HitBudgetHold.longest) { hold.release() }
       }
+      // Back to the pool once NIO has written it: reused while still queued, it would be copied on write.
       try await writer.write(hit.buffer, endingResponse: true) {
         timer?.cancel()
         hold?.release()
@@ -56,24 +55,11 @@ final class HitBudgetHold: Sendable {
     self.bytes = Atomic(bytes)
   }
 
-  /// Waits for the share a read of `range` (at most `maxBytes`, and the blocks around its ends) may need; nil
+  /// Waits for the share a read of `bounds` may need (the range and a verification block beyond each end); nil
   /// when there is no bound.
-  static func acquire(_ budget: ReadBudget?, for range: RequestedRange, maxBytes: Int) async -> HitBudgetHold?
-  {
+  static func acquire(_ budget: ReadBudget?, for bounds: Range<Int64>) async -> HitBudgetHold? {
     guard let budget else { return nil }
-    var wanted = Int64(maxBytes)
-    if case .bounded(let bounds) = range { wanted = min(wanted, Int64(bounds.count) + (128 << 10)) }
-    return HitBudgetHold(budget: budget, bytes: await budget.acquire(wanted))
-  }
-
-  /// Keeps at most `count` bytes of the share (the buffer actually read into) and gives back the rest.
-  func keep(_ count: Int64) {
-    let before = bytes.load(ordering: .acquiring)
-    guard count < before,
-      bytes.compareExchange(expected: before, desired: count, ordering: .acquiringAndReleasing)
-        .exchanged
-    else { return }
-    budget.release(before - count)
+    return HitBudgetHold(budget: budget, bytes: await budget.acquire(Int64(bounds.count) + (128 << 10)))
   }
 
   /// Gives the share back (the first call does).

@@ -51,9 +51,11 @@ struct ProxyResponder: Sendable {
     var requested = RequestedRange.all
     if case .single(let range) = rangeHeader { requested = range }
 
-    if !isHead, request.headers[.ifRange] == nil {
-      let hold = await HitBudgetHold.acquire(
-        server.hitBudget, for: requested, maxBytes: Self.immediateMaxBytes)
+    // Only a range the cache holds now waits for its share of the hits' budget: a miss never waits behind hits.
+    if !isHead, request.headers[.ifRange] == nil,
+      let bounds = reader.cachedBoundsNow(origin, range: requested, maxBytes: Self.immediateMaxBytes)
+    {
+      let hold = await HitBudgetHold.acquire(server.hitBudget, for: bounds)
       if let hit = reader.readCachedNow(origin, range: requested, maxBytes: Self.immediateMaxBytes) {
         if !Self.mayBePlaylist(contentType: hit.contentType, url: origin) {
           return immediateResponse(hit, partial: requested != .all, hold: hold)
