@@ -40,10 +40,14 @@ let package = Package(
       name: "CFastCRC",
       linkerSettings: [.linkedLibrary("z")]
     ),
+    // A read that never waits for the disk (preadv2 with RWF_NOWAIT on Linux): how a cache hit whose pages are in
+    // memory is read on an event loop without blocking it.
+    .target(name: "CResidentRead"),
     .target(
       name: "MediaCache",
       dependencies: [
         "CFastCRC",
+        "CResidentRead",
         "CZlib",
         .product(name: "Crypto", package: "swift-crypto"),
         .product(name: "SystemPackage", package: "swift-system"),

@@ -7,7 +7,7 @@ import Synchronization
 /// buffer per piece: measured with `tools/bench --only serve`, those page faults were a fifth of the proxy's
 /// cycles.
 ///
-/// Two kinds: reads of a few verification blocks (at most `smallLimit`, a 64 KiB range) get buffers of a
+/// Two kinds: reads of a few verification blocks (at most `smallLimit`) get buffers of a
 /// power-of-two size from 64 KiB, kept `smallBytesPerSize` bytes per size (many readers at once reuse warm
 /// buffers); larger reads get buffers of at least their chunks' whole extent (so that any read of them fits),
 /// `largeKept` of them kept: every buffer kept is memory held for good.
@@ -26,7 +26,7 @@ final class ByteBufferPool: Sendable {
   }
   private let free = Mutex(Free())
 
-  /// The smallest buffer: one verification block.
+  /// The smallest buffer (a read of up to four verification blocks).
   static let smallestSize = 64 << 10
   /// The largest read served by a small buffer.
   static let smallLimit = 256 << 10
@@ -90,13 +90,20 @@ extension ByteBufferPool {
   /// read); the buffer's readable bytes are the plan's range. `minimumCapacity` is the whole chunks' extent (see
   /// `take`). Blocks on the disk; a buffer whose read or check failed comes back to the pool, and the error
   /// (`corruptChunk`, `closed`, `io`) is thrown.
-  func readVerified(_ plan: VerifiedReadPlan, from manager: FileHandleAssetDataManager, minimumCapacity: Int)
-    throws -> ByteBuffer
-  {
+  /// With `onlyIfResident`, reads with `readVerifiedIfResident` (no blocking call) and throws `NotResident` when
+  /// that declines.
+  func readVerified(
+    _ plan: VerifiedReadPlan, from manager: FileHandleAssetDataManager, minimumCapacity: Int,
+    onlyIfResident: Bool = false
+  ) throws -> ByteBuffer {
     var buffer = take(capacity: plan.extent.count, minimumCapacity: minimumCapacity)
     do {
       _ = try buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: plan.extent.count) { pointer in
-        try manager.readVerified(plan, into: pointer)
+        if !onlyIfResident {
+          try manager.readVerified(plan, into: pointer)
+        } else if !manager.readVerifiedIfResident(plan, into: pointer) {
+          throw NotResident()
+        }
         return plan.extent.count
       }
     } catch {
@@ -108,3 +115,7 @@ extension ByteBufferPool {
     return buffer
   }
 }
+
+/// A read asked to be made only from the page cache found some byte not there (or declined for another
+/// reason: see `FileHandleAssetDataManager.readVerifiedIfResident`).
+struct NotResident: Error {}

@@ -239,7 +239,7 @@ final class ReadCursor: @unchecked Sendable {
   }
 
   /// `range` from the cache, read on the I/O executor into a new buffer and checked there (the whole chunks
-  /// holding it, or only their 64 KiB blocks that hold it once those chunks were verified whole:
+  /// holding it, or only their 16 KiB blocks that hold it once those chunks were verified whole:
   /// `FileHandleAssetDataManager.planVerifiedRead`), the buffer's readable bytes set to the range (no copy),
   /// after taking budget for the most the read may need. Bytes in a span (an incomplete chunk) are read by
   /// `read(_:)` and copied.

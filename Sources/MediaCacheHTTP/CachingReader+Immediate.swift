@@ -23,23 +23,29 @@ extension CachingReader {
   /// reader now (another read or flight has it), its length is known, every byte of the range is in its
   /// complete chunks, and the range is at most `maxBytes`. They are read and checked as `read` reads them
   /// (the same verified read, the same access time noted) in one buffer, on the calling thread, which must be
-  /// an `IOExecutor`'s (anywhere else this returns nil: it makes blocking calls).
+  /// an `IOExecutor`'s (anywhere else this returns nil: it makes blocking calls). Unless `waitingForDisk` is
+  /// false: then it makes no blocking call and may run on any thread (an event loop), and returns nil as well
+  /// when a byte it needs is not in the page cache (`FileHandleAssetDataManager.readVerifiedIfResident`).
   ///
   /// Nil means "not now", never an error: `read` then does whatever is needed (a fetch, a corrupt chunk
   /// dropped and fetched again, a range not satisfiable). This is the proxy's path for a hit under load: no
   /// task, sequence or cursor per request, no hop between threads.
-  package func readCachedNow(_ url: String, range: RequestedRange, maxBytes: Int) -> CachedRange? {
+  package func readCachedNow(_ url: String, range: RequestedRange, maxBytes: Int, waitingForDisk: Bool = true)
+    -> CachedRange?
+  {
     // (No check of the URL: only `read`, which checks it, opens sessions.)
-    guard IOExecutor.isCurrentThreadIO, let session = registry.sessionIfOpen(cache.objectID(for: url))
+    guard !waitingForDisk || IOExecutor.isCurrentThreadIO,
+      let session = registry.sessionIfOpen(cache.objectID(for: url))
     else { return nil }
     defer { session.endRead() }
     let manager = session.manager
     let manifest = manager.manifest
     guard let bounds = Self.cachedBounds(of: range, in: manifest, maxBytes: maxBytes),
       let length = manifest.contentLength,
-      let plan = try? manager.planVerifiedRead(bounds),
+      let plan = try? manager.planVerifiedRead(bounds, readingManifest: waitingForDisk),
       let buffer = try? session.environment.bufferPool.readVerified(
-        plan, from: manager, minimumCapacity: manager.wholeChunkExtent(of: bounds).count)
+        plan, from: manager, minimumCapacity: manager.wholeChunkExtent(of: bounds).count,
+        onlyIfResident: !waitingForDisk)
     else { return nil }
     return CachedRange(
       buffer: buffer, range: bounds, length: length, contentType: manifest.contentType, etag: manifest.etag,

@@ -55,7 +55,7 @@ public final class CachingReader: Sendable {
     /// bytes in transit (`OriginBytesOnceTests`, 1.53x of the object).
     public var abandonedRequestGrace: Duration = .milliseconds(250)
     /// Bytes read from the cache's files that the reads of this reader may have in progress at once (default
-    /// 32 MiB): a piece takes its share (the bytes it was read from: whole chunks, or only the 64 KiB blocks it
+    /// 32 MiB): a piece takes its share (the bytes it was read from: whole chunks, or only the 16 KiB blocks it
     /// needs) until its consumer asks for the next piece. Bounds the reads running ahead of their consumers
     /// under many concurrent readers of cached objects: past it, reads wait in the order they came (measured
     /// with `tools/bench --only serve`).

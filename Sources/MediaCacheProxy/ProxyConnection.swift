@@ -22,23 +22,36 @@ final class ProxyConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
   private let responder: ProxyResponder
   private let clientTimeout: TimeAmount
   private let connections: ProxyConnections
+  /// Whether this connection's loop answers hits itself now (nil: never).
+  private let loopHits: LoopHitPolicy?
   private var head: HTTPRequestHead?
   private var idleTimer: Scheduled<Void>?
   private var responding: Task<Void, Never>?
+  /// Responses answered on the loop (`ProxyResponder.hitNow`) not yet wholly written.
+  private var answeringOnLoop = 0
   /// Requests answered on this connection so far: a response that ends re-arms the timer only if it is the
   /// latest (NIO's pipelining handler may hand over the next request before the previous end completes).
   private var requestCount = 0
   /// The proxy is stopping: close after the response in progress.
   private var quiescing = false
 
-  init(responder: ProxyResponder, clientTimeout: TimeAmount, connections: ProxyConnections) {
+  init(
+    responder: ProxyResponder, clientTimeout: TimeAmount, connections: ProxyConnections,
+    loopHits: LoopHitPolicy?
+  ) {
     self.responder = responder
     self.clientTimeout = clientTimeout
     self.connections = connections
+    self.loopHits = loopHits
   }
 
   func handlerAdded(context: ChannelHandlerContext) {
+    loopHits?.opened()
     if context.channel.isActive { armIdleTimer(context) }
+  }
+
+  func handlerRemoved(context: ChannelHandlerContext) {
+    loopHits?.closed()
   }
 
   func channelActive(context: ChannelHandlerContext) {
@@ -85,7 +98,7 @@ final class ProxyConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
     // response has reached the socket (NIO's own quiescing would close once the end is handed over, dropping
     // what still waits in NIO's queue).
     quiescing = true
-    if responding == nil && head == nil { context.close(promise: nil) }
+    if responding == nil && answeringOnLoop == 0 && head == nil { context.close(promise: nil) }
   }
 
   private func armIdleTimer(_ context: ChannelHandlerContext) {
@@ -102,11 +115,37 @@ final class ProxyConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
     let responder = self.responder
     let connections = self.connections
     connections.responseStarted()
+    let request = ProxyRequest(head: head)
+    if loopHits?.answersHits == true, let response = responder.hitNow(request) {
+      // A hit whose pages are in memory: answered here, on the loop, with no task and no hop between threads.
+      let keepAlive = head.isKeepAlive
+      let writer = ProxyBodyWriter(
+        channel: channel, head: Self.responseHead(response, version: head.version, keepAlive: keepAlive))
+      if case .hit(let body) = response.body { body.send(through: writer) }
+      answeringOnLoop += 1
+      writer.finish().whenComplete { result in
+        bound.value.handler.answeringOnLoop -= 1
+        bound.value.handler.responseEnded(
+          bound.value.context, request: number, keepAlive: keepAlive, written: result)
+        connections.responseEnded()
+      }
+      return
+    }
+    startTask(request, head: head, number: number, bound: bound)
+  }
+
+  /// Answers `request` in a task (see `answer`).
+  private func startTask(
+    _ request: ProxyRequest, head: HTTPRequestHead, number: Int, bound: NIOLoopBound<ResponseEnd>
+  ) {
+    let channel = bound.value.context.channel
+    let responder = self.responder
+    let connections = self.connections
     // The task runs on the I/O executor: a hit's reads of the cache are made inline on its thread, not handed
     // from Swift's pool to an I/O thread and back (two thread wake-ups per piece).
     responding = Task(executorPreference: IOExecutor.shared) {
       let answered = await ProxyConnectionHandler.answer(
-        ProxyRequest(head: head), version: head.version, keepAlive: head.isKeepAlive, responder: responder,
+        request, version: head.version, keepAlive: head.isKeepAlive, responder: responder,
         channel: channel)
       guard let (written, keepAlive) = answered else {
         // Cancelled (the client left or the proxy is stopping), or cut mid-body: the status is already sent.
@@ -153,6 +192,7 @@ final class ProxyConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
       case .empty: break
       case .bytes(let buffer): try await writer.write(buffer, endingResponse: true)
       case .stream(let write): try await write(writer)
+      case .hit(let body): body.send(through: writer)
       }
     } catch {
       return nil

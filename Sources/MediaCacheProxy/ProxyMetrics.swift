@@ -10,6 +10,7 @@ public final class ProxyMetrics: Sendable {
   private let originBytes = Atomic<Int64>(0)
   private let hits = Atomic<Int64>(0)
   private let misses = Atomic<Int64>(0)
+  private let loopHits = Atomic<Int64>(0)
   private let originErrors = Atomic<Int64>(0)
   private let activeResponses = Atomic<Int64>(0)
 
@@ -33,6 +34,10 @@ public final class ProxyMetrics: Sendable {
   public var bytesFromOrigin: Int64 { originBytes.load(ordering: .relaxed) }
   /// GET responses whose body came entirely from the cache.
   public var cacheHits: Int64 { hits.load(ordering: .relaxed) }
+  /// Cache hits answered on the connection's event loop, their bytes read from the page cache without waiting
+  /// for the disk (the others among `cacheHits` were read on the I/O executor: not all in memory, a read of
+  /// more than 2 MiB, or the hits' budget full).
+  public var cacheHitsOnLoop: Int64 { loopHits.load(ordering: .relaxed) }
   /// GET responses that needed bytes from the origin.
   public var cacheMisses: Int64 { misses.load(ordering: .relaxed) }
   /// Requests that failed because of the origin (answered 4xx/5xx from an `OriginError`).
@@ -58,6 +63,7 @@ public final class ProxyMetrics: Sendable {
     }
   }
 
+  func noteHitOnLoop() { loopHits.add(1, ordering: .relaxed) }
   func noteOriginError() { originErrors.add(1, ordering: .relaxed) }
   func responseStarted() { activeResponses.add(1, ordering: .relaxed) }
   func responseEnded() { activeResponses.subtract(1, ordering: .relaxed) }
@@ -91,6 +97,10 @@ public final class ProxyMetrics: Sendable {
     metric(
       "mediacache_proxy_cache_hits_total", "counter", "GET responses served entirely from the cache.",
       [("", "\(cacheHits)")])
+    metric(
+      "mediacache_proxy_cache_hits_on_loop_total", "counter",
+      "Cache hits answered on an event loop from the page cache, without waiting for the disk.",
+      [("", "\(cacheHitsOnLoop)")])
     metric(
       "mediacache_proxy_cache_misses_total", "counter", "GET responses that needed bytes from the origin.",
       [("", "\(cacheMisses)")])

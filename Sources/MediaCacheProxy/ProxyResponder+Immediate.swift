@@ -4,13 +4,40 @@ import MediaCacheHTTP
 import NIOCore
 import Synchronization
 
-// A hit answered at once (Step 10): a range the cache holds wholly is read and checked on the I/O executor
-// thread the request's task runs on (`CachingReader.readCachedNow`), without a `CachedBytes` read, and leaves
-// in one write with its head (docs/ARCHITECTURE.md, "A proxy hit").
+// A hit answered at once (Step 10): a range the cache holds wholly is read and checked in one buffer, without
+// a `CachedBytes` read, and leaves in one write with its head (docs/ARCHITECTURE.md, "A proxy hit"). Where its
+// pages are in memory it is answered on the connection's event loop as the request arrives (`hitNow`, no
+// task and no hop between threads: the read there is one that cannot wait for the disk); else on the I/O
+// executor thread the request's task runs on (`CachingReader.readCachedNow`).
 
 extension ProxyResponder {
   /// The largest range answered at once from the cache (`readCachedNow`); longer bodies are streamed.
   static let immediateMaxBytes = 2 << 20
+
+  /// The response to `request` if it is a hit that can be answered now, on the calling thread, without any
+  /// blocking call (meant for the connection's event loop): a GET without If-Range of a proxied URL whose range
+  /// (at most `immediateMaxBytes`) the cache holds in complete chunks of an object open now, every byte of
+  /// which is in the page cache and passes its CRC, and not a playlist. Nil for anything else, with nothing
+  /// changed: `respond(to:)` then answers it (refusals included; a corrupt chunk is dropped there).
+  ///
+  /// Such a hit takes no share of the hits' budget (`ProxyServer.Configuration.hitBytesInFlight`): its read
+  /// runs on the loop that writes it, just before the write, so reads cannot run ahead of the loops, and a
+  /// connection has one response in flight at a time. The budget bounds the hits read on the I/O executor.
+  func hitNow(_ request: ProxyRequest) -> ProxyResponse? {
+    guard request.method == .GET, request.headers[.ifRange] == nil, !Self.isMetricsRequest(request),
+      let (origin, _, _, requested) = try? target(of: request), !live.contains(origin),
+      let cached = reader.readCachedNow(
+        origin, range: requested, maxBytes: Self.immediateMaxBytes, waitingForDisk: false)
+    else { return nil }
+    guard !Self.mayBePlaylist(contentType: cached.contentType, url: origin) else {
+      reader.recycle(cached.buffer)
+      return nil
+    }
+    let response = immediateResponse(cached, partial: requested != .all, hold: nil)
+    metrics.noteStatus(response.status.code)
+    metrics.noteHitOnLoop()
+    return response
+  }
 
   /// The response to a range read at once from the cache: the same head as a streamed hit's, the body in one
   /// write (head, body and end), counted as a hit before it goes out. `hold` (its share of the bytes hits may
@@ -21,24 +48,35 @@ extension ProxyResponder {
     Self.addBodyFields(
       &headers, first: hit.range.lowerBound, count: count, length: hit.length, partial: partial,
       ifRange: false)
-    let metrics = self.metrics
-    let reader = self.reader
     metrics.responseStarted()
     metrics.noteServed(fromCache: count, fromOrigin: 0)
     metrics.noteRequest(hit: true)
-    let body = ProxyResponse.Body.stream { writer in
-      defer { metrics.responseEnded() }
-      let timer = hold.map { hold in
-        writer.eventLoop.scheduleTask(in: HitBudgetHold.longest) { hold.release() }
-      }
-      // Back to the pool once NIO has written it: reused while still queued, it would be copied on write.
-      try await writer.write(hit.buffer, endingResponse: true) {
-        timer?.cancel()
-        hold?.release()
-        reader.recycle($0)
-      }
+    let body = HitBody(buffer: hit.buffer, hold: hold, reader: reader, metrics: metrics)
+    return ProxyResponse(status: partial ? .partialContent : .ok, headers: headers, body: .hit(body))
+  }
+}
+
+/// The body of a hit answered at once: one buffer, read and checked, sent with the end of the response.
+struct HitBody: Sendable {
+  let buffer: ByteBuffer
+  let hold: HitBudgetHold?
+  let reader: CachingReader
+  let metrics: ProxyMetrics
+
+  /// Hands the buffer and the end of the response to `writer` without waiting. Once NIO is done with the
+  /// buffer it goes back to the reader's pool (reused while still queued, it would be copied on write), the
+  /// hold is given back, and the response counted as ended; the hold is given back after
+  /// `HitBudgetHold.longest` in any case.
+  func send(through writer: ProxyBodyWriter) {
+    let timer = hold.map { hold in
+      writer.eventLoop.scheduleTask(in: HitBudgetHold.longest) { hold.release() }
     }
-    return ProxyResponse(status: partial ? .partialContent : .ok, headers: headers, body: body)
+    writer.writeNow(buffer, endingResponse: true) { [hold, reader, metrics] buffer in
+      timer?.cancel()
+      hold?.release()
+      reader.recycle(buffer)
+      metrics.responseEnded()
+    }
   }
 }
 

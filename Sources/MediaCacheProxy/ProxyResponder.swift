@@ -26,9 +26,7 @@ struct ProxyResponder: Sendable {
   }
 
   private func handle(_ request: ProxyRequest) async throws -> ProxyResponse {
-    let isPathForm = ProxyPathForm.isPathForm(request.path)
-    let urlParameter = isPathForm ? nil : request.queryValue("url")
-    if request.path == "/metrics", urlParameter == nil {
+    if Self.isMetricsRequest(request) {
       guard request.method == .GET || request.method == .HEAD else { throw Refusal.methodNotAllowed }
       let text = await metrics.render()
       var headers = HTTPFields()
@@ -37,19 +35,12 @@ struct ProxyResponder: Sendable {
       let body: ProxyResponse.Body = request.method == .HEAD ? .empty : .bytes(ByteBuffer(string: text))
       return ProxyResponse(status: .ok, headers: headers, body: body)
     }
-    guard request.method == .GET || request.method == .HEAD else { throw Refusal.methodNotAllowed }
-    // A target like `/ftp/host/x` without `?url=` is a path form with a scheme the proxy does not serve.
-    let looksLikePathForm = isPathForm || (urlParameter == nil && request.path.dropFirst().contains("/"))
-    let origin = try checkedOriginURL(looksLikePathForm ? pathFormOrigin(request) : urlParameter)
+    let (origin, isPathForm, rangeHeader, requested) = try target(of: request)
     if live.contains(origin) {
       // A live playlist or MPD: the cached copy is stale, the player must see the origin's current one.
       _ = try? await reader.cache.remove(origin)
     }
     let isHead = request.method == .HEAD
-    // Range is defined for GET only (RFC 9110 §14.2): a HEAD with a Range gets the whole representation's head.
-    let rangeHeader = request.method == .HEAD ? RangeHeader(nil) : RangeHeader(request.headers[.range])
-    var requested = RequestedRange.all
-    if case .single(let range) = rangeHeader { requested = range }
 
     // Only a range the cache holds now waits for its share of the hits' budget: a miss never waits behind hits.
     if !isHead, request.headers[.ifRange] == nil,
@@ -177,6 +168,29 @@ struct ProxyResponder: Sendable {
   }
 
   // MARK: Origin URL
+
+  /// Whether the request asks for the proxy's metrics (`/metrics` without `?url=`).
+  static func isMetricsRequest(_ request: ProxyRequest) -> Bool {
+    request.path == "/metrics" && (ProxyPathForm.isPathForm(request.path) || request.queryValue("url") == nil)
+  }
+
+  /// What a GET or HEAD of a proxied URL asks for: the origin URL (checked), whether the request used the path
+  /// form, its Range header (none for a HEAD: Range is defined for GET only, RFC 9110 §14.2) and the single
+  /// range it names (else all). Throws the refusal for another method or a URL the proxy does not serve.
+  func target(of request: ProxyRequest) throws -> (
+    origin: String, isPathForm: Bool, rangeHeader: RangeHeader, requested: RequestedRange
+  ) {
+    guard request.method == .GET || request.method == .HEAD else { throw Refusal.methodNotAllowed }
+    let isPathForm = ProxyPathForm.isPathForm(request.path)
+    let urlParameter = isPathForm ? nil : request.queryValue("url")
+    // A target like `/ftp/host/x` without `?url=` is a path form with a scheme the proxy does not serve.
+    let looksLikePathForm = isPathForm || (urlParameter == nil && request.path.dropFirst().contains("/"))
+    let origin = try checkedOriginURL(looksLikePathForm ? pathFormOrigin(request) : urlParameter)
+    let rangeHeader = request.method == .HEAD ? RangeHeader(nil) : RangeHeader(request.headers[.range])
+    var requested = RequestedRange.all
+    if case .single(let range) = rangeHeader { requested = range }
+    return (origin, isPathForm, rangeHeader, requested)
+  }
 
   /// The origin URL of a path-form request, refused with 400 and the reason when it cannot be mapped back.
   private func pathFormOrigin(_ request: ProxyRequest) throws -> String {

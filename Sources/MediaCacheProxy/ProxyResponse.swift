@@ -15,6 +15,8 @@ struct ProxyResponse: Sendable {
     case bytes(ByteBuffer)
     /// Writes the body through the writer; a throw cuts the connection (the status is already sent).
     case stream(@Sendable (ProxyBodyWriter) async throws -> Void)
+    /// A hit read at once from the cache: one buffer sent with the end of the response.
+    case hit(HitBody)
   }
 }
 
@@ -54,12 +56,23 @@ final class ProxyBodyWriter: @unchecked Sendable {
   func write(
     _ buffer: ByteBuffer, endingResponse: Bool, recycle: @escaping @Sendable (ByteBuffer) -> Void
   ) async throws {
+    guard let written = writeNow(buffer, endingResponse: endingResponse, recycle: recycle) else { return }
+    try await pace(written, bytes: buffer.readableBytes)
+  }
+
+  /// Hands `buffer` to NIO without waiting, as `write(_:endingResponse:recycle:)` does (the end of the response
+  /// with it if `endingResponse`); returns the future of the write, or nil when there was nothing to send (then
+  /// `recycle` has run).
+  @discardableResult
+  func writeNow(
+    _ buffer: ByteBuffer, endingResponse: Bool, recycle: @escaping @Sendable (ByteBuffer) -> Void
+  ) -> EventLoopFuture<Void>? {
     guard let written = enqueue(CollectionOfOne(buffer), endingResponse: endingResponse) else {
       recycle(buffer)
-      return
+      return nil
     }
     written.whenComplete { _ in recycle(buffer) }
-    try await pace(written, bytes: buffer.readableBytes)
+    return written
   }
 
   /// Writes the buffers with one flush, and the end of the response with them if `endingResponse`.

@@ -40,6 +40,11 @@ public final class ProxyServer: Sendable {
     /// connections, reads do not run ahead of what the event loops can send, so the memory they hold stays
     /// about this much. Default 16 MiB.
     public var hitBytesInFlight: Int64 = 16 << 20
+    /// The most client connections an event loop may serve and still answer cache hits itself, from the page
+    /// cache without waiting for the disk (0: never; past it, hits are read on the I/O executor). A hit
+    /// answered on its loop takes no share of `hitBytesInFlight`: it is read just before the loop writes it.
+    /// Default 32.
+    public var loopHitConnections = 32
 
     /// A configuration listening on `host:port` (0: a free port), serving every origin host unless `allowedHosts`
     /// is given (compared case-insensitively), closing idle client connections after `clientTimeout` seconds,
@@ -146,6 +151,7 @@ public final class ProxyServer: Sendable {
         limits.maxHeaderFieldCount = 1000
         return limits
       }()
+      let policies = LoopHitPolicy.perLoop(of: group, maxConnections: configuration.loopHitConnections)
       let channel = try await ServerBootstrap(group: group)
         .serverChannelOption(.backlog, value: 256)
         .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
@@ -162,7 +168,8 @@ public final class ProxyServer: Sendable {
               withDecoderLimitConfiguration: limits)
             try child.pipeline.syncOperations.addHandler(
               ProxyConnectionHandler(
-                responder: responder, clientTimeout: clientTimeout, connections: connections))
+                responder: responder, clientTimeout: clientTimeout, connections: connections,
+                loopHits: policies[ObjectIdentifier(child.eventLoop)]))
             connections.opened(child)
           }
         }

@@ -81,6 +81,11 @@ struct ProxyCommand: AsyncParsableCommand {
         + "beyond it wait their turn.", valueName: "SIZE"),
     transform: ByteSizeArgument.parse)
   var hitBytesInFlight: ByteSizeArgument?
+  @Option(
+    help: ArgumentHelp(
+      "Client connections an event loop may serve and still answer cache hits in memory itself (default 32; "
+        + "0: never, every hit is read on the I/O threads).", valueName: "COUNT"))
+  var loopHitConnections: Int?
   @OptionGroup var requestLimits: RequestLimitOptions
 
   func validate() throws {
@@ -92,6 +97,9 @@ struct ProxyCommand: AsyncParsableCommand {
     guard (0...20).contains(retries) else { throw ValidationError("--retries must be 0...20") }
     if let hitBytesInFlight, hitBytesInFlight.bytes < 0 {
       throw ValidationError("--hit-bytes-in-flight must be at least 0")
+    }
+    if let loopHitConnections, loopHitConnections < 0 {
+      throw ValidationError("--loop-hit-connections must be at least 0, not \(loopHitConnections)")
     }
     if let eventLoops, !(1...256).contains(eventLoops) {
       throw ValidationError("--event-loops must be 1...256, not \(eventLoops)")
@@ -130,6 +138,7 @@ struct ProxyCommand: AsyncParsableCommand {
         host: host, port: port, allowedHosts: allowedHosts.isEmpty ? nil : Set(allowedHosts),
         clientTimeout: .seconds(clientTimeout), eventLoops: eventLoops)
       if let hitBytesInFlight { serverConfiguration.hitBytesInFlight = hitBytesInFlight.bytes }
+      if let loopHitConnections { serverConfiguration.loopHitConnections = loopHitConnections }
       let server = ProxyServer(reader: reader, configuration: serverConfiguration)
       if !["127.0.0.1", "::1", "localhost"].contains(host) {
         FileHandle.standardError.write(

@@ -6,6 +6,10 @@ import MediaCacheTestOrigin
 import MediaCacheTestSupport
 import Testing
 
+#if canImport(Glibc)
+  import Glibc
+#endif
+
 /// The proxy's path for a hit under load (Step 10): objects only read stay open a while after their last read
 /// (`idleSessionLinger`), and a range they hold wholly is read and checked at once on the I/O executor
 /// (`CachingReader.readCachedNow`), answered with the same head as a streamed hit.
@@ -202,4 +206,113 @@ struct ImmediateHitTests {
       }
     }
   }
+
+  #if os(Linux)
+    /// Drops the page cache's copy of the object's data file: written to disk first (the advice drops only
+    /// clean pages), then read from disk next time.
+    func evictPages(_ cache: MediaCache, _ url: String) throws {
+      let path = cache.store.paths(for: cache.objectID(for: url)).data
+      let descriptor = open(path, O_RDONLY)
+      try #require(descriptor >= 0)
+      defer { close(descriptor) }
+      try #require(fsync(descriptor) == 0)
+      try #require(posix_fadvise(descriptor, 0, 0, POSIX_FADV_DONTNEED) == 0)
+    }
+
+    @Test func aRangeInThePageCacheIsReadAndCheckedWithoutBlockingElseDeclined() async throws {
+      try await withReader(linger: .seconds(60)) { reader, origin, cache in
+        let size = 6 * Self.chunkSize
+        let url = origin.url(.normal, "resident", size: size)
+        _ = try await fetchAll(reader, url)
+        #expect(try await readAll(reader, url).count == size)  // a read from the cache: the object stays open
+        let range: Range<Int64> = 70_000..<200_000
+        let want = TestOrigin.bytes(name: "resident", size: size, range: 70_000..<200_000)
+        // Read just now, its pages are in memory: read here, in a task (where nothing may block).
+        let resident = reader.readCachedNow(
+          url, range: .bounded(range), maxBytes: 1 << 20, waitingForDisk: false)
+        #expect(resident.map { Array($0.buffer.readableBytesView) } == want)
+        // Out of the page cache: declined (the read would wait for the disk), served on the I/O executor.
+        try evictPages(cache, url)
+        #expect(
+          reader.readCachedNow(url, range: .bounded(range), maxBytes: 1 << 20, waitingForDisk: false) == nil)
+        #expect(
+          try await readNow(reader, url, .bounded(range)).map { Array($0.buffer.readableBytesView) } == want)
+        // That read brought the pages back.
+        #expect(
+          reader.readCachedNow(url, range: .bounded(range), maxBytes: 1 << 20, waitingForDisk: false)
+            .map { Array($0.buffer.readableBytesView) } == want)
+        // A byte flipped on disk (through the page cache): declined, and the chunk is left in place for the
+        // read that drops it and fetches it again.
+        let path = cache.store.paths(for: cache.objectID(for: url)).data
+        let handle = try #require(FileHandle(forUpdatingAtPath: path))
+        try handle.seek(toOffset: 100_000)
+        let old = try #require(try handle.read(upToCount: 1)?.first)
+        try handle.seek(toOffset: 100_000)
+        try handle.write(contentsOf: Data([old ^ 0x01]))
+        try handle.close()
+        #expect(
+          reader.readCachedNow(url, range: .bounded(range), maxBytes: 1 << 20, waitingForDisk: false) == nil)
+        #expect(try await cache.status(for: url) == .complete(length: Int64(size)))
+        #expect(try await readNow(reader, url, .bounded(range)) == nil)  // this one drops the chunk
+        #expect(try await readAll(reader, url) == Data(TestOrigin.bytes(name: "resident", size: size)))
+      }
+    }
+
+    @Test func theProxyAnswersHitsInThePageCacheOnItsEventLoop() async throws {
+      try await withReader(linger: .seconds(60)) { reader, origin, cache in
+        let proxy = ProxyServer(reader: reader)
+        let (endpoints, continuation) = AsyncStream.makeStream(of: ProxyServer.Endpoint.self)
+        let server = Task { try await proxy.run { continuation.yield($0) } }
+        defer { server.cancel() }
+        var iterator = endpoints.makeAsyncIterator()
+        let port = try #require(await iterator.next()).port
+        let size = 400_000
+        let url = origin.url(.normal, "on-loop", size: size)
+        let path = ProxyServer.proxyPath(for: url)
+        #expect(try await blocking { try rawRequest(port: port, path) }.status == 200)
+        await reader.cache.closing.wait(for: reader.cache.objectID(for: url))
+        let held = try await reader.read(url)  // while a read has the object open, hits are answered at once
+        defer { held.close() }
+        let loopHits = proxy.metrics.cacheHitsOnLoop
+        func get(_ first: Int, _ count: Int) async throws {
+          let response = try await blocking {
+            try rawRequest(port: port, path, headers: [("Range", "bytes=\(first)-\(first + count - 1)")])
+          }
+          #expect(response.status == 206)
+          #expect(
+            response.body == TestOrigin.bytes(name: "on-loop", size: size, range: first..<(first + count)))
+          #expect(response.header("Content-Range") == "bytes \(first)-\(first + count - 1)/\(size)")
+        }
+        try await get(1000, 100_000)
+        try await get(size - 5000, 5000)
+        #expect(proxy.metrics.cacheHitsOnLoop == loopHits + 2)
+        // Out of the page cache: the same answer, read on the I/O executor instead.
+        try evictPages(cache, url)
+        try await get(1000, 100_000)
+        #expect(proxy.metrics.cacheHitsOnLoop == loopHits + 2)
+        try await get(1000, 100_000)
+        #expect(proxy.metrics.cacheHitsOnLoop == loopHits + 3)
+        // A proxy whose loops answer no hit (`loopHitConnections` 0, as a loop past its connections): the same
+        // answers, none on a loop.
+        var configuration = ProxyServer.Configuration()
+        configuration.loopHitConnections = 0
+        let offLoop = ProxyServer(reader: reader, configuration: configuration)
+        let (offEndpoints, offContinuation) = AsyncStream.makeStream(of: ProxyServer.Endpoint.self)
+        let offServer = Task { try await offLoop.run { offContinuation.yield($0) } }
+        defer { offServer.cancel() }
+        var offIterator = offEndpoints.makeAsyncIterator()
+        let offPort = try #require(await offIterator.next()).port
+        let offResponse = try await blocking {
+          try rawRequest(port: offPort, path, headers: [("Range", "bytes=1000-100999")])
+        }
+        #expect(offResponse.status == 206)
+        #expect(offResponse.body == TestOrigin.bytes(name: "on-loop", size: size, range: 1000..<101_000))
+        #expect(offLoop.metrics.cacheHits == 1 && offLoop.metrics.cacheHitsOnLoop == 0)
+        let metrics = try await blocking { try rawRequest(port: port, "/metrics") }
+        #expect(
+          String(decoding: metrics.body, as: UTF8.self).contains(
+            "mediacache_proxy_cache_hits_on_loop_total \(loopHits + 3)\n"))
+      }
+    }
+  #endif
 }

@@ -5,7 +5,7 @@ import Testing
 @testable import MediaCache
 
 /// `planVerifiedRead` and `readVerified`: the proxy's reads of cached bytes into its own buffer, checked there,
-/// by whole chunks until a chunk has been verified whole, then by the 64 KiB blocks that hold the range
+/// by whole chunks until a chunk has been verified whole, then by the 16 KiB blocks that hold the range
 /// (`BlockCRCTable`); with the errors `read(_:)` throws.
 @Suite struct VerifiedReadTests {
   static let id = ObjectID(CacheKey("https://example.com/verified-read.mp4"))
@@ -53,24 +53,34 @@ import Testing
     }
   }
 
+  /// The bytes of the blocks of the chunk starting at `chunkStart` that hold `range` (within that chunk).
+  static func blocks(holding range: Range<Int64>, chunkStart: Int64) -> Range<Int64> {
+    let block = Int64(BlockCRCTable.blockSize)
+    let low = (range.lowerBound - chunkStart) / block * block
+    let high = (range.upperBound - chunkStart + block - 1) / block * block
+    return chunkStart + low..<chunkStart + high
+  }
+
   @Test func aChunkVerifiedWholeIsThenReadByTheBlocksThatHoldTheRange() async throws {
-    let chunk = 256 << 10  // four 64 KiB blocks
+    #expect(BlockCRCTable.blockSize == 16 << 10)
+    let chunk = 256 << 10  // sixteen 16 KiB blocks
     try await withStore(chunkSize: chunk) { store in
       let data = try Self.written(store, chunkSize: chunk)
       let manager = try FileHandleAssetDataManager(store: store, id: Self.id, writable: false)
       defer { try? manager.close() }
-      // Chunk 1 (from 262 144), blocks 0 and 1 of it (block 1 starts at 327 680).
+      // Chunk 1 (from 262 144), its blocks 2 to 6 (294 912 to 376 832).
       let range: Range<Int64> = 300_000..<370_000
       let (first, bytes) = try Self.read(manager, range)
       #expect(first == 262_144..<524_288)  // the whole chunk, the first time
       #expect(bytes == data[300_000..<370_000])
       let (second, again) = try Self.read(manager, range)
-      #expect(second == 262_144..<393_216)  // two blocks
+      #expect(second == 294_912..<376_832)  // five blocks
+      #expect(second == Self.blocks(holding: range, chunkStart: 262_144))
       #expect(again == data[300_000..<370_000])
       // Across two chunks: the tail block of chunk 0 is only read once chunk 0 was verified whole too.
       let across: Range<Int64> = 250_000..<270_000
-      #expect(try Self.read(manager, across).0 == 0..<327_680)  // chunk 0 whole, chunk 1's first block
-      #expect(try Self.read(manager, across) == (196_608..<327_680, data[250_000..<270_000]))
+      #expect(try Self.read(manager, across).0 == 0..<278_528)  // chunk 0 whole, chunk 1's first block
+      #expect(try Self.read(manager, across) == (245_760..<278_528, data[250_000..<270_000]))
       // The short last chunk (1712 bytes) has one short block.
       let tail: Range<Int64> = Int64(3 * chunk + 100)..<Int64(3 * chunk + 1700)
       _ = try Self.read(manager, tail)
@@ -84,9 +94,9 @@ import Testing
       let data = try Self.written(store, chunkSize: chunk)
       let manager = try FileHandleAssetDataManager(store: store, id: Self.id)
       _ = try Self.read(manager, 0..<10)  // chunk 0 verified whole: its blocks are known
-      try flipByte(atPath: store.paths(for: Self.id).data, offset: 200_000)  // chunk 0, block 3
+      try flipByte(atPath: store.paths(for: Self.id).data, offset: 200_000)  // chunk 0, block 12
       // A range in block 0 reads block 0 alone: the damage elsewhere is not read, so not seen.
-      #expect(try Self.read(manager, 10..<20) == (0..<65_536, data[10..<20]))
+      #expect(try Self.read(manager, 10..<20) == (0..<16_384, data[10..<20]))
       expectStoreError({ _ = try Self.read(manager, 199_990..<200_010) }) {
         $0.code == .corruptChunk && $0.chunk == 0
       }

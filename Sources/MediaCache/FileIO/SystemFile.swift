@@ -1,3 +1,4 @@
+import CResidentRead
 import Synchronization
 import SystemPackage
 
@@ -161,6 +162,27 @@ final class SystemFile: Sendable {
       done += count
     }
     return done
+  }
+
+  /// Fills `buffer` from `offset` if every byte is in the page cache now, without waiting for the disk; false
+  /// when some is not (or lies past the end of the file), when this system has no such read, or when I/O faults
+  /// are being injected (the caller then reads with `read(into:at:)`, which meets them). Not a blocking call:
+  /// it may run on an event loop.
+  ///
+  /// The corresponding C function is Linux's `preadv2` with `RWF_NOWAIT`.
+  func readIfResident(into buffer: UnsafeMutableRawBufferPointer, at offset: Int64) -> Bool {
+    guard !IOFaults.isActive, isOpen.load(ordering: .relaxed) else { return false }
+    var done = 0
+    while done < buffer.count {
+      let count = mediacache_pread_resident(
+        descriptor.rawValue, buffer.baseAddress! + done, buffer.count - done, offset + Int64(done))
+      if count <= 0 {
+        if count < 0, errno == EINTR { continue }
+        return false
+      }
+      done += Int(count)
+    }
+    return true
   }
 
   /// Writes all of `buffer` at `offset`.

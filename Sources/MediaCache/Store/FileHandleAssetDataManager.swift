@@ -298,12 +298,15 @@ public final class FileHandleAssetDataManager: Sendable {
   }
 
   /// Plans a verified read of `range` (not empty): which bytes of the chunks holding it are read, and checked
-  /// how (whole chunks against their manifest CRCs, or 64 KiB blocks against the CRCs kept when their chunk
+  /// how (whole chunks against their manifest CRCs, or 16 KiB blocks against the CRCs kept when their chunk
   /// was last verified whole). Throws as `read(_:)` does when a byte is not cached, and `notCached` as well
   /// when a byte is only in a span (bytes of an incomplete chunk, which `read(_:)` serves). May read the
-  /// manifest from disk (when the object's view lacks bytes another process may have committed).
-  package func planVerifiedRead(_ range: Range<Int64>) throws -> VerifiedReadPlan {
-    try reader.planVerifiedRead(range)
+  /// manifest from disk (when the object's view lacks bytes another process may have committed), unless
+  /// `readingManifest` is false: then it makes no system call and throws `notCached` instead.
+  package func planVerifiedRead(_ range: Range<Int64>, readingManifest: Bool = true) throws
+    -> VerifiedReadPlan
+  {
+    try reader.planVerifiedRead(range, readingManifest: readingManifest)
   }
 
   /// Reads what `plan` says into `buffer` (at least `plan.extent.count` bytes) and checks it there: no byte is
@@ -312,6 +315,16 @@ public final class FileHandleAssetDataManager: Sendable {
   /// thrown; `closed` or `io` as `read(_:)` throws them. Blocks on the disk.
   package func readVerified(_ plan: VerifiedReadPlan, into buffer: UnsafeMutableRawBufferPointer) throws {
     try reader.readVerified(plan, into: buffer)
+  }
+
+  /// `readVerified(_:into:)` when every byte `plan` reads is in the page cache now, without waiting for the disk
+  /// or making any blocking call (Linux's `preadv2` with `RWF_NOWAIT`), so it may run on an event loop. False
+  /// when that cannot be done, with nothing changed: a byte not resident, no such read on this system, the
+  /// handle closed, or a chunk or block that fails its CRC (left for `readVerified(_:into:)`, which drops it).
+  package func readVerifiedIfResident(_ plan: VerifiedReadPlan, into buffer: UnsafeMutableRawBufferPointer)
+    -> Bool
+  {
+    reader.readVerifiedIfResident(plan, into: buffer)
   }
 
   /// The bytes of `range` as chunk-sized pieces, read and verified one at a time as the sequence is iterated,

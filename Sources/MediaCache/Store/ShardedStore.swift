@@ -301,15 +301,24 @@ package final class ShardedStore: Sendable {
   // MARK: Recency
 
   /// Bumps the object's recency stamp (the manifest's modification time), at most once a minute per object
-  /// in this process. Errors are ignored: recency is a hint.
-  package func noteAccess(_ id: ObjectID, now: Double = Date().timeIntervalSince1970) {
+  /// in this process. Errors are ignored: recency is a hint. With `touchingLater`, the stamp is written on the
+  /// I/O executor and this call makes no blocking call (a read on an event loop).
+  package func noteAccess(
+    _ id: ObjectID, now: Double = Date().timeIntervalSince1970, touchingLater: Bool = false
+  ) {
     let due = lastTouched.withLock { touched -> Bool in
       if let last = touched[id], now - last < Self.touchInterval { return false }
       if touched.count > 50_000 { touched = touched.filter { now - $0.value < Self.touchInterval } }
       touched[id] = now
       return true
     }
-    if due { try? FileSystemCalls.touch(paths(for: id).manifest) }
+    guard due else { return }
+    let manifest = paths(for: id).manifest
+    if touchingLater {
+      IOExecutor.shared.submit { try? FileSystemCalls.touch(manifest) }
+    } else {
+      try? FileSystemCalls.touch(manifest)
+    }
   }
 
   // MARK: Listing

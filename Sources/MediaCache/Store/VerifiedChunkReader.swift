@@ -83,9 +83,9 @@ struct VerifiedChunkReader: Sendable {
     return (first, max(first, Int((range.upperBound - 1) / Int64(chunkSize))))
   }
 
-  /// See `FileHandleAssetDataManager.planVerifiedRead(_:)`.
-  func planVerifiedRead(_ range: Range<Int64>) throws -> VerifiedReadPlan {
-    _ = try checkCached(range)
+  /// See `FileHandleAssetDataManager.planVerifiedRead(_:readingManifest:)`.
+  func planVerifiedRead(_ range: Range<Int64>, readingManifest: Bool) throws -> VerifiedReadPlan {
+    _ = try checkCached(range, readingManifest: readingManifest)
     return try view.withLock { view in
       try self.view.ensureOpen(view)
       let chunkSize = view.manifest.chunkSize
@@ -123,47 +123,13 @@ struct VerifiedChunkReader: Sendable {
 
   /// See `FileHandleAssetDataManager.readVerified(_:into:)`.
   func readVerified(_ plan: VerifiedReadPlan, into buffer: UnsafeMutableRawBufferPointer) throws {
-    precondition(buffer.count >= plan.extent.count, "the buffer is smaller than the plan's extent")
-    try view.withLock { view in
-      try self.view.ensureOpen(view)
-      self.view.readsInFlight.add(1, ordering: .acquiring)
-    }
+    try beginRead()
     store.noteAccess(objectID)
-    var failed: (segment: VerifiedReadPlan.Segment, actual: UInt32)?
+    let failed: (segment: VerifiedReadPlan.Segment, actual: UInt32)?
     do {
       defer { view.readsInFlight.subtract(1, ordering: .releasing) }
-      for segment in plan.segments {
-        let offset = Int(segment.bytes.lowerBound - plan.extent.lowerBound)
-        let target = UnsafeMutableRawBufferPointer(rebasing: buffer[offset..<offset + segment.bytes.count])
-        let count = try mapIO { try file.read(into: target, at: segment.bytes.lowerBound) }
-        let bytes = UnsafeRawBufferPointer(rebasing: target[..<count])
-        let key = VerifiedChunkCache.Key(
-          file: fileIdentity, version: plan.version, chunk: segment.chunk, crc: segment.crc)
-        if let blocks = segment.blocks {
-          guard count == segment.bytes.count,
-            ChunkCheck.blocksMatch(
-              bytes, range: segment.bytes, chunkStart: segment.chunkBytes.lowerBound, blocks: blocks,
-              blockSize: BlockCRCTable.blockSize)
-          else {
-            failed = (segment, 0)
-            break
-          }
-        } else if BlockCRCTable.usesBlocks(chunkSize: plan.chunkSize) {
-          // The whole chunk, checked by its blocks combined: their CRCs are kept for later reads.
-          let (check, blocks) = ChunkCheck.blocks(
-            of: bytes, range: segment.chunkBytes, expected: segment.crc, blockSize: BlockCRCTable.blockSize)
-          guard check.passed, let blocks else {
-            failed = (segment, check.actual)
-            break
-          }
-          BlockCRCTable.shared.insert(blocks, for: key)
-        } else {
-          let actual = CRC32.checksum(bytes)
-          guard count == segment.chunkBytes.count, actual == segment.crc else {
-            failed = (segment, actual)
-            break
-          }
-        }
+      failed = try check(plan, into: buffer) { target, offset in
+        try mapIO { try file.read(into: target, at: offset) }
       }
     }
     if let (segment, actual) = failed {
@@ -176,10 +142,73 @@ struct VerifiedChunkReader: Sendable {
     }
   }
 
+  /// See `FileHandleAssetDataManager.readVerifiedIfResident(_:into:)`.
+  func readVerifiedIfResident(_ plan: VerifiedReadPlan, into buffer: UnsafeMutableRawBufferPointer) -> Bool {
+    guard (try? beginRead()) != nil else { return false }
+    defer { view.readsInFlight.subtract(1, ordering: .releasing) }
+    struct NotResident: Error {}
+    do {
+      let failed = try check(plan, into: buffer) { target, offset in
+        guard file.readIfResident(into: target, at: offset) else { throw NotResident() }
+        return target.count
+      }
+      // A chunk that fails its check: left for `readVerified`, which drops it.
+      if failed != nil { return false }
+    } catch {
+      return false
+    }
+    store.noteAccess(objectID, touchingLater: true)
+    return true
+  }
+
+  /// Counts a read in flight (the handle closes only once none is), unless the handle is closed.
+  private func beginRead() throws {
+    try view.withLock { view in
+      try self.view.ensureOpen(view)
+      self.view.readsInFlight.add(1, ordering: .acquiring)
+    }
+  }
+
+  /// Reads each segment of `plan` into its place in `buffer` with `read` (which returns the bytes it read) and
+  /// checks it against its CRC (by blocks where the plan has them; a chunk read whole gives its block CRCs to
+  /// `BlockCRCTable` on a pass). Returns the first segment that failed, with the CRC found, or nil.
+  private func check(
+    _ plan: VerifiedReadPlan, into buffer: UnsafeMutableRawBufferPointer,
+    read: (UnsafeMutableRawBufferPointer, Int64) throws -> Int
+  ) throws -> (segment: VerifiedReadPlan.Segment, actual: UInt32)? {
+    precondition(buffer.count >= plan.extent.count, "the buffer is smaller than the plan's extent")
+    for segment in plan.segments {
+      let offset = Int(segment.bytes.lowerBound - plan.extent.lowerBound)
+      let target = UnsafeMutableRawBufferPointer(rebasing: buffer[offset..<offset + segment.bytes.count])
+      let count = try read(target, segment.bytes.lowerBound)
+      let bytes = UnsafeRawBufferPointer(rebasing: target[..<count])
+      if let blocks = segment.blocks {
+        guard count == segment.bytes.count,
+          ChunkCheck.blocksMatch(
+            bytes, range: segment.bytes, chunkStart: segment.chunkBytes.lowerBound, blocks: blocks,
+            blockSize: BlockCRCTable.blockSize)
+        else { return (segment, 0) }
+      } else if BlockCRCTable.usesBlocks(chunkSize: plan.chunkSize) {
+        // The whole chunk, checked by its blocks combined: their CRCs are kept for later reads.
+        let (check, blocks) = ChunkCheck.blocks(
+          of: bytes, range: segment.chunkBytes, expected: segment.crc, blockSize: BlockCRCTable.blockSize)
+        guard check.passed, let blocks else { return (segment, check.actual) }
+        BlockCRCTable.shared.insert(
+          blocks,
+          for: VerifiedChunkCache.Key(
+            file: fileIdentity, version: plan.version, chunk: segment.chunk, crc: segment.crc))
+      } else {
+        let actual = CRC32.checksum(bytes)
+        guard count == segment.chunkBytes.count, actual == segment.crc else { return (segment, actual) }
+      }
+    }
+    return nil
+  }
+
   /// Throws unless every byte of `range` is in a present chunk (re-reading the manifest on disk first, without
-  /// the view's lock, when the view lacks some: another writer may have committed them). Returns the chunk
-  /// size.
-  private func checkCached(_ range: Range<Int64>) throws -> Int64 {
+  /// the view's lock, when the view lacks some and `readingManifest`: another writer may have committed them).
+  /// Returns the chunk size.
+  private func checkCached(_ range: Range<Int64>, readingManifest: Bool = true) throws -> Int64 {
     let known = try view.withLock { view -> Int64? in
       try self.view.ensureOpen(view)
       guard range.lowerBound >= 0, view.manifest.contentLength.map({ range.upperBound <= $0 }) ?? true else {
@@ -195,6 +224,7 @@ struct VerifiedChunkReader: Sendable {
       return present ? Int64(view.manifest.chunkSize) : nil
     }
     if let known { return known }
+    guard readingManifest else { throw StoreError.notCached(objectID, missing: [range]) }
     try view.refresh(from: store)
     return try view.withLock { view in
       try self.view.ensureOpen(view)

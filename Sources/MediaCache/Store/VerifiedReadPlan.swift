@@ -1,5 +1,5 @@
 /// What a verified read of a range will read and check (`FileHandleAssetDataManager.planVerifiedRead(_:)`):
-/// per chunk it touches, either the whole chunk against the manifest's CRC, or only the 64 KiB blocks that
+/// per chunk it touches, either the whole chunk against the manifest's CRC, or only the 16 KiB blocks that
 /// hold bytes of the range against the block CRCs of `BlockCRCTable`. The bytes read are contiguous
 /// (`extent`), so one buffer of `extent.count` bytes takes them, and the range starts `offset` bytes into it.
 package struct VerifiedReadPlan: Sendable {
