@@ -4,9 +4,9 @@
 // range touches straight into the response buffer, checks each unit's CRC-32 against the one computed at
 // startup (as a manifest lists them), and sends the slice asked for: one copy into user space, one CRC pass
 // over the units, one write. No cache logic, no locks, no hops: the reads run on the event loop itself (which
-// the proxy must not do). The unit is the proxy's once its chunks were verified whole: 64 KiB blocks
-// (`BlockCRCTable`); `--unit 1048576` gives the floor of whole 1 MiB chunks (an unaligned 1 MiB range reads
-// and checks 2 MiB, a 64 KiB range 1 MiB). nginx reads neither. The proxy's figures cannot beat this server's,
+// the proxy must not do, except with a read that cannot wait for the disk). The unit is the proxy's once its
+// chunks were verified whole: 16 KiB blocks (`BlockCRCTable`); `--unit 1048576` gives the floor of whole 1 MiB
+// chunks (an unaligned 1 MiB range reads and checks 2 MiB, a 64 KiB range 1 MiB). nginx reads neither. The proxy's figures cannot beat this server's,
 // so its ratio to nginx bounds the proxy's.
 //
 //   mediacache-bench serve-floor --file PATH [--unit N] [--threads N]
@@ -126,7 +126,7 @@ struct ServeFloorCommand: AsyncParsableCommand {
       """)
 
   @Option(help: "The file served (at every path).") var file: String
-  @Option(help: "Bytes per verification unit (the proxy's blocks: 64 KiB).") var unit = 64 << 10
+  @Option(help: "Bytes per verification unit (the proxy's blocks: 16 KiB).") var unit = 16 << 10
   @Option(help: "Event loops (nginx in tools/bench runs one worker).") var threads = 1
 
   func run() async throws {
