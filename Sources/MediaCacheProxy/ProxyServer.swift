@@ -34,7 +34,8 @@ public final class ProxyServer: Sendable {
     public var clientTimeout: Duration
     /// Event loop threads moving the bytes of client connections (at least 1): by default one per core.
     public var eventLoops: Int
-    /// Bytes of cache hits read and not yet handed to their sockets, across all connections (0: no bound). A hit
+    /// Bytes of cache hits read on the I/O executor and not yet handed to their sockets, across all connections
+    /// (0: no bound; a hit answered on its event loop takes no share, see `loopHitConnections`). A hit
     /// waits for its share before it is read (first come, first served) and gives it back once its bytes have
     /// reached the socket, or after a quarter second (a client that does not read cannot keep it): under many
     /// connections, reads do not run ahead of what the event loops can send, so the memory they hold stays

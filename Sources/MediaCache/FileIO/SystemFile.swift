@@ -165,24 +165,31 @@ final class SystemFile: Sendable {
   }
 
   /// Fills `buffer` from `offset` if every byte is in the page cache now, without waiting for the disk; false
-  /// when some is not (or lies past the end of the file), when this system has no such read, or when I/O faults
-  /// are being injected (the caller then reads with `read(into:at:)`, which meets them). Not a blocking call:
-  /// it may run on an event loop.
+  /// when some is not (or lies past the end of the file), or when this system has no such read. Not a blocking
+  /// call: it may run on an event loop (so it skips the blocking-call check). An installed fault hook sees it as
+  /// a read (`preadv2`); a fault it injects makes it return false.
   ///
   /// The corresponding C function is Linux's `preadv2` with `RWF_NOWAIT`.
   func readIfResident(into buffer: UnsafeMutableRawBufferPointer, at offset: Int64) -> Bool {
-    guard !IOFaults.isActive, isOpen.load(ordering: .relaxed) else { return false }
-    var done = 0
-    while done < buffer.count {
-      let count = mediacache_pread_resident(
-        descriptor.rawValue, buffer.baseAddress! + done, buffer.count - done, offset + Int64(done))
-      if count <= 0 {
-        if count < 0, errno == EINTR { continue }
-        return false
+    guard isOpen.load(ordering: .relaxed) else { return false }
+    let read = { () -> Bool in
+      var done = 0
+      while done < buffer.count {
+        let count = mediacache_pread_resident(
+          self.descriptor.rawValue, buffer.baseAddress! + done, buffer.count - done, offset + Int64(done))
+        if count <= 0 {
+          if count < 0, errno == EINTR { continue }
+          return false
+        }
+        done += Int(count)
       }
-      done += Int(count)
+      return true
     }
-    return true
+    guard IOFaults.isActive else { return read() }
+    let event = IOEvent(
+      operation: .read, path: path, descriptor: descriptor.rawValue, offset: offset,
+      length: Int64(buffer.count))
+    return (try? IOFaults.intercept(event, syscall: "preadv2", read)) ?? false
   }
 
   /// Writes all of `buffer` at `offset`.
