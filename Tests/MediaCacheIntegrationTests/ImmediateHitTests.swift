@@ -173,9 +173,11 @@ struct ImmediateHitTests {
 
   @Test func hitsBeyondTheirBudgetWaitTheirTurnAndAllGetTheirBytes() async throws {
     try await withReader(linger: .seconds(60)) { reader, origin, _ in
-      // A budget smaller than any response: each hit takes all of it, so they go one at a time.
+      // A budget smaller than any response: each hit takes all of it, so they go one at a time. The loops answer
+      // no hit themselves (those take no share): every hit is read on the I/O executor.
       var configuration = ProxyServer.Configuration()
       configuration.hitBytesInFlight = 64 << 10
+      configuration.loopHitConnections = 0
       let (port, server) = try await startProxy(reader, configuration)
       defer { server.cancel() }
       let size = 1_000_000
