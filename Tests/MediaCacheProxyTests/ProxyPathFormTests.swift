@@ -80,6 +80,8 @@ import Testing
     #expect(ProxyPathForm.keepsReference("../../x.ts", base: base))
     #expect(!ProxyPathForm.keepsReference("../../../x.ts", base: base))
     #expect(!ProxyPathForm.keepsReference("/x.ts", base: base))
+    // An absolute path whose first character is "/" with a combining mark: still an absolute path, rewritten.
+    #expect(!ProxyPathForm.keepsReference("/\u{059D}\u{0441}s.-s", base: base))
     #expect(!ProxyPathForm.keepsReference("http://h/a b.ts", base: base))  // no path form: query form instead
   }
 

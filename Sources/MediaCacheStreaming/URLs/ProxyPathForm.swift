@@ -100,7 +100,11 @@ public enum ProxyPathForm {
   /// rewritten to the query form.
   public static func keepsReference(_ reference: String, base: String) -> Bool {
     let parts = URIReference(reference)
-    guard parts.scheme == nil, parts.authority == nil, !parts.path.hasPrefix("/") else { return false }
+    // By bytes: `hasPrefix` compares characters, and "/" followed by a combining mark (U+059D, say) is one
+    // character that is not "/", although the reference is an absolute path (found by the HLS fuzzer).
+    guard parts.scheme == nil, parts.authority == nil, parts.path.utf8.first != UInt8(ascii: "/") else {
+      return false
+    }
     return !URIReference.resolvingClimbsAboveRoot(reference, against: base)
   }
 
