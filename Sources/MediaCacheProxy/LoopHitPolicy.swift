@@ -8,8 +8,9 @@ import NIOCore
 /// asking 1 MiB ranges (128 per loop), the loops' sockets held unread requests, and 1-3% of requests waited
 /// over a second (some past wrk's 2 s timeout) while the median was 110 ms. The I/O executor's queue is first
 /// come, first served. With few connections per loop (up to 32 per loop measured: 64 connections on two) the
-/// loop keeps up, and answering there saves the task, two thread wake-ups and a buffer per hit: 1 MiB ranges
-/// 1.2-1.3x nginx's requests per second instead of 0.86x (docs/PERFORMANCE.md, Step 10's fourth part).
+/// loop keeps up, and answering there saves the task, two thread wake-ups and a buffer per hit: 1 MiB ranges at
+/// 1.18x nginx's requests per second with 64 connections instead of 0.80x, 1.01x with 8 instead of 0.88x
+/// (`tools/bench --only serve`; docs/PERFORMANCE.md, Step 10's fourth part).
 final class LoopHitPolicy: @unchecked Sendable {
   // Used only on `loop`.
   private let loop: any EventLoop

@@ -35,8 +35,9 @@ public final class ProxyMetrics: Sendable {
   /// GET responses whose body came entirely from the cache.
   public var cacheHits: Int64 { hits.load(ordering: .relaxed) }
   /// Cache hits answered on the connection's event loop, their bytes read from the page cache without waiting
-  /// for the disk (the others among `cacheHits` were read on the I/O executor: not all in memory, a read of
-  /// more than 2 MiB, or the hits' budget full).
+  /// for the disk (the others among `cacheHits` were read on the I/O executor: not all in memory, a range of
+  /// more than 2 MiB or whole chunks of more than 4 MiB to verify, the object not open, or the loop serving more
+  /// than `ProxyServer.Configuration.loopHitConnections` connections).
   public var cacheHitsOnLoop: Int64 { loopHits.load(ordering: .relaxed) }
   /// GET responses that needed bytes from the origin.
   public var cacheMisses: Int64 { misses.load(ordering: .relaxed) }

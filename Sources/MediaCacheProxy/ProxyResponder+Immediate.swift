@@ -93,8 +93,8 @@ final class HitBudgetHold: Sendable {
     self.bytes = Atomic(bytes)
   }
 
-  /// Waits for the share a read of `bounds` may need (the range and a verification block beyond each end); nil
-  /// when there is no bound.
+  /// Waits for the share a read of `bounds` may need (the range and 64 KiB beyond each end, room for the
+  /// verification blocks that hold its ends); nil when there is no bound.
   static func acquire(_ budget: ReadBudget?, for bounds: Range<Int64>) async -> HitBudgetHold? {
     guard let budget else { return nil }
     return HitBudgetHold(budget: budget, bytes: await budget.acquire(Int64(bounds.count) + (128 << 10)))

@@ -268,6 +268,36 @@ struct ImmediateHitTests {
       }
     }
 
+    @Test func aReadWithoutWaitingDeclinesWholeChunksLongerThanItsBound() async throws {
+      var configuration = CachingReader.Configuration()
+      configuration.idleSessionLinger = .seconds(60)
+      // Chunks of 8 MiB + 4 KiB, not a multiple of the verification block: always read and checked whole.
+      let chunk = (8 << 20) + 4096
+      try await MediaCacheTestSupport.withReader(chunkSize: chunk, configuration: configuration) {
+        reader, origin, _ in
+        let size = 2 * chunk + 1000
+        let url = origin.url(.normal, "large-chunks", size: size)
+        _ = try await fetchAll(reader, url)
+        let held = try await reader.read(url)  // the object stays open
+        defer { held.close() }
+        let first = chunk + 5000
+        let range = Int64(first)..<Int64(first + 100)
+        let want = TestOrigin.bytes(name: "large-chunks", size: size, range: first..<(first + 100))
+        // 100 bytes, but in a chunk checked whole: 8 MiB to read and check, more than a loop may.
+        #expect(CachingReader.residentReadMaxBytes < chunk)
+        #expect(
+          try await readNow(reader, url, .bounded(range)).map { Array($0.buffer.readableBytesView) } == want)
+        #expect(
+          reader.readCachedNow(url, range: .bounded(range), maxBytes: 1 << 20, waitingForDisk: false) == nil)
+        // The short last chunk (1000 bytes) is read without waiting.
+        let tail = Int64(2 * chunk)..<Int64(size)
+        #expect(
+          reader.readCachedNow(url, range: .bounded(tail), maxBytes: 1 << 20, waitingForDisk: false)
+            .map { Array($0.buffer.readableBytesView) }
+            == TestOrigin.bytes(name: "large-chunks", size: size, range: (2 * chunk)..<size))
+      }
+    }
+
     @Test func theProxyAnswersHitsInThePageCacheOnItsEventLoop() async throws {
       try await withReader(linger: .seconds(60)) { reader, origin, cache in
         let proxy = ProxyServer(reader: reader)

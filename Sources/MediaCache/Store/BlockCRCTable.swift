@@ -12,8 +12,9 @@ import Synchronization
 /// so a rewritten chunk or a reset object never meets the blocks of the old one.
 ///
 /// In memory only, 4 bytes per block (256 bytes per 1 MiB chunk), bounded by `capacity` chunks with the oldest
-/// entry replaced first (16,384 chunks: 16 GiB of 1 MiB chunks in about 5 MiB): nothing is written to the manifest, so the on-disk format is unchanged and a process
-/// that starts anew verifies each chunk whole once more.
+/// entry replaced first (16,384 chunks: 16 GiB of 1 MiB chunks in about 5 MiB): nothing is written to the
+/// manifest, so the on-disk format is unchanged and a process that starts anew verifies each chunk whole once
+/// more.
 final class BlockCRCTable: Sendable {
   /// The table reads use.
   static let shared = BlockCRCTable(capacity: 1 << 14)
