@@ -27,7 +27,7 @@ extension FetchCommand {
     let presentation = try MPDSegments.parse(body, url: mpdURL)
     // Live MPDs change under the fetch and their segments expire; what a timeline lists now is a moving
     // window, so the command refuses rather than cache a window that is stale by the time it is played.
-    if presentation.isDynamic { throw MPDSegmentError.dynamic(url: url) }
+    if presentation.isDynamic { throw MPDError.dynamic(url: url) }
     let chosen = try chooseRepresentations(presentation)
     guard !chosen.isEmpty else { throw fail("\(url): the MPD lists no representations", .failure) }
     for (period, set, representation) in chosen {
@@ -81,7 +81,7 @@ extension FetchCommand {
       return try representation.segments(limit: budget)
     } catch {
       if case .tooManySegments(let at, _) = error.kind {
-        throw MPDSegmentError.tooManySegments(url: error.url, at: at, limit: total)
+        throw MPDError.tooManySegments(url: error.url, at: at, limit: total)
       }
       throw error
     }
@@ -150,7 +150,7 @@ extension FetchCommand {
     // the cache.
     for try await _ in reader.prefetch(url, range: .bounded(0..<(Int64(limit) + 1))) {}
     return try await readWhole(url, limit: limit, reader: reader) {
-      MPDSegmentError.tooLarge(url: url, bytes: $0, limit: limit)
+      MPDError.tooLarge(url: url, bytes: $0, limit: limit)
     }
   }
 }

@@ -33,7 +33,7 @@ extension FetchCommand {
       switch error {
       case let error as OriginError: throw fail(error.description, .failure)
       case let error as HLSError: throw fail(error.description, .failure)
-      case let error as MPDSegmentError: throw fail(error.description, .failure)
+      case let error as MPDError: throw fail(error.description, .failure)
       default: throw error
       }
     }

@@ -75,17 +75,11 @@ import Testing
       (.notAnMPD(url: "u", root: nil), .notAnMPD), (.documentType(url: "u"), .documentType),
       (.notUTF8(url: "u"), .notUTF8),
       (.processingInstruction(url: "u"), .processingInstruction),
-    ]
-    for (error, code) in mpd { #expect(error.code == code && error.url == "u", "\(error)") }
-    let segments: [(MPDSegmentError, MPDSegmentError.Code)] = [
-      (.tooLarge(url: "u", bytes: 2, limit: 1), .tooLarge),
-      (.malformedXML(url: "u", line: 1, reason: "r"), .malformedXML),
-      (.notAnMPD(url: "u", root: "html"), .notAnMPD), (.documentType(url: "u"), .documentType),
       (.invalid(url: "u", at: "a", reason: "r"), .invalid),
       (.unsupported(url: "u", at: "a", feature: "f"), .unsupported),
       (.dynamic(url: "u"), .dynamic), (.tooManySegments(url: "u", at: "a", limit: 1), .tooManySegments),
     ]
-    for (error, code) in segments { #expect(error.code == code && error.url == "u", "\(error)") }
+    for (error, code) in mpd { #expect(error.code == code && error.url == "u", "\(error)") }
   }
 }
 
@@ -167,29 +161,24 @@ import Testing
     )
     let mpd: [(MPDError, String)] = [
       (.tooLarge(url: "u", bytes: 2, limit: 1), "u: MPD of 2 bytes is larger than the limit of 1 bytes"),
-      (.malformed(url: "u", line: 1, column: 2, reason: "r"), "u line 1 column 2: r"),
-      (.notAnMPD(url: "u", root: nil), "u is not an MPD: it has no root element"),
-      (.notAnMPD(url: "u", root: "html"), "u is not an MPD: its root element is <html>"),
       (
-        .documentType(url: "u"),
-        "u: the MPD has a document type declaration (<!DOCTYPE), which the proxy does not accept"
+        .malformed(url: "u", line: 1, column: 2, reason: "r"),
+        "u is not a DASH MPD: malformed XML at line 1 column 2: r"
       ),
-      (.notUTF8(url: "u"), "u: the MPD is not UTF-8 text, which the proxy requires"),
       (
-        .processingInstruction(url: "u"),
-        "u: the MPD has a processing instruction (<?...?>), which the proxy does not accept"
+        .malformed(url: "u", line: 1, column: nil, reason: "r"),
+        "u is not a DASH MPD: malformed XML at line 1: r"
       ),
-    ]
-    for (error, description) in mpd { #expect(error.url == "u" && error.description == description) }
-    #expect(MPDError.notUTF8(url: "u") == .notUTF8(url: "u"))
-    #expect(MPDError.notUTF8(url: "u") != .notUTF8(url: "v"))
-    let segments: [(MPDSegmentError, String)] = [
-      (.tooLarge(url: "u", bytes: 2, limit: 1), "u: MPD of 2 bytes is larger than the limit of 1 bytes"),
-      (.malformedXML(url: "u", line: 1, reason: "r"), "u is not a DASH MPD: malformed XML at line 1: r"),
+      (.notAnMPD(url: "u", root: nil), "u is not a DASH MPD: it has no root element"),
       (.notAnMPD(url: "u", root: "html"), "u is not a DASH MPD: its root element is <html>, not <MPD>"),
       (
         .documentType(url: "u"),
         "u: the MPD has a document type declaration (<!DOCTYPE), which is not accepted"
+      ),
+      (.notUTF8(url: "u"), "u is not a DASH MPD: it is not UTF-8 text"),
+      (
+        .processingInstruction(url: "u"),
+        "u: the MPD has a processing instruction (<?...?>) other than the XML declaration, which is not accepted"
       ),
       (.invalid(url: "u", at: "a", reason: "r"), "u: a: r"),
       (.unsupported(url: "u", at: "a", feature: "f"), "u: a: f is not supported"),
@@ -202,9 +191,11 @@ import Testing
         "u: a: more than 1 segments (raise the limit if this is intended)"
       ),
     ]
-    for (error, description) in segments { #expect(error.url == "u" && error.description == description) }
-    #expect(MPDSegmentError.dynamic(url: "u") == .dynamic(url: "u"))
-    #expect(MPDSegmentError.dynamic(url: "u") != .dynamic(url: "v"))
-    #expect(MPDSegmentError.dynamic(url: "u") != .documentType(url: "u"))
+    for (error, description) in mpd { #expect(error.url == "u" && error.description == description) }
+    #expect(MPDError.notUTF8(url: "u") == .notUTF8(url: "u"))
+    #expect(MPDError.notUTF8(url: "u") != .notUTF8(url: "v"))
+    #expect(MPDError.dynamic(url: "u") == .dynamic(url: "u"))
+    #expect(MPDError.dynamic(url: "u") != .dynamic(url: "v"))
+    #expect(MPDError.dynamic(url: "u") != .documentType(url: "u"))
   }
 }

@@ -107,4 +107,25 @@ import Testing
       #expect(URIReference.resolve(reference, against: base) == expected, "\(reference)")
     }
   }
+
+  /// A "/" followed by a combining mark is one `Character` that is not "/" (Swift compares characters), but
+  /// in a URI it is a slash like any: every delimiter is found by bytes. Each expectation failed when the
+  /// code compared characters.
+  @Test func slashesFollowedByCombiningMarksAreSlashes() throws {
+    let mark = "\u{0301}"
+    let base = "http://a/b/c\(mark)/d"
+    // An absolute path, not a relative one merged with the base's directory.
+    #expect(URIReference.resolve("/\(mark)x", against: base) == "http://a/\(mark)x")
+    // The base's directory ends at its last slash byte ("c" + "/" + mark would otherwise hide it).
+    #expect(URIReference.resolve("y", against: "http://a/b/c/\(mark)d") == "http://a/b/c/y")
+    // Segments are cut at every slash byte.
+    #expect(URIReference.removeDotSegments("/a/\(mark)b/../c"[...]).path == "/a/c")
+    // Path form: the authority ends at the first slash byte.
+    #expect(ProxyPathForm.isPathForm("/https/\(mark)h/x"))
+    #expect(try ProxyPathForm.originURL(path: "/https/h/\(mark)/../x", query: nil) == "https://h/x")
+    // Template identifiers are found by bytes.
+    #expect(ProxyPathForm.templateIdentifiers("a$\(mark)Number$b"[...]) == ["$\(mark)Number$"])
+    let (path, query) = "p?\(mark)q"[...].splitOnce(at: "?")
+    #expect(path == "p" && query == "\(mark)q")
+  }
 }

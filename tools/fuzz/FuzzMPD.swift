@@ -1,5 +1,7 @@
-// libFuzzer target for the DASH MPD rewriter of the proxy (`MPDRewriter.rewrite`, `.mayBeManifest`) and the
-// path-form mapping it relies on (`ProxyPathForm`, `ProxyServer.originURL(inRequestTarget:)`).
+// libFuzzer target for the DASH MPD rewriter of the proxy (`MPDRewriter.rewrite`, `.mayBeManifest`), the
+// path-form mapping it relies on (`ProxyPathForm`, `ProxyServer.originURL(inRequestTarget:)`) and the MPD
+// model of `fetch --dash` (`MPDSegments.parse` and each representation's `segments(limit:)`, which must only
+// return or throw an `MPDError` with a one-line description, and list at most `limit` segments).
 // Built and run by `tools/fuzz/run mpd`; see tools/fuzz/README.md.
 //
 // The input is an MPD body, rewritten as the proxy rewrites it for a path-form request and for a query-form
@@ -55,7 +57,35 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
     }
     check(input: body, output: result, form: form)
   }
+  enumerate(body)
   return 0
+}
+
+/// Parses `body` as `fetch --dash` does and lists every representation's segments (at most 1,000 each).
+func enumerate(_ body: Data) {
+  func checkDescription(_ error: MPDError) {
+    let text = error.description
+    if text.isEmpty || text.contains("\n") { fatalError("bad error description: \(text.debugDescription)") }
+  }
+  let presentation: MPDSegments.Presentation
+  do {
+    presentation = try MPDSegments.parse(body, url: URL(string: manifestURL)!)
+  } catch {
+    checkDescription(error)
+    return
+  }
+  for period in presentation.periods {
+    for set in period.adaptationSets {
+      for representation in set.representations {
+        do {
+          let segments = try representation.segments(limit: 1000)
+          if segments.count > 1000 { fatalError("\(segments.count) segments listed for a limit of 1000") }
+        } catch {
+          checkDescription(error)
+        }
+      }
+    }
+  }
 }
 
 /// A flattened element: its depth (the root is 1), local name, the text of a URL element, its URL attributes

@@ -1,7 +1,9 @@
 import Foundation
 import MediaCache
 
-/// Why an MPD cannot be rewritten: the MPD's URL and what is wrong (`code`, `description`).
+/// Why a DASH MPD cannot be rewritten (the proxy), read or enumerated (`fetch --dash`): always with the MPD's
+/// URL, where in it where that is known (a line, or a path such as
+/// `Period 1 > AdaptationSet 0 > Representation 'v1'`) and what is wrong (`code`, `description`).
 ///
 /// A struct with an open set of codes, as NIOFileSystem's `FileSystemError`, rather than an enum: a new code
 /// does not break a caller's exhaustive `switch`. Match on `code`; the static members named after each code
@@ -14,23 +16,21 @@ public struct MPDError: Error, Sendable, Equatable, CustomStringConvertible {
   /// tests.
   package enum Kind: Sendable, Equatable {
     case tooLarge(bytes: Int, limit: Int)
-    case malformed(line: Int, column: Int, reason: String)
+    case malformed(line: Int, column: Int?, reason: String)
     case notAnMPD(root: String?)
     case documentType
     case notUTF8
     case processingInstruction
+    case invalid(at: String, reason: String)
+    case unsupported(at: String, feature: String)
+    case dynamic
+    case tooManySegments(at: String, limit: Int)
   }
 
   /// The URL of the document concerned.
   public let url: String
 
   package var kind: Kind
-
-  /// An error about the MPD at `url`.
-  package init(url: String, kind: Kind) {
-    self.url = url
-    self.kind = kind
-  }
 
   /// What kind of failure (named as the case of `kind`).
   public var code: Code { Code(caseOf: kind) }
@@ -39,8 +39,8 @@ public struct MPDError: Error, Sendable, Equatable, CustomStringConvertible {
   public static func tooLarge(url: String, bytes: Int, limit: Int) -> MPDError {
     MPDError(url: url, kind: .tooLarge(bytes: bytes, limit: limit))
   }
-  /// An error of code `malformed`.
-  public static func malformed(url: String, line: Int, column: Int, reason: String) -> MPDError {
+  /// An error of code `malformed` (`column` where the parser says it).
+  public static func malformed(url: String, line: Int, column: Int?, reason: String) -> MPDError {
     MPDError(url: url, kind: .malformed(line: line, column: column, reason: reason))
   }
   /// An error of code `notAnMPD`.
@@ -55,6 +55,20 @@ public struct MPDError: Error, Sendable, Equatable, CustomStringConvertible {
   public static func processingInstruction(url: String) -> MPDError {
     MPDError(url: url, kind: .processingInstruction)
   }
+  /// An error of code `invalid`.
+  public static func invalid(url: String, at: String, reason: String) -> MPDError {
+    MPDError(url: url, kind: .invalid(at: at, reason: reason))
+  }
+  /// An error of code `unsupported`.
+  public static func unsupported(url: String, at: String, feature: String) -> MPDError {
+    MPDError(url: url, kind: .unsupported(at: at, feature: feature))
+  }
+  /// An error of code `dynamic`.
+  public static func dynamic(url: String) -> MPDError { MPDError(url: url, kind: .dynamic) }
+  /// An error of code `tooManySegments`.
+  public static func tooManySegments(url: String, at: String, limit: Int) -> MPDError {
+    MPDError(url: url, kind: .tooManySegments(at: at, limit: limit))
+  }
 
   /// One line for a person: the MPD's URL and what is wrong.
   public var description: String {
@@ -62,30 +76,45 @@ public struct MPDError: Error, Sendable, Equatable, CustomStringConvertible {
     case .tooLarge(let bytes, let limit):
       "\(url): MPD of \(bytes) bytes is larger than the limit of \(limit) bytes"
     case .malformed(let line, let column, let reason):
-      "\(url) line \(line) column \(column): \(reason)"
+      "\(url) is not a DASH MPD: malformed XML at line \(line)\(column.map { " column \($0)" } ?? ""): \(reason)"
     case .notAnMPD(let root):
-      "\(url) is not an MPD: \(root.map { "its root element is <\($0.prefix(60))>" } ?? "it has no root element")"
-    case .processingInstruction:
-      "\(url): the MPD has a processing instruction (<?...?>), which the proxy does not accept"
-    case .notUTF8:
-      "\(url): the MPD is not UTF-8 text, which the proxy requires"
+      "\(url) is not a DASH MPD: "
+        + (root.map { "its root element is <\($0.prefix(80))>, not <MPD>" } ?? "it has no root element")
     case .documentType:
-      "\(url): the MPD has a document type declaration (<!DOCTYPE), which the proxy does not accept"
+      "\(url): the MPD has a document type declaration (<!DOCTYPE), which is not accepted"
+    case .notUTF8: "\(url) is not a DASH MPD: it is not UTF-8 text"
+    case .processingInstruction:
+      "\(url): the MPD has a processing instruction (<?...?>) other than the XML declaration, which is not accepted"
+    case .invalid(let at, let reason): "\(url): \(at): \(reason)"
+    case .unsupported(let at, let feature): "\(url): \(at): \(feature) is not supported"
+    case .dynamic:
+      "\(url) is a live MPD (type=\"dynamic\"); only static (on-demand) MPDs can be fetched"
+    case .tooManySegments(let at, let limit):
+      "\(url): \(at): more than \(limit) segments (raise the limit if this is intended)"
     }
   }
 }
 
 extension ErrorCode where Domain == MPDError {
-  /// The MPD is longer than `MPDRewriter.maxManifestBytes`.
+  /// The MPD is longer than the reader's limit (`MPDRewriter.maxManifestBytes`, `MPDSegments.maxManifestBytes`).
   public static let tooLarge = Self("tooLarge")
-  /// The XML does not parse.
+  /// The XML does not parse (at `line`, and `column` where known).
   public static let malformed = Self("malformed")
   /// The root element is not `MPD` (nil: there is no root element).
   public static let notAnMPD = Self("notAnMPD")
-  /// The document has a DTD (`<!DOCTYPE`), which an MPD never needs.
+  /// The document has a document type declaration (`<!DOCTYPE`): an MPD never needs one, and its entities are
+  /// how an XML document makes a parser expand a few bytes into gigabytes.
   public static let documentType = Self("documentType")
   /// The document is not UTF-8 text.
   public static let notUTF8 = Self("notUTF8")
   /// The document has a processing instruction (`<?...?>`) other than the XML declaration.
   public static let processingInstruction = Self("processingInstruction")
+  /// A value is missing or cannot be used (an attribute, a template, a byte range, a URL).
+  public static let invalid = Self("invalid")
+  /// A feature `fetch --dash` does not handle (remote `xlink:href` elements, `$SubNumber$`, ...).
+  public static let unsupported = Self("unsupported")
+  /// The MPD is live (`type="dynamic"`); only static (on-demand) MPDs are enumerated.
+  public static let dynamic = Self("dynamic")
+  /// Enumerating the segments would pass `limit` segments.
+  public static let tooManySegments = Self("tooManySegments")
 }

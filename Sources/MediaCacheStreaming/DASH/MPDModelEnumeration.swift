@@ -1,15 +1,15 @@
 import Foundation
 
 extension MPDSegments {
-  /// Reads typed attribute values, throwing `MPDSegmentError.invalid` that names the MPD, the place and the
+  /// Reads typed attribute values, throwing `MPDError.invalid` that names the MPD, the place and the
   /// value.
   struct AttributeReader {
     var url: String
     var at: String
 
-    func invalid(_ reason: String) -> MPDSegmentError { .invalid(url: url, at: at, reason: reason) }
+    func invalid(_ reason: String) -> MPDError { .invalid(url: url, at: at, reason: reason) }
 
-    func duration(_ element: Element, _ name: String) throws(MPDSegmentError) -> Double? {
+    func duration(_ element: Element, _ name: String) throws(MPDError) -> Double? {
       guard let text = element[name] else { return nil }
       guard let seconds = MPDSegments.duration(text), seconds >= 0 else {
         throw invalid("\(element.name)@\(name) '\(text.prefix(80))' is not an xs:duration")
@@ -17,12 +17,12 @@ extension MPDSegments {
       return seconds
     }
 
-    func integer(_ element: Element, _ name: String) throws(MPDSegmentError) -> Int64? {
+    func integer(_ element: Element, _ name: String) throws(MPDError) -> Int64? {
       try integer(element[name], "\(element.name)@\(name)")
     }
 
     /// A non-negative integer (or, with `allowNegative`, any), nil when absent.
-    func integer(_ text: String?, _ what: String, allowNegative: Bool = false) throws(MPDSegmentError)
+    func integer(_ text: String?, _ what: String, allowNegative: Bool = false) throws(MPDError)
       -> Int64?
     {
       guard let text else { return nil }
@@ -32,7 +32,7 @@ extension MPDSegments {
       return value
     }
 
-    func range(_ text: String?, _ what: String) throws(MPDSegmentError) -> ClosedRange<Int64>? {
+    func range(_ text: String?, _ what: String) throws(MPDError) -> ClosedRange<Int64>? {
       guard let text else { return nil }
       guard let range = MPDSegments.byteRange(text) else {
         throw invalid("\(what) '\(text.prefix(80))' is not a byte range first-last")
@@ -41,7 +41,7 @@ extension MPDSegments {
     }
 
     /// `reference` resolved against `base` (RFC 3986); an http(s) result must have a host.
-    func resolve(_ reference: String, against base: URL, what: String) throws(MPDSegmentError) -> URL {
+    func resolve(_ reference: String, against base: URL, what: String) throws(MPDError) -> URL {
       let trimmed = reference.trimmingCharacters(in: .whitespacesAndNewlines)
       guard let url = URL(string: trimmed, relativeTo: base)?.absoluteURL,
         let scheme = url.scheme?.lowercased(),
@@ -67,25 +67,25 @@ extension MPDSegments {
     }
 
     /// Throws unless `count` more segments fit under the limit.
-    func reserve(_ count: Int64) throws(MPDSegmentError) {
+    func reserve(_ count: Int64) throws(MPDError) {
       guard count <= Int64(limit - segments.count) else {
         throw .tooManySegments(url: reader.url, at: reader.at, limit: limit)
       }
     }
 
     mutating func append(_ kind: Segment.Kind, _ reference: String?, range: ClosedRange<Int64>?, what: String)
-      throws(MPDSegmentError)
+      throws(MPDError)
     {
       try reserve(1)
       let base = representation.baseURL
-      let url = try reference.map { (reference) throws(MPDSegmentError) in
+      let url = try reference.map { (reference) throws(MPDError) in
         try reader.resolve(reference, against: base, what: what)
       }
       segments.append(Segment(kind: kind, url: url ?? base, byteRange: range))
     }
   }
 
-  static func enumerate(_ representation: Representation, limit: Int) throws(MPDSegmentError) -> [Segment] {
+  static func enumerate(_ representation: Representation, limit: Int) throws(MPDError) -> [Segment] {
     var collector = Collector(representation, limit: limit)
     switch representation.addressing {
     case .template(let template):
@@ -110,11 +110,10 @@ extension MPDSegments {
     return collector.segments
   }
 
-  private static func enumerate(_ template: Template, into collector: inout Collector) throws(MPDSegmentError)
-  {
+  private static func enumerate(_ template: Template, into collector: inout Collector) throws(MPDError) {
     let reader = collector.reader
     let representation = collector.representation
-    func expand(_ pattern: String, _ attribute: String, number: Int64?, time: Int64?) throws(MPDSegmentError)
+    func expand(_ pattern: String, _ attribute: String, number: Int64?, time: Int64?) throws(MPDError)
       -> String
     {
       try expandTemplate(
@@ -134,7 +133,7 @@ extension MPDSegments {
     }
     let scale = Double(template.timescale)
     /// The end of the period on the template's timeline, if the period's duration is known.
-    let periodEnd: Int64? = try representation.periodDuration.map { (seconds) throws(MPDSegmentError) in
+    let periodEnd: Int64? = try representation.periodDuration.map { (seconds) throws(MPDError) in
       let end = seconds * scale + Double(template.presentationTimeOffset)
       guard end.isFinite, end < 9e18 else { throw reader.invalid("the period is too long for the timescale") }
       return Int64(end.rounded())
@@ -206,15 +205,15 @@ extension MPDSegments {
   /// A SegmentTemplate string with its identifiers replaced: `$RepresentationID$`, `$Number$`, `$Time$`,
   /// `$Bandwidth$` (the last three with an optional `%0<width>d` format tag) and `$$`.
   ///
-  /// - Throws: `MPDSegmentError.invalid` for an unterminated `$`, an unknown identifier, a format tag on
+  /// - Throws: `MPDError.invalid` for an unterminated `$`, an unknown identifier, a format tag on
   ///   `$RepresentationID$` or other than `%0<width>d`, or an identifier with no value here (`$Number$` in an
   ///   initialization template, `$Bandwidth$` without `@bandwidth`); `.unsupported` for `$SubNumber$`.
   static func expandTemplate(
     _ template: String, representationID: String, bandwidth: Int64?, number: Int64?, time: Int64?,
     what: String,
     reader: AttributeReader
-  ) throws(MPDSegmentError) -> String {
-    func bad(_ reason: String) -> MPDSegmentError {
+  ) throws(MPDError) -> String {
+    func bad(_ reason: String) -> MPDError {
       reader.invalid("\(what) '\(template.prefix(200))': \(reason)")
     }
     var output = ""

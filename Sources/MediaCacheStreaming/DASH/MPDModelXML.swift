@@ -5,95 +5,6 @@ import MediaCache
   import FoundationXML
 #endif
 
-/// Why a DASH MPD cannot be read or enumerated: always with the MPD's URL, where in it (a path such as
-/// `Period 1 > AdaptationSet 0 > Representation 'v1'`) and what is wrong (`code`, `description`).
-///
-/// A struct with an open set of codes, as NIOFileSystem's `FileSystemError`, rather than an enum: a new code
-/// does not break a caller's exhaustive `switch`. Match on `code`; the static members named after each code
-/// build the errors that are thrown, and two errors are equal when they say the same thing.
-public struct MPDSegmentError: Error, Sendable, Equatable, CustomStringConvertible {
-  /// What kind of failure: compare with the static members of `ErrorCode` for this type; new codes may be added.
-  public typealias Code = ErrorCode<MPDSegmentError>
-
-  /// The failure with its details (all but the URL, which every code has), for this package's own code and
-  /// tests.
-  package enum Kind: Sendable, Equatable {
-    case tooLarge(bytes: Int, limit: Int)
-    case malformedXML(line: Int, reason: String)
-    case notAnMPD(root: String)
-    case documentType
-    case invalid(at: String, reason: String)
-    case unsupported(at: String, feature: String)
-    case dynamic
-    case tooManySegments(at: String, limit: Int)
-  }
-
-  /// The URL of the document concerned.
-  public let url: String
-
-  package var kind: Kind
-
-  /// An error about the MPD at `url`.
-  package init(url: String, kind: Kind) {
-    self.url = url
-    self.kind = kind
-  }
-
-  /// What kind of failure (named as the case of `kind`).
-  public var code: Code { Code(caseOf: kind) }
-
-  /// An error of code `tooLarge`.
-  public static func tooLarge(url: String, bytes: Int, limit: Int) -> MPDSegmentError {
-    MPDSegmentError(url: url, kind: .tooLarge(bytes: bytes, limit: limit))
-  }
-  /// An error of code `malformedXML`.
-  public static func malformedXML(url: String, line: Int, reason: String) -> MPDSegmentError {
-    MPDSegmentError(url: url, kind: .malformedXML(line: line, reason: reason))
-  }
-  /// An error of code `notAnMPD`.
-  public static func notAnMPD(url: String, root: String) -> MPDSegmentError {
-    MPDSegmentError(url: url, kind: .notAnMPD(root: root))
-  }
-  /// An error of code `documentType`.
-  public static func documentType(url: String) -> MPDSegmentError {
-    MPDSegmentError(url: url, kind: .documentType)
-  }
-  /// An error of code `invalid`.
-  public static func invalid(url: String, at: String, reason: String) -> MPDSegmentError {
-    MPDSegmentError(url: url, kind: .invalid(at: at, reason: reason))
-  }
-  /// An error of code `unsupported`.
-  public static func unsupported(url: String, at: String, feature: String) -> MPDSegmentError {
-    MPDSegmentError(url: url, kind: .unsupported(at: at, feature: feature))
-  }
-  /// An error of code `dynamic`.
-  public static func dynamic(url: String) -> MPDSegmentError { MPDSegmentError(url: url, kind: .dynamic) }
-  /// An error of code `tooManySegments`.
-  public static func tooManySegments(url: String, at: String, limit: Int) -> MPDSegmentError {
-    MPDSegmentError(url: url, kind: .tooManySegments(at: at, limit: limit))
-  }
-
-  /// One line for a person: the MPD's URL and what is wrong.
-  public var description: String {
-    switch kind {
-    case .tooLarge(let bytes, let limit):
-      "\(url): MPD of \(bytes) bytes is larger than the limit of \(limit) bytes"
-    case .malformedXML(let line, let reason):
-      "\(url) is not a DASH MPD: malformed XML at line \(line): \(reason)"
-    case .notAnMPD(let root):
-      "\(url) is not a DASH MPD: its root element is <\(root.prefix(80))>, not <MPD>"
-    case .documentType:
-      "\(url): the MPD has a document type declaration (<!DOCTYPE), which is not accepted"
-    case .invalid(let at, let reason): "\(url): \(at): \(reason)"
-    case .unsupported(let at, let feature): "\(url): \(at): \(feature) is not supported"
-    case .dynamic:
-      "\(url) is a live MPD (type=\"dynamic\"); only static (on-demand) MPDs can be fetched"
-    case .tooManySegments(let at, let limit):
-      "\(url): \(at): more than \(limit) segments (raise the limit if this is intended)"
-    }
-  }
-}
-
 extension MPDSegments {
   /// One XML element as far as the MPD model needs it: local name (namespace prefix dropped), attributes by
   /// local name, children, and the text directly inside it (trimmed).
@@ -121,9 +32,8 @@ extension MPDSegments {
   static let maxKeptDepth = 8
 
   /// Parses `data` into a tree of elements with FoundationXML's `XMLParser` (external entities are not
-  /// resolved).
-  static func parseXML(_ data: Data, url: String) throws(MPDSegmentError) -> Element {
-    if data.range(of: Data("<!DOCTYPE".utf8)) != nil { throw .documentType(url: url) }
+  /// resolved). `data` has passed `MPDInputCheck.screen`.
+  static func parseXML(_ data: Data, url: String) throws(MPDError) -> Element {
     let builder = TreeBuilder()
     let parser = XMLParser(data: data)
     parser.shouldResolveExternalEntities = false
@@ -133,13 +43,16 @@ extension MPDSegments {
     // libxml2 recovers from some errors (a mismatched end tag) and parse() then returns true: any error
     // reported on the way makes the document malformed.
     if let failure = builder.failure {
-      throw .malformedXML(url: url, line: failure.line, reason: xmlErrorReason(failure.code))
+      throw .malformed(
+        url: url, line: failure.line, column: failure.column, reason: xmlErrorReason(failure.code))
     }
     if !parsed, let error = parser.parserError {
-      throw .malformedXML(url: url, line: parser.lineNumber, reason: xmlErrorReason((error as NSError).code))
+      throw .malformed(
+        url: url, line: parser.lineNumber, column: parser.columnNumber,
+        reason: xmlErrorReason((error as NSError).code))
     }
     guard let root = builder.root else {
-      throw .malformedXML(url: url, line: max(1, parser.lineNumber), reason: "no root element")
+      throw .malformed(url: url, line: max(1, parser.lineNumber), column: nil, reason: "no root element")
     }
     return root
   }
@@ -169,8 +82,8 @@ extension MPDSegments {
   /// Collects the element tree; used by one parse on one thread.
   private final class TreeBuilder: NSObject, XMLParserDelegate {
     var root: Element?
-    /// The first error: libxml2's code and the line it was found on.
-    var failure: (code: Int, line: Int)?
+    /// The first error: libxml2's code and the line and column it was found at.
+    var failure: (code: Int, line: Int, column: Int)?
     private var stack: [Element] = []
     /// Depth of the current element, kept or not.
     private var depth = 0
@@ -217,7 +130,7 @@ extension MPDSegments {
     }
 
     func parser(_ parser: XMLParser, parseErrorOccurred parseError: any Error) {
-      failure = failure ?? ((parseError as NSError).code, parser.lineNumber)
+      failure = failure ?? ((parseError as NSError).code, parser.lineNumber, parser.columnNumber)
     }
   }
 
@@ -270,24 +183,4 @@ extension MPDSegments {
     else { return nil }
     return first...last
   }
-}
-
-extension ErrorCode where Domain == MPDSegmentError {
-  /// The MPD is longer than `MPDSegments.maxManifestBytes`.
-  public static let tooLarge = Self("tooLarge")
-  /// The XML parser stopped at `line`.
-  public static let malformedXML = Self("malformedXML")
-  /// The document's root element is `root`, not `MPD`.
-  public static let notAnMPD = Self("notAnMPD")
-  /// The document has a document type declaration (`<!DOCTYPE`): an MPD never needs one, and its entities are
-  /// how an XML document makes a parser expand a few bytes into gigabytes.
-  public static let documentType = Self("documentType")
-  /// A value is missing or cannot be used (an attribute, a template, a byte range, a URL).
-  public static let invalid = Self("invalid")
-  /// A feature `fetch --dash` does not handle (remote `xlink:href` elements, `$SubNumber$`, ...).
-  public static let unsupported = Self("unsupported")
-  /// The MPD is live (`type="dynamic"`); only static (on-demand) MPDs are enumerated.
-  public static let dynamic = Self("dynamic")
-  /// Enumerating the segments would pass `limit` segments.
-  public static let tooManySegments = Self("tooManySegments")
 }

@@ -49,23 +49,6 @@ public enum MPDRewriter {
     case queryForm
   }
 
-  /// Whether `body` has a `<?` other than an XML declaration at its start (after an optional byte order mark).
-  static func hasProcessingInstruction(_ body: Data) -> Bool {
-    var declarationStart = body.startIndex
-    if body.starts(with: [0xEF, 0xBB, 0xBF]) { declarationStart += 3 }
-    var search = body.startIndex..<body.endIndex
-    while let found = body.range(of: Data("<?".utf8), in: search) {
-      let isDeclaration =
-        found.lowerBound == declarationStart
-        && body[found.upperBound...].starts(with: Data("xml".utf8))
-        && body.count > found.upperBound + 3
-        && [0x20, 0x09, 0x0A, 0x0D].contains(body[found.upperBound + 3])
-      if !isDeclaration { return true }
-      search = found.upperBound..<body.endIndex
-    }
-    return false
-  }
-
   // MARK: Recognising
 
   /// Whether a response may be an MPD, so its body must be read to find out: the content type is
@@ -128,17 +111,7 @@ public enum MPDRewriter {
   public static func rewrite(_ body: Data, manifestURL: String, form: RequestForm) throws(MPDError)
     -> Rewritten
   {
-    if body.count > maxManifestBytes {
-      throw .tooLarge(url: manifestURL, bytes: body.count, limit: maxManifestBytes)
-    }
-    // FoundationXML's XMLParser traps on a name or value that is not UTF-8 (found by tools/fuzz/run mpd), so
-    // the bytes are checked first. MPDs are UTF-8 in practice; another encoding is refused.
-    if String(validating: body, as: UTF8.self) == nil { throw .notUTF8(url: manifestURL) }
-    // Before any parsing: a DTD's entities would be expanded by the parser.
-    if body.range(of: Data("<!DOCTYPE".utf8)) != nil { throw .documentType(url: manifestURL) }
-    // FoundationXML's XMLParser reads a null pointer for a processing instruction without data (`<?a?>`, found
-    // by tools/fuzz/run mpd), so none is accepted but the XML declaration; MPDs have none.
-    if hasProcessingInstruction(body) { throw .processingInstruction(url: manifestURL) }
+    try MPDInputCheck.screen(body, url: manifestURL, limit: maxManifestBytes)
     let check = XMLCheck(body)
     // A body without an <MPD> root is not an MPD, well-formed or not (the caller may serve it as it is).
     guard check.rootName == "MPD" else { throw .notAnMPD(url: manifestURL, root: check.rootName) }

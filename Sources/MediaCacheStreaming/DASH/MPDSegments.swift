@@ -18,7 +18,7 @@ import Foundation
 /// RFC 3986.
 ///
 /// Bounded: `parse` refuses more than `maxManifestBytes`, and `Representation.segments(limit:)` throws
-/// `MPDSegmentError.tooManySegments` before it would list more than `limit` segments, however large the MPD's
+/// `MPDError.tooManySegments` before it would list more than `limit` segments, however large the MPD's
 /// repeat counts or durations.
 public enum MPDSegments {
   /// The largest MPD accepted (8 MiB, as for HLS playlists); callers stop reading a body past this.
@@ -89,9 +89,9 @@ public enum MPDSegments {
     /// Every segment of the representation in playback order: the initialization segment first (if any),
     /// then the index segment (template `index`), then the media segments.
     ///
-    /// - Throws: `MPDSegmentError.tooManySegments` past `limit` segments, `.invalid` for a template,
+    /// - Throws: `MPDError.tooManySegments` past `limit` segments, `.invalid` for a template,
     ///   duration or range that cannot be used, `.unsupported` for `$SubNumber$`.
-    public func segments(limit: Int = MPDSegments.defaultSegmentLimit) throws(MPDSegmentError) -> [Segment] {
+    public func segments(limit: Int = MPDSegments.defaultSegmentLimit) throws(MPDError) -> [Segment] {
       try MPDSegments.enumerate(self, limit: limit)
     }
   }
@@ -149,15 +149,13 @@ public enum MPDSegments {
 
   /// Parses an MPD read from `url`.
   ///
-  /// - Throws: `MPDSegmentError.tooLarge` above `maxManifestBytes`, `.documentType` for a `<!DOCTYPE`,
-  ///   `.malformedXML`, `.notAnMPD` when the root is not `<MPD>`, `.invalid` for a value that cannot be used
+  /// - Throws: `MPDError.tooLarge` above `maxManifestBytes`, `.notUTF8`, `.documentType` for a `<!DOCTYPE`,
+  ///   `.processingInstruction`, `.malformed`, `.notAnMPD` when the root is not `<MPD>`, `.invalid` for a value that cannot be used
   ///   (durations, numbers, ranges, missing `Representation@id`, a BaseURL that does not resolve),
   ///   `.unsupported` for remote (`xlink:href`) periods and adaptation sets.
-  public static func parse(_ data: Data, url: URL) throws(MPDSegmentError) -> Presentation {
+  public static func parse(_ data: Data, url: URL) throws(MPDError) -> Presentation {
     let source = url.absoluteString
-    guard data.count <= maxManifestBytes else {
-      throw .tooLarge(url: source, bytes: data.count, limit: maxManifestBytes)
-    }
+    try MPDInputCheck.screen(data, url: source, limit: maxManifestBytes)
     let root = try parseXML(data, url: source)
     guard root.name == "MPD" else { throw .notAnMPD(url: source, root: root.name) }
     var reader = AttributeReader(url: source, at: "MPD")
@@ -202,7 +200,7 @@ public enum MPDSegments {
 
   private static func adaptationSets(
     of period: Element, period location: String, base: URL, duration: Double?, url source: String
-  ) throws(MPDSegmentError) -> [AdaptationSet] {
+  ) throws(MPDError) -> [AdaptationSet] {
     var sets: [AdaptationSet] = []
     for (index, set) in period.children("AdaptationSet").enumerated() {
       let setLocation = "\(location) > AdaptationSet \(index)"
@@ -238,14 +236,14 @@ public enum MPDSegments {
 
   /// The element's first `BaseURL` resolved against `parent`, or `parent` without one.
   private static func resolveBase(of element: Element, against parent: URL, reader: AttributeReader)
-    throws(MPDSegmentError) -> URL
+    throws(MPDError) -> URL
   {
     guard let reference = element.child("BaseURL")?.text, !reference.isEmpty else { return parent }
     return try reader.resolve(reference, against: parent, what: "BaseURL")
   }
 
   /// The addressing of a representation from `levels` (Period, AdaptationSet, Representation).
-  private static func addressing(_ levels: [Element], reader: AttributeReader) throws(MPDSegmentError)
+  private static func addressing(_ levels: [Element], reader: AttributeReader) throws(MPDError)
     -> Addressing
   {
     let kinds = ["SegmentTemplate", "SegmentList", "SegmentBase"]
@@ -274,7 +272,7 @@ public enum MPDSegments {
     }
   }
 
-  private static func initialization(_ merged: MergedElement, reader: AttributeReader) throws(MPDSegmentError)
+  private static func initialization(_ merged: MergedElement, reader: AttributeReader) throws(MPDError)
     -> (url: String?, range: ClosedRange<Int64>?)?
   {
     guard let element = merged.child("Initialization") else { return nil }
@@ -283,7 +281,7 @@ public enum MPDSegments {
 
   private static func readMultipleSegmentBase(
     _ merged: MergedElement, reader: AttributeReader, into template: inout Template
-  ) throws(MPDSegmentError) {
+  ) throws(MPDError) {
     let element = "SegmentTemplate"
     template.startNumber = try reader.integer(merged["startNumber"], "\(element)@startNumber") ?? 1
     template.endNumber = try reader.integer(merged["endNumber"], "\(element)@endNumber")

@@ -26,12 +26,6 @@ public struct HLSError: Error, Sendable, Equatable, CustomStringConvertible {
 
   package var kind: Kind
 
-  /// An error about the playlist at `url`.
-  package init(url: String, kind: Kind) {
-    self.url = url
-    self.kind = kind
-  }
-
   /// What kind of failure (named as the case of `kind`).
   public var code: Code { Code(caseOf: kind) }
 

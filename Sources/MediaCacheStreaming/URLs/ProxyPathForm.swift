@@ -32,24 +32,26 @@ public enum ProxyPathForm {
     return result
   }
 
-  /// The `$…$` runs of a template, in order (a `$` without its closing one ends the list).
+  /// The `$…$` runs of a template, in order (a `$` without its closing one ends the list). Found by bytes, as
+  /// every delimiter of a URI here (see `Substring.startsWithSlash`).
   static func templateIdentifiers(_ value: Substring) -> [Substring] {
     var result: [Substring] = []
     var rest = value
-    while let start = rest.firstIndex(of: "$") {
-      let after = rest[rest.index(after: start)...]
-      guard let end = after.firstIndex(of: "$") else { break }
-      result.append(rest[start...end])
-      rest = rest[rest.index(after: end)...]
+    while let start = rest.utf8.firstIndex(of: UInt8(ascii: "$")) {
+      let after = rest[rest.utf8.index(after: start)...]
+      guard let end = after.utf8.firstIndex(of: UInt8(ascii: "$")) else { break }
+      let next = rest.utf8.index(after: end)
+      result.append(rest[start..<next])
+      rest = rest[next...]
     }
     return result
   }
 
   /// Whether a request path is in path form: it starts with `/http/` or `/https/` (any case).
   package static func isPathForm(_ path: Substring) -> Bool {
-    guard path.hasPrefix("/") else { return false }
-    let rest = path.dropFirst()
-    guard let slash = rest.firstIndex(of: "/") else { return false }
+    guard path.startsWithSlash else { return false }
+    let rest = path.droppingFirstByte
+    guard let slash = rest.utf8.firstIndex(of: UInt8(ascii: "/")) else { return false }
     let scheme = rest[..<slash].lowercased()
     return scheme == "http" || scheme == "https"
   }
@@ -60,16 +62,16 @@ public enum ProxyPathForm {
   /// - Throws: `ProxyPathFormError` for what cannot be mapped back: a scheme other than http and https, an
   ///   empty host, userinfo, a bad port, a `.` or `..` segment that would climb above the host.
   package static func originURL(path: Substring, query: Substring?) throws(ProxyPathFormError) -> String {
-    guard path.hasPrefix("/") else { throw .init("the path does not start with '/'") }
-    let rest = path.dropFirst()
-    let schemeEnd = rest.firstIndex(of: "/") ?? rest.endIndex
+    guard path.startsWithSlash else { throw .init("the path does not start with '/'") }
+    let rest = path.droppingFirstByte
+    let schemeEnd = rest.utf8.firstIndex(of: UInt8(ascii: "/")) ?? rest.endIndex
     let scheme = rest[..<schemeEnd].lowercased()
     guard scheme == "http" || scheme == "https" else {
       throw .init(
         "unsupported scheme '\(scheme.prefix(40))': path-form URLs are /http/HOST/PATH or /https/HOST/PATH")
     }
-    let afterScheme = rest[schemeEnd...].dropFirst()
-    let authorityEnd = afterScheme.firstIndex(of: "/") ?? afterScheme.endIndex
+    let afterScheme = schemeEnd == rest.endIndex ? rest[schemeEnd...] : rest[schemeEnd...].droppingFirstByte
+    let authorityEnd = afterScheme.utf8.firstIndex(of: UInt8(ascii: "/")) ?? afterScheme.endIndex
     let authority = afterScheme[..<authorityEnd]
     try checkAuthority(authority)
     let (originPath, climbed) = URIReference.removeDotSegments(afterScheme[authorityEnd...])
@@ -88,7 +90,7 @@ public enum ProxyPathForm {
   /// written in path form, fragment kept. Anything else (`data:`, `skd://`, an http URL with userinfo) stays.
   public static func rewrittenReference(_ reference: String, base: String) -> String? {
     let parts = URIReference(reference)
-    if parts.scheme == nil, parts.authority == nil, !parts.path.hasPrefix("/") {
+    if parts.scheme == nil, parts.authority == nil, !parts.path.startsWithSlash {
       guard URIReference.resolvingClimbsAboveRoot(reference, against: base) else { return nil }
     }
     return forcedReference(reference, base: base)
@@ -102,7 +104,7 @@ public enum ProxyPathForm {
     let parts = URIReference(reference)
     // By bytes: `hasPrefix` compares characters, and "/" followed by a combining mark (U+059D, say) is one
     // character that is not "/", although the reference is an absolute path (found by the HLS fuzzer).
-    guard parts.scheme == nil, parts.authority == nil, parts.path.utf8.first != UInt8(ascii: "/") else {
+    guard parts.scheme == nil, parts.authority == nil, !parts.path.startsWithSlash else {
       return false
     }
     return !URIReference.resolvingClimbsAboveRoot(reference, against: base)
@@ -291,14 +293,16 @@ struct URIReference {
         if r.path.isEmpty {
           path = String(b.path)
           if r.query == nil { query = b.query }
-        } else if r.path.hasPrefix("/") {
+        } else if r.path.startsWithSlash {
           (path, climbed) = removeDotSegments(r.path)
         } else {
           let merged: String
           if b.authority != nil, b.path.isEmpty {
             merged = "/" + r.path
           } else {
-            let directory = b.path.lastIndex(of: "/").map { b.path[...$0] } ?? ""
+            let directory =
+              b.path.utf8.lastIndex(of: UInt8(ascii: "/")).map { b.path[..<b.path.utf8.index(after: $0)] }
+              ?? ""
             merged = String(directory) + r.path
           }
           (path, climbed) = removeDotSegments(Substring(merged))
@@ -330,20 +334,23 @@ struct URIReference {
       previous = byte
     }
     if !mayHaveDotSegment { return (String(path), false) }
-    let absolute = path.hasPrefix("/")
-    var segments = path.split(separator: "/", omittingEmptySubsequences: false)
+    // By bytes, not characters: a "/" followed by a combining mark is one `Character`, and a split on
+    // characters would not cut there.
+    let absolute = path.startsWithSlash
+    var segments = path.utf8.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false).map {
+      Substring($0)
+    }
     if absolute { segments.removeFirst() }
     var output: [Substring] = []
     var climbed = false
     for (index, segment) in segments.enumerated() {
       let isLast = index == segments.count - 1
-      switch segment {
-      case ".":
+      if segment.utf8.elementsEqual(".".utf8) {
         if isLast { output.append("") }
-      case "..":
+      } else if segment.utf8.elementsEqual("..".utf8) {
         if output.isEmpty { climbed = true } else { output.removeLast() }
         if isLast { output.append("") }
-      default:
+      } else {
         output.append(segment)
       }
     }
