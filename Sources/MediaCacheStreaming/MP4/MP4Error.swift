@@ -1,0 +1,54 @@
+import MediaCache
+
+/// Why the start of an MP4 (or QuickTime) file cannot be mapped to byte ranges: the file's URL, the box
+/// concerned and its offset where there is one, and what is wrong (`code`, `description`).
+///
+/// A struct with an open set of codes, as the other errors of these libraries: match on `code`.
+public struct MP4Error: Error, Sendable, Equatable, CustomStringConvertible {
+  /// What kind of failure: compare with the static members of `ErrorCode` for this type; new codes may be added.
+  public typealias Code = ErrorCode<MP4Error>
+
+  /// The failure with its details (all but the URL), for this package's own code and tests.
+  package enum Kind: Sendable, Equatable {
+    case invalidBox(type: String, offset: Int64, reason: String)
+    case noMovieBox
+    case tooLarge(type: String, bytes: Int64, limit: Int64)
+    case invalidTable(track: UInt32, box: String, reason: String)
+    case fragmented
+  }
+
+  /// The URL of the file concerned.
+  public let url: String
+
+  package var kind: Kind
+
+  /// What kind of failure (named as the case of `kind`).
+  public var code: Code { Code(caseOf: kind) }
+
+  /// One line for a person: the file's URL, the box and what is wrong.
+  public var description: String {
+    switch kind {
+    case .invalidBox(let type, let offset, let reason):
+      "\(url): MP4 box '\(type)' at offset \(offset): \(reason)"
+    case .noMovieBox: "\(url): no 'moov' box among the file's top-level boxes"
+    case .tooLarge(let type, let bytes, let limit):
+      "\(url): MP4 box '\(type)' of \(bytes) bytes is larger than the limit of \(limit) bytes"
+    case .invalidTable(let track, let box, let reason): "\(url): track \(track) '\(box)': \(reason)"
+    case .fragmented:
+      "\(url): fragmented MP4 (its samples are in 'moof' boxes, not in the 'moov' sample tables)"
+    }
+  }
+}
+
+extension ErrorCode where Domain == MP4Error {
+  /// A box header is short, names a size smaller than itself or reaches past its container.
+  public static let invalidBox = Self("invalidBox")
+  /// The top-level boxes end (or pass their count limit) without a `moov`.
+  public static let noMovieBox = Self("noMovieBox")
+  /// The `moov` box is larger than `MP4StartRanges.maxMovieBoxBytes`.
+  public static let tooLarge = Self("tooLarge")
+  /// A sample table is short, contradicts another, or points outside the file.
+  public static let invalidTable = Self("invalidTable")
+  /// The file is fragmented: the sample tables of `moov` are empty and `mvex` says fragments follow.
+  public static let fragmented = Self("fragmented")
+}

@@ -1,0 +1,86 @@
+// libFuzzer target for the MP4 start planner (`MP4StartRanges.BoxScan`, its `plan`, `estimatedRange`).
+// Built and run by `tools/fuzz/run mp4`; see tools/fuzz/README.md.
+//
+// The input is a whole file. The scan is driven with synchronous reads of the input, as `MP4StartRanges.plan`
+// drives it with a cache's reads, for 0 s, 0.15 s and 10^6 s. Each step must return or throw an `MP4Error`
+// whose description is one line (never trap), and:
+//   1. the scan asks only for bytes inside the file, a header read is at most 32 bytes, and it ends (moov or
+//      an error) within `maxTopLevelBoxes` header reads;
+//   2. a plan's ranges are sorted, non-empty, disjoint and not adjacent, inside the file, and hold `moov`
+//      (the range the scan named) and the file's first 8 bytes;
+//   3. a longer time never plans fewer bytes, and every range planned for a shorter time lies inside the
+//      ranges for a longer one;
+//   4. `estimatedRange` lies inside the file for any duration the plan reports.
+// A violated property ends in `fatalError`, which libFuzzer reports as a crash and saves the input.
+
+import MediaCacheStreaming
+
+/// libFuzzer's entry point: runs one input (`size` bytes at `data`) and returns 0; a violated property traps.
+@_cdecl("LLVMFuzzerTestOneInput")
+public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
+  let file = Array(UnsafeBufferPointer(start: data, count: size))
+  var previous: MP4StartRanges.Plan?
+  for seconds in [0, 0.15, 1e6] {
+    guard let plan = plan(file, seconds: seconds) else { return 0 }
+    check(plan, in: file)
+    if let previous {
+      if plan.byteCount < previous.byteCount {
+        fatalError("\(seconds) s plans fewer bytes than a shorter time")
+      }
+      for range in previous.ranges where !plan.ranges.contains(where: { $0.clamped(to: range) == range }) {
+        fatalError("\(range) planned for a shorter time is not planned for \(seconds) s")
+      }
+    }
+    previous = plan
+    let estimate = MP4StartRanges.estimatedRange(
+      seconds: seconds, fileLength: Int64(size), duration: plan.duration, bitsPerSecond: 1e6)
+    if estimate.lowerBound != 0 || estimate.upperBound > Int64(size) { fatalError("estimate \(estimate)") }
+  }
+  return 0
+}
+
+/// The plan for `seconds` of `file`, read synchronously; nil when the scan or the plan throws.
+func plan(_ file: [UInt8], seconds: Double) -> MP4StartRanges.Plan? {
+  let length = Int64(file.count)
+  var scan = MP4StartRanges.BoxScan(url: "u", fileLength: length)
+  var step = scan.first
+  var headers = 0
+  do {
+    while true {
+      switch step {
+      case .readHeader(let offset, let count):
+        headers += 1
+        guard headers <= MP4StartRanges.maxTopLevelBoxes, count <= 32, offset >= 0,
+          offset + Int64(count) <= length
+        else { fatalError("header read \(offset) +\(count) (read \(headers)) of a \(length)-byte file") }
+        step = try scan.feed(header: Array(file[Int(offset)..<Int(offset) + count]))
+      case .readMovie(let range):
+        guard range.lowerBound >= 0, range.upperBound <= length else { fatalError("moov read \(range)") }
+        let plan = try scan.plan(
+          seconds: seconds, movieBytes: Array(file[Int(range.lowerBound)..<Int(range.upperBound)]))
+        if plan.movieBox != range { fatalError("plan's moov \(plan.movieBox) is not the scan's \(range)") }
+        return plan
+      }
+    }
+  } catch {
+    let text = error.description
+    if text.isEmpty || text.contains("\n") { fatalError("bad error description: \(text.debugDescription)") }
+    return nil
+  }
+}
+
+func check(_ plan: MP4StartRanges.Plan, in file: [UInt8]) {
+  var end: Int64 = -1
+  for range in plan.ranges {
+    if range.isEmpty || range.lowerBound <= end || range.lowerBound < 0
+      || range.upperBound > Int64(file.count)
+    {
+      fatalError("ranges not sorted, disjoint and inside the file: \(plan.ranges)")
+    }
+    end = range.upperBound
+  }
+  for needed in [plan.movieBox, 0..<8]
+  where !plan.ranges.contains(where: { $0.clamped(to: needed) == needed }) {
+    fatalError("\(needed) is not planned: \(plan.ranges)")
+  }
+}
