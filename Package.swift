@@ -58,6 +58,8 @@ let package = Package(
       name: "MediaCacheHTTP",
       dependencies: [
         "MediaCache",
+        // The formats a preload maps from seconds to bytes (MP4's sample tables; no I/O of its own).
+        "MediaCacheStreaming",
         .product(name: "AsyncHTTPClient", package: "async-http-client"),
         .product(name: "NIOCore", package: "swift-nio"),
         .product(name: "NIOHTTP1", package: "swift-nio"),

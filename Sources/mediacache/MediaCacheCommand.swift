@@ -22,7 +22,8 @@ struct MediaCacheCommand: AsyncParsableCommand {
         mediacache purge --max-size 2G
       """,
     subcommands: [
-      ProxyCommand.self, FetchCommand.self, StatusCommand.self, CatCommand.self, ImportCommand.self,
+      ProxyCommand.self, FetchCommand.self, PreloadCommand.self, StatusCommand.self, CatCommand.self,
+      ImportCommand.self,
       InspectCommand.self, ListCommand.self,
       RemoveCommand.self, PinCommand.self, UnpinCommand.self, PurgeCommand.self, ClearCommand.self,
       StatsCommand.self,

@@ -79,11 +79,14 @@ func probedDuration(_ input: String) throws -> String {
   ).trimmingCharacters(in: .whitespacesAndNewlines)
 }
 
-/// `ffmpeg -f framemd5` of every decoded frame of `input` (from `seek` seconds on when given).
-func frameHashes(_ input: String, seek: Double? = nil) throws -> String {
+/// `ffmpeg -f framemd5` of every decoded frame of `input` (from `seek` seconds on when given, for `duration`
+/// seconds when given).
+func frameHashes(_ input: String, seek: Double? = nil, duration: Double? = nil) throws -> String {
   var arguments = ["-nostdin", "-v", "error"]
   if let seek { arguments += ["-ss", String(seek)] }
-  arguments += mediaInputOptions(for: input) + ["-i", input, "-f", "framemd5", "-"]
+  arguments += mediaInputOptions(for: input) + ["-i", input]
+  if let duration { arguments += ["-t", String(duration)] }
+  arguments += ["-f", "framemd5", "-"]
   return try runMediaTool("ffmpeg", arguments)
 }
 

@@ -126,15 +126,34 @@ public enum MP4StartRanges {
       let header = try MP4Box.header(
         in: bytes, base: movie.lowerBound, at: movie.lowerBound, containerEnd: movie.upperBound, url: url)
       let parsed = try MP4Movie.parse(bytes, movie: header, url: url)
-      let samples = parsed.tracks.reduce(0) { $0 + $1.sampleCount }
-      if parsed.hasFragments && samples == 0 { throw MP4Error(url: url, kind: .fragmented) }
-      var ranges = head + [movie]
+      let sampleCount = parsed.tracks.reduce(0) { $0 + $1.sampleCount }
+      if parsed.hasFragments && sampleCount == 0 { throw MP4Error(url: url, kind: .fragmented) }
+      var samples: [Range<Int64>] = []
       for track in parsed.tracks {
         let count = track.sampleCount(before: seconds)
-        ranges += try track.byteRanges(ofFirst: count, fileLength: fileLength, url: url)
+        samples += try track.byteRanges(ofFirst: count, fileLength: fileLength, url: url)
+      }
+      var ranges = head + [movie] + samples
+      // moov at the head: a player reads on from its end into the boxes after it (`free`, mdat's header) up to
+      // the first sample; so are those bytes, when they are few.
+      if let first = samples.map(\.lowerBound).min(), first > movie.upperBound,
+        first - movie.upperBound <= Self.smallBoxBytes
+      {
+        ranges.append(movie.upperBound..<first)
       }
       return Plan(ranges: MP4StartRanges.merged(ranges), movieBox: movie, duration: parsed.duration)
     }
+  }
+
+  /// The top-level box types an MP4 or QuickTime file starts with in practice.
+  static let leadingBoxTypes: Set<String> = [
+    "ftyp", "moov", "mdat", "free", "skip", "wide", "styp", "sidx", "pdin",
+  ]
+
+  /// Whether `head` (the file's first bytes, at least 8) starts like an MP4 or QuickTime file: a box of a type
+  /// such a file starts with. A cheap test before reading more.
+  public static func mayBeMP4(_ head: [UInt8]) -> Bool {
+    head.count >= 8 && leadingBoxTypes.contains(MP4Box.fourCC(head, at: 4))
   }
 
   /// The first `seconds` estimated from the bitrate, for a file whose tables cannot be used: `fileLength`

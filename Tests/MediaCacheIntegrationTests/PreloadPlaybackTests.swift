@@ -1,0 +1,49 @@
+import Foundation
+import MediaCacheStreaming
+import MediaCacheTestSupport
+import Testing
+
+/// `mediacache preload --seconds N` caches what a player needs to play the first N seconds: with the origin
+/// stopped, ffmpeg plays them through the proxy from the cache, frame for frame as from the local file, and no
+/// byte comes from the origin. With N - 1 seconds preloaded, the same playback fails: the test can fail.
+@Suite struct PreloadPlaybackTests {
+  @Test(arguments: ["tail-index.mp4", "faststart.mp4"])
+  func thePreloadedSecondsPlayWithTheOriginStopped(file: String) async throws {
+    try await withTemporaryDirectory { directory in
+      let seconds = 2.0
+      let full = "\(directory)/preloaded"
+      let short = "\(directory)/preloaded-short"
+      let url = try await withFileOrigin { origin in
+        let url = origin.url(file: file)
+        for (cache, preloaded) in [(full, seconds), (short, seconds - 1)] {
+          // Chunks of 16 KiB, so that a preload of N - 1 seconds does not hold N by rounding up to chunks.
+          let result = try run(
+            binary("mediacache"),
+            ["preload", "--cache", cache, "--chunk-size", "16384", "--seconds", String(preloaded), url])
+          #expect(result.status == 0, "\(result.stderr)")
+          #expect(result.text.contains("ranges from its sample tables"), "\(result.text)")
+        }
+        return url
+      }
+      // The origin is stopped: the proxy has only what was preloaded.
+      let local = try await blocking {
+        try frameHashes("\(mediaFixturesDirectory)/\(file)", duration: seconds)
+      }
+      #expect(local.split(separator: "\n").filter { $0.hasPrefix("0,") }.count == 50)
+      for (cache, enough) in [(full, true), (short, false)] {
+        let (proxy, port) = try startProxy(cache: cache, [])
+        defer { proxy.kill() }
+        let proxied = "http://127.0.0.1:\(port)\(try #require(ProxyPathForm.path(for: url)))"
+        let played = try? await blocking { try frameHashes(proxied, duration: seconds) }
+        if enough {
+          #expect(played == local, "\(file): \(seconds) s preloaded did not play the same")
+        } else {
+          #expect(played != local, "\(file): \(seconds - 1) s preloaded played \(seconds) s")
+        }
+        let metrics = String(
+          decoding: try await blocking { try rawRequest(port: port, "/metrics") }.body, as: UTF8.self)
+        #expect(metrics.contains("mediacache_proxy_served_bytes_total{source=\"origin\"} 0\n"), "\(metrics)")
+      }
+    }
+  }
+}
