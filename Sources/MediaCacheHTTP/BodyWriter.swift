@@ -178,9 +178,17 @@ final class BodyWriter: HTTPClientResponseDelegate, @unchecked Sendable {
       stoppedAtEnd = true
       return drained(task.eventLoop).flatMapThrowing { throw StopReading() }
     }
-    guard queuedBytes > Self.maxQueuedBytes else { return task.eventLoop.makeSucceededVoidFuture() }
+    // Background work past its rate reads its next part later (see `BackgroundRateLimit`).
+    let limit = flight.isBackground.load(ordering: .relaxed) ? session.environment.backgroundRate : nil
+    let delay = count > 0 ? limit?.delay(taking: count) ?? .zero : .zero
+    guard queuedBytes > Self.maxQueuedBytes else {
+      if delay == .zero { return task.eventLoop.makeSucceededVoidFuture() }
+      return task.eventLoop.scheduleTask(in: delay) {}.futureResult
+    }
     if roomPromise == nil { roomPromise = task.eventLoop.makePromise() }
-    return roomPromise!.futureResult
+    if delay == .zero { return roomPromise!.futureResult }
+    let eventLoop = task.eventLoop
+    return roomPromise!.futureResult.flatMap { eventLoop.scheduleTask(in: delay) {}.futureResult }
   }
 
   /// Hands everything queued to the executor as one batch; when it is written, hands it to the readers (on

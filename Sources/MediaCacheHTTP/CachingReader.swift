@@ -71,6 +71,10 @@ public final class CachingReader: Sendable {
     public var maxRetries = 3
     /// First backoff, seconds; doubled per retry, plus up to 50% jitter (default 0.2).
     public var retryBaseDelay: Duration = .milliseconds(200)
+    /// The most bytes per second all background responses of this reader take from origins together (nil,
+    /// the default: no limit), with bursts of a quarter second; a player's reads are never slowed, and a
+    /// background request a player joins is not slowed from then on.
+    public var backgroundBytesPerSecond: Int64?
 
     /// A configuration with the given limits (the defaults are documented on each property). Call `validate()`
     /// to check them.
@@ -103,6 +107,9 @@ public final class CachingReader: Sendable {
       }
       if originRequestWindow < 0 {
         throw ConfigurationError.invalidLimit(name: "originRequestWindow", value: originRequestWindow)
+      }
+      if let rate = backgroundBytesPerSecond, rate < 1 {
+        throw ConfigurationError.invalidLimit(name: "backgroundBytesPerSecond", value: rate)
       }
       if abandonedRequestReadAhead < 0 {
         throw ConfigurationError.invalidLimit(
@@ -170,7 +177,8 @@ public final class CachingReader: Sendable {
       // budget lets reads hold, the proxy's peak RSS after cached GETs went from ~45 to 78 MiB; 2 instead of 4
       // saved ~3.5 MiB and cost 15% of 1 MiB hits per second). Small ones, 1 MiB per size: 4 MiB per size
       // added ~4 MiB to a cold stream's peak RSS, and did not serve 64 KiB hits measurably faster.
-      bufferPool: ByteBufferPool(largeKept: 4, smallBytesPerSize: 1 << 20))
+      bufferPool: ByteBufferPool(largeKept: 4, smallBytesPerSize: 1 << 20),
+      backgroundRate: configuration.backgroundBytesPerSecond.map(BackgroundRateLimit.init))
   }
 
   /// A logger that drops everything: the default `backgroundActivityLogger`.

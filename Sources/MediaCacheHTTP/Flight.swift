@@ -40,6 +40,9 @@ actor Flight {
   /// writer stops handing over bytes (they are in the cache already) while this is over `maxQueuedBytes`, so a
   /// starved fetching task cannot make memory grow.
   nonisolated let queuedBytes = Atomic<Int>(0)
+  /// Whether the flight is background work (no player waits for it), for `BackgroundRateLimit` on the origin's
+  /// event loop; cleared when a player joins.
+  nonisolated let isBackground: Atomic<Bool>
   static let maxQueuedBytes = 4 << 20
 
   /// The fetching task, waiting for a reader to get near enough for the next window.
@@ -55,6 +58,7 @@ actor Flight {
     self.start = start
     self.endHint.store(end ?? -1, ordering: .relaxed)
     self.writtenHint = Atomic(start)
+    self.isBackground = Atomic(priority == .background)
   }
 
   // MARK: What the state says
@@ -109,6 +113,7 @@ actor Flight {
   /// for the rest of its run at once.
   func attach(priority: ReadPriority = .foreground, streaming: Bool = true) -> Bool {
     let (promoted, actions) = state.attach(priority: priority, written: written)
+    if promoted { isBackground.store(false, ordering: .relaxed) }
     perform(actions)
     if !streaming { perform(state.dropWindow()) }
     return promoted

@@ -27,6 +27,8 @@ struct SessionEnvironment: Sendable {
   let readBudget: ReadBudget
   /// The buffers pieces from the cache are read into.
   let bufferPool: ByteBufferPool
+  /// See `CachingReader.Configuration.backgroundBytesPerSecond` (nil: no limit).
+  let backgroundRate: BackgroundRateLimit?
 }
 
 /// The objects a `CachingReader` has open: one `ObjectSession` per object (one data manager, so completed

@@ -197,6 +197,12 @@ struct RequestLimitOptions: ParsableArguments {
       "Background origin requests (prefetch, fetch --hls) at once per origin host; they yield to players.",
       valueName: "N"))
   var maxBackgroundRequestsPerHost = 6
+  @Option(
+    help: ArgumentHelp(
+      "The most bytes per second all background work (prefetch, fetch --hls/--dash, preload) takes from origins.",
+      discussion: "Bytes or a size such as 512K or 2M; players are never slowed. Default: no limit.",
+      valueName: "SIZE"))
+  var backgroundRate: ByteSizeArgument?
 
   func validate() throws {
     if let cap = maxForegroundRequests, cap < 1 {
@@ -206,12 +212,17 @@ struct RequestLimitOptions: ParsableArguments {
       throw ValidationError(
         "--max-background-requests-per-host must be at least 1, not \(maxBackgroundRequestsPerHost)")
     }
+    if let rate = backgroundRate, rate.bytes < 1 {
+      throw ValidationError("--background-rate must be at least 1 byte per second, not \(rate)")
+    }
   }
 
   func configuration(maxRetries: Int = 3) -> CachingReader.Configuration {
-    .init(
+    var configuration = CachingReader.Configuration(
       maxForegroundRequests: maxForegroundRequests,
       maxBackgroundRequestsPerHost: maxBackgroundRequestsPerHost,
       maxRetries: maxRetries)
+    configuration.backgroundBytesPerSecond = backgroundRate?.bytes
+    return configuration
   }
 }
