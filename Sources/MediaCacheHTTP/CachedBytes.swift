@@ -92,10 +92,15 @@ public final class CachedBytes: AsyncSequence, Sendable {
   public var lastModified: String? { session.manager.manifest.lastModified }
 
   /// Bytes of the range cached now.
-  var cachedBytes: Int64 {
+  var cachedBytes: Int64 { cachedBytes(in: session.manager.manifest) }
+
+  /// Bytes of the range that were cached when the read opened (before its first flight wrote anything).
+  var cachedBytesAtOpen: Int64 { cachedBytes(in: manifestAtOpen) }
+
+  private func cachedBytes(in manifest: Manifest) -> Int64 {
     let end = range.upperBound == .max ? (length ?? range.lowerBound) : range.upperBound
     guard end > range.lowerBound else { return 0 }
-    return session.manager.manifest.presentByteRanges.intersection(range.lowerBound..<end).count
+    return manifest.presentByteRanges.intersection(range.lowerBound..<end).count
   }
 
   /// An iterator over the range from its first byte; each iterator reads the range on its own.

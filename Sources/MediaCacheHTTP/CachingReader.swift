@@ -315,7 +315,8 @@ public final class CachingReader: Sendable {
         let bytes = try await read(url, range: range, priority: .background)
         defer { bytes.close() }
         let started = Date()
-        let cachedAtStart = bytes.cachedBytes
+        // As of the open: the flight `read` started to learn the length may have written bytes since.
+        let cachedAtStart = bytes.cachedBytesAtOpen
         // Progress is sampled while the flights run; no byte passes through this task.
         let reporter = Task {
           while !Task.isCancelled {
@@ -326,6 +327,9 @@ public final class CachingReader: Sendable {
         }
         defer { reporter.cancel() }
         try await bytes.fillMissing()
+        // The sampler stops before the last report, which no stale sample may follow.
+        reporter.cancel()
+        await reporter.value
         let fetched = max(0, bytes.cachedBytes - cachedAtStart)
         await bytes.closeAndCommit()
         continuation.yield(bytes.progress(fetched: fetched, since: started))

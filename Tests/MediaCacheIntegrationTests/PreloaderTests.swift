@@ -1,0 +1,141 @@
+import Foundation
+import MediaCache
+import MediaCacheHTTP
+import MediaCacheTestOrigin
+import MediaCacheTestSupport
+import Testing
+
+/// `Preloader` against a real origin on 127.0.0.1 and a real cache: the window after the current item, nearer
+/// items first, cancelling what leaves the window, re-prioritising when a nearer item appears, the byte
+/// budget, and targets in seconds through the MP4 planner. What the origin was asked for is read from its log.
+@Suite(.serialized)
+struct PreloaderTests {
+  /// Runs `body` with a reader over a fresh cache (64 KiB chunks) and `origin`.
+  func withReader(
+    _ origin: TestOrigin, _ body: (CachingReader, MediaCache) async throws -> Void
+  ) async throws {
+    let directory = try TemporaryDirectory()
+    defer { directory.cleanup() }
+    let cache = try MediaCache(
+      configuration: .init(directory: FilePath(directory.file("cache")), chunkSize: 64 << 10))
+    let client = OriginClient()
+    do {
+      try await body(CachingReader(cache: cache, client: client), cache)
+    } catch {
+      try? await client.shutdown()
+      throw error
+    }
+    try await client.shutdown()
+  }
+
+  /// Bytes the origin sent for object `name`.
+  func sent(_ origin: TestOrigin, _ name: String) -> Int {
+    origin.allRequests().filter { $0.name == name }.reduce(0) { $0 + $1.bodyBytesSent }
+  }
+
+  @Test func theItemsAfterTheCurrentOneArePreloadedNearestFirst() async throws {
+    try await withOrigin { origin in
+      try await withReader(origin) { reader, _ in
+        let items = ["a", "b", "c", "d", "e"].map { origin.url(.normal, "order-\($0)", size: 1 << 20) }
+        let policy = Preloader.Policy(targets: [.bytes(256 << 10), .bytes(128 << 10), .bytes(128 << 10)])
+        let preloader = Preloader(reader: reader, policy: policy)
+        await preloader.update(items: items, current: 0)
+        await preloader.waitUntilIdle()
+        let status = await preloader.status()
+        #expect(status.map(\.distance) == [1, 2, 3])
+        #expect(status.map(\.state) == [.done, .done, .done], "\(status)")
+        #expect(status.map(\.fetchedBytes) == [256 << 10, 128 << 10, 128 << 10])
+        // Nearest first, and nothing of the current item or of the one past the window.
+        let names = origin.allRequests().map(\.name)
+        #expect(names == ["order-b", "order-c", "order-d"], "\(names)")
+        #expect(sent(origin, "order-b") == 256 << 10 && sent(origin, "order-d") == 128 << 10)
+      }
+    }
+  }
+
+  @Test func anItemThatLeavesTheWindowIsCancelledAtOnce() async throws {
+    try await withOrigin { origin in
+      try await withReader(origin) { reader, cache in
+        // 16 KiB every 50 ms: 1 MiB would take 3.2 s.
+        let items = ["a", "b", "c"].map {
+          origin.url(.slow, "scroll-\($0)", size: 1 << 20, query: "delay-ms=50")
+        }
+        let preloader = Preloader(reader: reader, policy: .init(targets: [.bytes(1 << 20)]))
+        await preloader.update(items: items, current: 0)
+        try await Task.sleep(for: .milliseconds(600))
+        #expect(await preloader.status().first?.state == .fetching)
+        // The user swipes to b: b is being played, c is next.
+        await preloader.update(items: items, current: 1)
+        #expect(await preloader.status().map(\.url) == [items[2]])
+        await preloader.waitUntilIdle()
+        #expect(await preloader.status().first?.state == .done)
+        #expect(sent(origin, "scroll-c") == 1 << 20)
+        // b stopped well short of its megabyte (the abandoned request may take up to a quarter second more).
+        let stopped = sent(origin, "scroll-b")
+        #expect(stopped > 0 && stopped < 640 << 10, "b: \(stopped) bytes")
+        // What b fetched stays cached.
+        let status = try await cache.status(for: items[1])
+        #expect(status.cachedBytes > 0)
+      }
+    }
+  }
+
+  @Test func aNearerItemGoesFirstAndTheOtherResumes() async throws {
+    try await withOrigin { origin in
+      try await withReader(origin) { reader, _ in
+        let url = { (name: String) in origin.url(.slow, "near-\(name)", size: 512 << 10, query: "delay-ms=40")
+        }
+        let preloader = Preloader(
+          reader: reader, policy: .init(targets: [.bytes(512 << 10), .bytes(512 << 10)]))
+        await preloader.update(items: [url("a"), url("b")], current: 0)
+        try await Task.sleep(for: .milliseconds(500))
+        // An item is inserted before b: it is fetched first; b resumes after it from where it stopped.
+        await preloader.update(items: [url("a"), url("z"), url("b")], current: 0)
+        await preloader.waitUntilIdle()
+        #expect(await preloader.status().map(\.state) == [.done, .done])
+        let requests = origin.allRequests().filter { $0.name.hasPrefix("near-") }
+        let names = requests.map(\.name)
+        #expect(names.first == "near-b" && names.last == "near-b" && names.contains("near-z"), "\(names)")
+        let resumed = try #require(requests.last?.range)
+        #expect(!resumed.hasPrefix("bytes=0-"), "b started again from 0: \(requests)")
+        // b's bytes came once, z's once.
+        #expect(sent(origin, "near-z") == 512 << 10)
+        #expect(sent(origin, "near-b") < (512 << 10) + (320 << 10), "\(requests)")
+      }
+    }
+  }
+
+  @Test func anItemPastTheByteBudgetIsNotFetched() async throws {
+    try await withOrigin { origin in
+      try await withReader(origin) { reader, _ in
+        let items = ["a", "b", "c"].map { origin.url(.normal, "budget-\($0)", size: 1 << 20) }
+        let policy = Preloader.Policy(targets: [.bytes(256 << 10), .bytes(128 << 10)], byteBudget: 300 << 10)
+        let preloader = Preloader(reader: reader, policy: policy)
+        await preloader.update(items: items, current: 0)
+        await preloader.waitUntilIdle()
+        #expect(await preloader.status().map(\.state) == [.done, .overBudget])
+        #expect(sent(origin, "budget-c") == 0)
+        // Once b is played, c fits.
+        await preloader.update(items: items, current: 1)
+        await preloader.waitUntilIdle()
+        #expect(await preloader.status().map(\.state) == [.done])
+        #expect(sent(origin, "budget-c") == 256 << 10)
+      }
+    }
+  }
+
+  @Test func secondsOfAnMP4AreWhatItsSampleTablesSay() async throws {
+    try await withFileOrigin { origin in
+      try await withReader(origin) { reader, _ in
+        let items = ["faststart.mp4", "tail-index.mp4"].map { origin.url(file: $0) }
+        let preloader = Preloader(reader: reader, policy: .init(targets: [.seconds(2)]))
+        await preloader.update(items: items, current: 0)
+        await preloader.waitUntilIdle()
+        let status = try #require(await preloader.status().first)
+        #expect(status.state == .done)
+        // The same plan as `mediacache preload --seconds 2` (PreloadPlaybackTests): 79,300 bytes.
+        #expect(status.plannedBytes == 79_300)
+      }
+    }
+  }
+}
