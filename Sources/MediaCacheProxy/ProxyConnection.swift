@@ -25,6 +25,9 @@ final class ProxyConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
   /// Whether this connection's loop answers hits itself now (nil: never).
   private let loopHits: LoopHitPolicy?
   private var head: HTTPRequestHead?
+  /// The body of the request being read, when it is kept (see `ProxyRequest.body`).
+  private var body = ByteBuffer()
+  private var bodyTooLarge = false
   private var idleTimer: Scheduled<Void>?
   private var responding: Task<Void, Never>?
   /// Responses answered on the loop (`ProxyResponder.hitNow`) not yet wholly written.
@@ -78,14 +81,25 @@ final class ProxyConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
       // sends a head (or a body) and then nothing is closed like an idle one.
       self.head = head
       armIdleTimer(context)
-    case .body:
-      armIdleTimer(context)  // GET and HEAD bodies mean nothing here
+    case .body(let part):
+      armIdleTimer(context)
+      // GET and HEAD bodies mean nothing here; another method's is kept up to its bound (`PUT /preload`).
+      if let head, head.method != .GET, head.method != .HEAD {
+        if body.readableBytes + part.readableBytes <= ProxyRequest.maxBodyBytes {
+          body.writeImmutableBuffer(part)
+        } else {
+          bodyTooLarge = true
+        }
+      }
     case .end:
       idleTimer?.cancel()
       idleTimer = nil
       guard let head else { return }
       self.head = nil
-      respond(to: head, context)
+      var request = ProxyRequest(head: head)
+      (request.body, request.bodyTooLarge) = (body, bodyTooLarge)
+      (body, bodyTooLarge) = (ByteBuffer(), false)
+      respond(to: head, request, context)
     }
   }
 
@@ -107,7 +121,7 @@ final class ProxyConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
     idleTimer = context.eventLoop.scheduleTask(in: clientTimeout) { boundContext.value.close(promise: nil) }
   }
 
-  private func respond(to head: HTTPRequestHead, _ context: ChannelHandlerContext) {
+  private func respond(to head: HTTPRequestHead, _ request: ProxyRequest, _ context: ChannelHandlerContext) {
     requestCount += 1
     let number = requestCount
     let bound = NIOLoopBound(ResponseEnd(handler: self, context: context), eventLoop: context.eventLoop)
@@ -115,7 +129,6 @@ final class ProxyConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
     let responder = self.responder
     let connections = self.connections
     connections.responseStarted()
-    let request = ProxyRequest(head: head)
     if loopHits?.answersHits == true, let response = responder.hitNow(request) {
       // A hit whose pages are in memory: answered here, on the loop, with no task and no hop between threads.
       let keepAlive = head.isKeepAlive

@@ -13,6 +13,7 @@ public final class ProxyMetrics: Sendable {
   private let loopHits = Atomic<Int64>(0)
   private let originErrors = Atomic<Int64>(0)
   private let activeResponses = Atomic<Int64>(0)
+  private let preloaded = Atomic<Int64>(0)
 
   /// A scan of the cache tree is a walk of every shard, so `/metrics` reuses one for a few seconds.
   private struct CacheTotals { var objects: Int; var bytes: Int64; var taken: Date }
@@ -41,6 +42,8 @@ public final class ProxyMetrics: Sendable {
   public var cacheHitsOnLoop: Int64 { loopHits.load(ordering: .relaxed) }
   /// GET responses that needed bytes from the origin.
   public var cacheMisses: Int64 { misses.load(ordering: .relaxed) }
+  /// Bytes the preloader (`PUT /preload`) fetched from origins.
+  public var bytesPreloaded: Int64 { preloaded.load(ordering: .relaxed) }
   /// Requests that failed because of the origin (answered 4xx/5xx from an `OriginError`).
   public var originFailures: Int64 { originErrors.load(ordering: .relaxed) }
 
@@ -50,6 +53,8 @@ public final class ProxyMetrics: Sendable {
       if counts.indices.contains(index) { counts[index] += 1 }
     }
   }
+
+  func notePreloaded(_ bytes: Int64) { preloaded.add(bytes, ordering: .relaxed) }
 
   func noteServed(fromCache: Int64, fromOrigin: Int64) {
     if fromCache != 0 { cacheBytes.add(fromCache, ordering: .relaxed) }
@@ -113,6 +118,9 @@ public final class ProxyMetrics: Sendable {
     metric(
       "mediacache_proxy_origin_errors_total", "counter", "Requests that failed because of the origin.",
       [("", "\(originFailures)")])
+    metric(
+      "mediacache_preload_fetched_bytes_total", "counter", "Bytes the preloader fetched from origins.",
+      [("", "\(bytesPreloaded)")])
     metric(
       "mediacache_proxy_active_responses", "gauge", "Responses being streamed now.",
       [("", "\(activeResponses.load(ordering: .relaxed))")])

@@ -12,6 +12,13 @@ struct ProxyRequest: Sendable {
   /// The target's query, after the first `?`.
   var query: Substring?
   var headers: HTTPFields
+  /// The body of a request other than GET and HEAD (`PUT /preload`), up to `maxBodyBytes`.
+  var body = ByteBuffer()
+  /// The body was longer than `maxBodyBytes` (and was not kept).
+  var bodyTooLarge = false
+
+  /// The longest request body kept.
+  static let maxBodyBytes = 64 << 10
 
   init(head: HTTPRequestHead) {
     method = head.method

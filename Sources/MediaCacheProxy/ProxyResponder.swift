@@ -35,6 +35,7 @@ struct ProxyResponder: Sendable {
       let body: ProxyResponse.Body = request.method == .HEAD ? .empty : .bytes(ByteBuffer(string: text))
       return ProxyResponse(status: .ok, headers: headers, body: body)
     }
+    if PreloadEndpoint.isPreloadRequest(request) { return try await preloadResponse(request) }
     let (origin, isPathForm, rangeHeader, requested) = try target(of: request)
     if live.contains(origin) {
       // A live playlist or MPD: the cached copy is stale, the player must see the origin's current one.
@@ -203,7 +204,7 @@ struct ProxyResponder: Sendable {
 
   /// The origin URL of `?url=` or of the path form, refused unless it is an absolute http(s) URL of an
   /// allowed host.
-  private func checkedOriginURL(_ value: String?) throws -> String {
+  func checkedOriginURL(_ value: String?) throws -> String {
     guard let value, !value.isEmpty else {
       throw Refusal(
         .badRequest,

@@ -87,6 +87,8 @@ public final class ProxyServer: Sendable {
   public let configuration: Configuration
   /// Counters served at `/metrics`.
   public let metrics: ProxyMetrics
+  /// What `PUT /preload` drives: the start of a feed's next items, fetched in the background.
+  public let preloader: Preloader
 
   fileprivate let listening = Mutex<Endpoint?>(nil)
   /// Shares of `Configuration.hitBytesInFlight` (nil: no bound).
@@ -99,7 +101,9 @@ public final class ProxyServer: Sendable {
   public init(reader: CachingReader, configuration: Configuration = Configuration()) {
     self.reader = reader
     self.configuration = configuration
-    self.metrics = ProxyMetrics(cache: reader.cache)
+    let metrics = ProxyMetrics(cache: reader.cache)
+    self.metrics = metrics
+    self.preloader = Preloader(reader: reader, onFetched: { metrics.notePreloaded($0) })
     self.hitBudget =
       configuration.hitBytesInFlight > 0 ? ReadBudget(limit: configuration.hitBytesInFlight) : nil
   }

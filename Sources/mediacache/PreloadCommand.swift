@@ -51,24 +51,28 @@ struct PreloadCommand: AsyncParsableCommand {
         let planner = StartPlanner(reader: reader, fallbackBitsPerSecond: fallbackBitrate, logger: logger)
         for url in urls {
           let plan = try await planner.plan(url, seconds: seconds)
-          // What the prefetches fetched (the planner's own reads of box headers and moov come before).
+          // What the prefetches fetched (the planner's own reads of box headers, moov and playlists come
+          // before).
           var fetched: Int64 = 0
-          for range in plan.ranges {
-            var last: Int64 = 0
-            for try await progress in reader.prefetch(url, range: .bounded(range)) {
-              last = progress.fetchedBytes
+          for part in plan.parts {
+            for range in part.ranges.map({ $0.map { RequestedRange.bounded($0) } }) ?? [.all] {
+              var last: Int64 = 0
+              for try await progress in reader.prefetch(part.url, range: range) {
+                last = progress.fetchedBytes
+              }
+              fetched += last
             }
-            fetched += last
           }
           let how =
             switch plan.source {
-            case .mp4SampleTables: "from its sample tables"
+            case .mp4SampleTables:
+              "= \(plan.byteCount) bytes in \(plan.parts.first?.ranges?.count ?? 0) ranges from its sample tables"
+            case .hlsSegments: "in \(plan.parts.count) files (playlists, keys, init sections, segments)"
             case .estimate(let reason):
-              "estimated at \(Int(fallbackBitrate)) bit/s (\(reason))"
+              "from the start, estimated at \(Int(fallbackBitrate)) bit/s (\(reason))"
             }
           printOut(
-            "preloaded \(url): \(seconds) s = \(plan.byteCount) bytes in \(plan.ranges.count) ranges \(how);"
-              + " fetched \(fetched) bytes from the origin")
+            "preloaded \(url): \(seconds) s \(how); fetched \(fetched) bytes from the origin")
         }
       }
     }

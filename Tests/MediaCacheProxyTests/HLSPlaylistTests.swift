@@ -285,6 +285,20 @@ import Testing
         url("https://cdn.example.com/videos/up/s2.m4s"), url("https://cdn2.example.com/s3.m4s"),
         url("\(show)/init-b.mp4"),
       ])
+    #expect(playlist.segmentDurations == [9.009, 9.009, 9.009, 3, 3])
+    // What a preload of the first seconds fetches: the segments starting before the time plus 0.75 s (at least
+    // the first), with the keys and maps they need, and no key or map listed after them.
+    #expect(
+      playlist.startURIs(seconds: 0) == [
+        url("\(show)/init-a.mp4"), url("\(show)/keys/k1.bin"), url("\(show)/s0.m4s"),
+      ])
+    #expect(playlist.startURIs(seconds: 8.2) == playlist.startURIs(seconds: 0))
+    #expect(
+      playlist.startURIs(seconds: 8.3) == [
+        url("\(show)/init-a.mp4"), url("\(show)/keys/k1.bin"), url("\(show)/s0.m4s"),
+        url("https://cdn.example.com/abs/s1.m4s"),
+      ])
+    #expect(playlist.startURIs(seconds: 1000) == Array(playlist.allURIs.dropLast()))
   }
 
   /// URIs that differ only in the scheme's case or in dot segments name one resource (RFC 3986 §6.2.2): listed

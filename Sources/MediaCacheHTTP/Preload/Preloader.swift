@@ -80,8 +80,10 @@ public actor Preloader {
 
   private let reader: CachingReader
   private let planner: StartPlanner
-  /// What to preload, by distance.
-  public let policy: Policy
+  /// What to preload, by distance (`update(items:current:targets:)` may change the targets).
+  public private(set) var policy: Policy
+  /// Told the bytes of each piece fetched (a server's metrics).
+  private let onFetched: (@Sendable (Int64) -> Void)?
   private var window: [String] = []
   private var jobs: [String: Job] = [:]
   private var running: (url: String, run: Int, task: Task<Void, Never>)?
@@ -90,15 +92,21 @@ public actor Preloader {
 
   /// A preloader fetching through `reader` with `policy`; `planner` maps seconds to bytes (its reader should
   /// be `reader`).
-  public init(reader: CachingReader, policy: Policy = Policy(), planner: StartPlanner? = nil) {
+  public init(
+    reader: CachingReader, policy: Policy = Policy(), planner: StartPlanner? = nil,
+    onFetched: (@Sendable (Int64) -> Void)? = nil
+  ) {
     self.reader = reader
     self.policy = policy
     self.planner = planner ?? StartPlanner(reader: reader)
+    self.onFetched = onFetched
   }
 
   /// The feed is `items` (URLs, in order) and `items[current]` is being played: the items after it get their
-  /// targets, nearer first; the others are not preloaded (a running fetch of one is cancelled).
-  public func update(items: [String], current: Int) {
+  /// targets, nearer first; the others are not preloaded (a running fetch of one is cancelled). `targets`,
+  /// when given, replaces the policy's from now on.
+  public func update(items: [String], current: Int, targets: [Target]? = nil) {
+    if let targets { policy.targets = targets }
     var next: [String] = []
     for (offset, url) in items.dropFirst(max(0, current + 1)).prefix(policy.targets.count).enumerated()
     where !next.contains(url) && url != items[safe: current] {
@@ -189,22 +197,29 @@ public actor Preloader {
         guard jobs[url] != nil, !Task.isCancelled else { return }
         jobs[url]!.plan = plan
       }
-      let planned = jobs.filter { $0.key != url }.values.reduce(Int64(0)) { sum, job in
-        [.planning, .fetching, .done].contains(job.state) ? sum + (job.plan?.byteCount ?? 0) : sum
-      }
-      if planned + plan.byteCount > policy.byteBudget {
-        jobs[url]!.state = .overBudget
-        return
+      // The other items' bytes: their plans' ranges, or what they fetched (whole objects).
+      let others = jobs.filter { $0.key != url }.values.reduce(Int64(0)) { sum, job in
+        [.planning, .fetching, .done].contains(job.state)
+          ? sum + max(job.plan?.byteCount ?? 0, job.fetchedBytes) : sum
       }
       jobs[url]!.state = .fetching
-      for range in plan.ranges {
-        var fetched: Int64 = 0
-        for try await progress in reader.prefetch(url, range: .bounded(range)) {
-          let more = max(0, progress.fetchedBytes - fetched)
-          fetched += more
-          if jobs[url] != nil { jobs[url]!.fetchedBytes += more }
+      for part in plan.parts {
+        // Whole objects (HLS) are counted as they come: the budget is checked before each.
+        let mine = max(plan.byteCount, jobs[url]?.fetchedBytes ?? 0)
+        if others + mine > policy.byteBudget {
+          if jobs[url] != nil { jobs[url]!.state = .overBudget }
+          return
         }
-        try Task.checkCancellation()
+        for range in part.ranges.map({ $0.map { RequestedRange.bounded($0) } }) ?? [.all] {
+          var fetched: Int64 = 0
+          for try await progress in reader.prefetch(part.url, range: range) {
+            let more = max(0, progress.fetchedBytes - fetched)
+            fetched += more
+            if jobs[url] != nil { jobs[url]!.fetchedBytes += more }
+            if more > 0 { onFetched?(more) }
+          }
+          try Task.checkCancellation()
+        }
       }
       if jobs[url] != nil { jobs[url]!.state = .done }
     } catch {
@@ -218,8 +233,8 @@ public actor Preloader {
       return try await planner.plan(url, seconds: seconds)
     case .bytes(let count):
       return StartPlanner.Plan(
-        url: url, ranges: count > 0 ? [0..<count] : [], source: .estimate(reason: "a target in bytes"),
-        length: count)
+        url: url, parts: [.init(url: url, ranges: count > 0 ? [0..<count] : [])],
+        source: .estimate(reason: "a target in bytes"))
     }
   }
 

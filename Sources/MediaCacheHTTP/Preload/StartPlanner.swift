@@ -3,67 +3,91 @@ import Logging
 import MediaCache
 import MediaCacheStreaming
 
-/// What to fetch so that a player can start an item and play its first seconds from the cache: the byte
-/// ranges of an MP4's first seconds (its head boxes, `moov` and the samples, from `MP4StartRanges`), or, for a
-/// file whose tables cannot be used, an estimate in bytes from the start.
+/// What to fetch so that a player can start an item and play its first seconds from the cache:
 ///
-/// The bytes it reads to decide (box headers, `moov`) are read through the `CachingReader` at background
-/// priority, so they are cached too: the player reads them again to start.
+/// - an MP4 or QuickTime file: the byte ranges of its first seconds (its head boxes, `moov` and the samples,
+///   from `MP4StartRanges`);
+/// - an HLS playlist: the playlist, for a master playlist the variant a player starts on (the first listed, or
+///   the highest `BANDWIDTH` under `maxBandwidth`) and its playlist, and the keys, init sections and segments
+///   that cover the first seconds (`HLSPlaylist.MediaPlaylist.startURIs`);
+/// - anything else, or an MP4 whose tables cannot be used: an estimate in bytes from the start.
+///
+/// The bytes it reads to decide (box headers, `moov`, playlists) are read through the `CachingReader` at
+/// background priority, so they are cached too: the player reads them again to start.
 public struct StartPlanner: Sendable {
-  /// How the ranges were found.
+  /// How the plan was made.
   public enum Source: Sendable, Equatable {
     /// From the MP4's sample tables: exactly what a player reads for the first seconds (and the boxes before).
     case mp4SampleTables
-    /// From the bitrate (`StartPlanner.fallbackBitsPerSecond`), from the start, because the
-    /// tables could not be used: `reason` says why (an `MP4Error`'s description, or "not an MP4").
+    /// From an HLS media playlist: the segments (whole) that start before the time, with their keys and maps.
+    case hlsSegments
+    /// From the bitrate (`StartPlanner.fallbackBitsPerSecond`), from the start, because nothing better could
+    /// be used: `reason` says why (an `MP4Error`'s description, or "not an MP4").
     case estimate(reason: String)
+  }
+
+  /// One object to fetch: some byte ranges of it, or all of it.
+  public struct Part: Sendable, Equatable {
+    /// The object's URL.
+    public var url: String
+    /// Sorted, disjoint byte ranges; nil: the whole object (an HLS playlist, key or segment).
+    public var ranges: [Range<Int64>]?
+
+    /// `ranges` of the object at `url` (nil: all of it).
+    public init(url: String, ranges: [Range<Int64>]?) {
+      self.url = url
+      self.ranges = ranges
+    }
   }
 
   /// What to fetch for one item.
   public struct Plan: Sendable, Equatable {
-    /// The object's URL.
+    /// The item's URL.
     public var url: String
-    /// Sorted, disjoint byte ranges.
-    public var ranges: [Range<Int64>]
-    /// How they were found.
+    /// The objects to fetch, in order (a playlist before its segments).
+    public var parts: [Part]
+    /// How it was made.
     public var source: Source
-    /// The object's length.
-    public var length: Int64
-    /// The media's duration in seconds, where the file says it.
+    /// The media's duration in seconds, where the file says it (an MP4's `mvhd`).
     public var duration: Double?
 
-    /// Bytes in `ranges`.
-    public var byteCount: Int64 { ranges.reduce(0) { $0 + Int64($1.count) } }
+    /// Bytes of the parts' ranges (whole objects are not counted: their size is known once fetched).
+    public var byteCount: Int64 {
+      parts.reduce(0) { sum, part in sum + (part.ranges?.reduce(0) { $0 + Int64($1.count) } ?? 0) }
+    }
   }
 
   let reader: CachingReader
   /// The bitrate assumed for a file whose duration is not known (default 4 Mbit/s).
   public var fallbackBitsPerSecond: Double
+  /// The highest `BANDWIDTH` of an HLS variant to start on (nil, the default: the first listed, as players do).
+  public var maxBandwidth: Int?
   let logger: Logger
 
   /// A planner reading through `reader`; `logger` gets one line per fallback, with its reason.
   public init(
-    reader: CachingReader, fallbackBitsPerSecond: Double = 4_000_000,
+    reader: CachingReader, fallbackBitsPerSecond: Double = 4_000_000, maxBandwidth: Int? = nil,
     logger: Logger = Logger(label: "mediacache.preload")
   ) {
     precondition(fallbackBitsPerSecond > 0, "fallbackBitsPerSecond must be positive")
     self.reader = reader
     self.fallbackBitsPerSecond = fallbackBitsPerSecond
+    self.maxBandwidth = maxBandwidth
     self.logger = logger
   }
 
-  /// The plan for the first `seconds` of the object at `url`.
+  /// The plan for the first `seconds` of the item at `url`.
   ///
-  /// - Throws: `OriginError` and `StoreError` from the reads (an MP4 whose tables cannot be used is not an
-  ///   error: it gets an estimate).
+  /// - Throws: `OriginError` and `StoreError` from the reads, `HLSError` for a playlist that cannot be used
+  ///   (an MP4 whose tables cannot be used is not an error: it gets an estimate).
   public func plan(_ url: String, seconds: Double) async throws -> Plan {
     precondition(seconds >= 0 && seconds.isFinite, "seconds must be finite and not negative")
     let head = try await read(url, .bounded(0..<32))
     guard let length = head.length else {
       throw OriginError.inconsistentResponse(url: url, reason: "the origin gives no length")
     }
-    guard length > 0 else {
-      return Plan(url: url, ranges: [], source: .estimate(reason: "the object is empty"), length: 0)
+    if HLSPlaylist.isPlaylist(contentType: head.contentType, url: url, prefix: head.bytes) {
+      return try await hlsPlan(url, seconds: seconds)
     }
     let reason: String
     if MP4StartRanges.mayBeMP4(head.bytes) {
@@ -72,26 +96,71 @@ public struct StartPlanner: Sendable {
           try await read(url, .bounded(range)).bytes
         }
         return Plan(
-          url: url, ranges: plan.ranges, source: .mp4SampleTables, length: length, duration: plan.duration)
+          url: url, parts: [Part(url: url, ranges: plan.ranges)], source: .mp4SampleTables,
+          duration: plan.duration)
       } catch let error as MP4Error {
         reason = error.description
       }
     } else {
-      reason = "\(url): not an MP4 (no box type it knows in its first 8 bytes)"
+      reason = "\(url): neither an MP4 (no box type it knows in its first 8 bytes) nor an HLS playlist"
     }
     logger.info("preload estimates bytes", metadata: ["url": "\(url)", "reason": "\(reason)"])
     let range = MP4StartRanges.estimatedRange(
       seconds: seconds, fileLength: length, duration: nil, bitsPerSecond: fallbackBitsPerSecond)
     return Plan(
-      url: url, ranges: range.isEmpty ? [] : [range], source: .estimate(reason: reason), length: length)
+      url: url, parts: [Part(url: url, ranges: range.isEmpty ? [] : [range])],
+      source: .estimate(reason: reason))
+  }
+
+  /// The playlist at `url`, the variant's playlist for a master one, and the URIs of the first `seconds`.
+  private func hlsPlan(_ url: String, seconds: Double) async throws -> Plan {
+    var parts = [Part(url: url, ranges: nil)]
+    var media: HLSPlaylist.MediaPlaylist
+    switch try await playlist(url) {
+    case .media(let playlist): media = playlist
+    case .master(let variants):
+      guard let variant = startVariant(variants) else {
+        throw HLSError.malformedLine(url: url, line: 1, reason: "the master playlist lists no variant")
+      }
+      parts.append(Part(url: variant.uri.absoluteString, ranges: nil))
+      guard case .media(let playlist) = try await playlist(variant.uri.absoluteString) else {
+        throw HLSError.malformedLine(
+          url: variant.uri.absoluteString, line: 1, reason: "a variant's playlist is a master playlist")
+      }
+      media = playlist
+    }
+    parts += media.startURIs(seconds: seconds).map { Part(url: $0.absoluteString, ranges: nil) }
+    return Plan(url: url, parts: parts, source: .hlsSegments)
+  }
+
+  /// The variant a player starts on: the first listed, or with `maxBandwidth` the highest under it (else the
+  /// lowest).
+  func startVariant(_ variants: [HLSPlaylist.Variant]) -> HLSPlaylist.Variant? {
+    guard let cap = maxBandwidth else { return variants.first }
+    let under = variants.filter { ($0.bandwidth ?? 0) <= cap }
+    if let best = under.max(by: { ($0.bandwidth ?? 0) < ($1.bandwidth ?? 0) }) { return best }
+    return variants.min { ($0.bandwidth ?? 0) < ($1.bandwidth ?? 0) }
+  }
+
+  /// Reads and parses the playlist at `url` (at most `HLSPlaylist.maxPlaylistBytes`).
+  private func playlist(_ url: String) async throws -> HLSPlaylist.Playlist {
+    let limit = HLSPlaylist.maxPlaylistBytes
+    let read = try await read(url, .bounded(0..<Int64(limit + 1)))
+    if read.bytes.count > limit { throw HLSError.tooLarge(url: url, bytes: read.bytes.count, limit: limit) }
+    guard let text = String(validating: read.bytes, as: UTF8.self), let playlistURL = URL(string: url) else {
+      throw HLSError.notAPlaylist(url: url, firstLine: "(not UTF-8 text)")
+    }
+    return try HLSPlaylist.parse(text, playlistURL: playlistURL)
   }
 
   /// The bytes of `range` of `url` (fewer where the object ends), read at background priority.
-  private func read(_ url: String, _ range: RequestedRange) async throws -> (bytes: [UInt8], length: Int64?) {
+  private func read(_ url: String, _ range: RequestedRange) async throws -> (
+    bytes: [UInt8], length: Int64?, contentType: String?
+  ) {
     let bytes = try await reader.read(url, range: range, priority: .background)
     defer { bytes.close() }
     var result: [UInt8] = []
     for try await piece in bytes { result += piece }
-    return (result, bytes.length)
+    return (result, bytes.length, bytes.contentType)
   }
 }

@@ -45,6 +45,8 @@ extension HLSPlaylist {
   public struct MediaPlaylist: Sendable, Equatable {
     /// The segment URIs in playlist order, absolute (a URI repeated with `EXT-X-BYTERANGE` appears each time).
     public internal(set) var segments: [URL]
+    /// Each segment's `EXTINF` duration in seconds (0 where it has none), in the order of `segments`.
+    public internal(set) var segmentDurations: [Double] = []
     /// The distinct http and https `EXT-X-KEY` URIs, absolute, in order of first appearance.
     public internal(set) var keys: [URL]
     /// The distinct http and https `EXT-X-MAP` URIs, absolute, in order of first appearance.
@@ -63,19 +65,40 @@ extension HLSPlaylist {
 
     /// Every distinct URI to fetch, in fetch order: each key and map before the first segment that needs it,
     /// the segments in playlist order, each URI once.
-    public var allURIs: [URL] {
+    public var allURIs: [URL] { uris(segments: segments.count, trailing: true) }
+
+    /// How far past the time the segments a player needs may start: a track's last frames before a segment
+    /// boundary can sit in the next segment (the audio of the fixtures lags their video's key frames by 60 ms;
+    /// ffmpeg's MPEG-TS muxer lets a stream lag up to 0.7 s).
+    public static let interleaveMargin = 0.75
+
+    /// What a player fetches to play the first `seconds`: the segments that start before then plus
+    /// `interleaveMargin` (at least the first), each key and map before the first of them that needs it, each
+    /// URI once, in fetch order.
+    public func startURIs(seconds: Double) -> [URL] {
+      var count = 0
+      var start = 0.0
+      while count < segments.count, count == 0 || start < seconds + Self.interleaveMargin {
+        start += segmentDurations.indices.contains(count) ? segmentDurations[count] : 0
+        count += 1
+      }
+      return uris(segments: count, trailing: false)
+    }
+
+    /// The first `count` segments with the keys and maps they need; `trailing`: also those listed after them.
+    private func uris(segments count: Int, trailing: Bool) -> [URL] {
       var seen = Set<String>()
       var result: [URL] = []
       var pending = prerequisites[...]
       func add(_ url: URL) { if seen.insert(HLSPlaylist.resource(url)).inserted { result.append(url) } }
-      for (index, segment) in segments.enumerated() {
+      for (index, segment) in segments.prefix(count).enumerated() {
         while let next = pending.first, next.beforeSegment <= index {
           add(next.uri)
           pending = pending.dropFirst()
         }
         add(segment)
       }
-      for rest in pending { add(rest.uri) }
+      if trailing { for rest in pending { add(rest.uri) } }
       return result
     }
   }
@@ -202,6 +225,8 @@ extension HLSPlaylist {
     let source = playlistURL.absoluteString
     var playlist = MediaPlaylist(
       segments: [], keys: [], maps: [], targetDuration: nil, isEndList: false, prerequisites: [])
+    /// The duration of the next segment (its `EXTINF`).
+    var nextDuration = 0.0
     /// The resources among the keys, and among the maps (a set each: a hostile playlist may list many).
     var keyResources = Set<String>()
     var mapResources = Set<String>()
@@ -232,6 +257,7 @@ extension HLSPlaylist {
             throw .malformedLine(
               url: source, line: number, reason: "#EXTINF duration '\(duration)' is not a decimal number")
           }
+          nextDuration = seconds
         case "#EXT-X-ENDLIST":
           playlist.isEndList = true
         case "#EXT-X-KEY":
@@ -262,6 +288,8 @@ extension HLSPlaylist {
           throw .unresolvableURI(url: source, line: number, uri: String(uri))
         }
         playlist.segments.append(resolved)
+        playlist.segmentDurations.append(nextDuration)
+        nextDuration = 0
       }
     }
     return playlist

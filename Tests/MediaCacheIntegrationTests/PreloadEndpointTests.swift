@@ -1,0 +1,93 @@
+import Foundation
+import MediaCacheTestSupport
+import Testing
+
+/// The proxy's `PUT /preload` and `GET /preload` against the real binary and a file origin: a feed's next
+/// items are preloaded and reported; bad bodies get a 4xx with the reason and change nothing.
+@Suite struct PreloadEndpointTests {
+  /// Sends `method /preload` with `body` and returns the response.
+  func preload(_ port: Int, _ method: String, _ body: String = "") throws -> RawHTTPResponse {
+    let connection = try RawHTTPConnection(port: port)
+    defer { connection.close() }
+    try connection.sendRequest(
+      method, "/preload",
+      headers: [("Content-Type", "application/json"), ("Content-Length", "\(body.utf8.count)")])
+    try connection.send(body)
+    return try connection.readResponse()
+  }
+
+  struct Report: Decodable {
+    struct Item: Decodable {
+      var url: String
+      var distance: Int
+      var seconds: Double?
+      var state: String
+      var plannedBytes: Int64?
+      var fetchedBytes: Int64
+    }
+    var items: [Item]
+  }
+
+  @Test func aFeedsNextItemsArePreloadedAndReported() async throws {
+    try await withTemporaryDirectory { directory in
+      try await withFileOrigin { origin in
+        let (proxy, port) = try startProxy(cache: "\(directory)/cache", [])
+        defer { proxy.kill() }
+        let feed = [
+          origin.url(file: "faststart.mp4"), origin.url(file: "tail-index.mp4"),
+          // As a proxy request target (path form), as a player would have it.
+          "/http/127.0.0.1:\(origin.port)/files/hls/v0/index.m3u8",
+        ]
+        let body = try String(decoding: JSONEncoder().encode(["items": feed]), as: UTF8.self)
+          .replacingOccurrences(of: "}", with: ",\"current\":0,\"seconds\":[2,1]}")
+        let put = try await blocking { try preload(port, "PUT", body) }
+        #expect(put.status == 204, "\(String(decoding: put.body, as: UTF8.self))")
+        var report = Report(items: [])
+        for _ in 0..<200 {
+          let get = try await blocking { try preload(port, "GET") }
+          #expect(get.status == 200)
+          report = try JSONDecoder().decode(Report.self, from: Data(get.body))
+          if report.items.allSatisfy({ $0.state == "done" }) { break }
+          try await Task.sleep(for: .milliseconds(50))
+        }
+        #expect(report.items.map(\.distance) == [1, 2])
+        #expect(report.items.map(\.seconds) == [2, 1])
+        #expect(report.items.map(\.state) == ["done", "done"], "\(report.items)")
+        #expect(report.items.first?.url == origin.url(file: "tail-index.mp4"))
+        #expect(report.items.first?.plannedBytes == 79_300)
+        #expect(report.items.last?.url.hasSuffix("/files/hls/v0/index.m3u8") == true)
+        let metrics = String(
+          decoding: try await blocking { try rawRequest(port: port, "/metrics") }.body, as: UTF8.self)
+        let fetched = report.items.reduce(0) { $0 + $1.fetchedBytes }
+        #expect(
+          fetched > 0 && metrics.contains("mediacache_preload_fetched_bytes_total \(fetched)\n"), "\(metrics)"
+        )
+      }
+    }
+  }
+
+  @Test func badBodiesAreRefusedWithTheReason() async throws {
+    try await withTemporaryDirectory { directory in
+      let (proxy, port) = try startProxy(cache: "\(directory)/cache", [])
+      defer { proxy.kill() }
+      let cases: [(String, String, Int, String)] = [
+        ("PUT", "{\"items\": [1], \"current\": 0}", 400, "the body is not {\"items\""),
+        ("PUT", "{\"items\": [\"ftp://h/x\"], \"current\": 0}", 403, "items[0]: only http and https"),
+        ("PUT", "{\"items\": [\"http://h/x\"], \"current\": 3}", 400, "current is 3"),
+        ("PUT", "{\"items\": [], \"current\": -1, \"seconds\": [1e9]}", 400, "seconds must be"),
+        ("PUT", String(repeating: " ", count: 70_000), 413, "larger than 65536 bytes"),
+        ("POST", "{}", 405, "/preload takes GET, HEAD and PUT"),
+      ]
+      for (method, body, status, reason) in cases {
+        let response = try await blocking { try preload(port, method, body) }
+        let text = String(decoding: response.body, as: UTF8.self)
+        #expect(
+          response.status == status && text.contains(reason),
+          "\(method) \(body.prefix(60)): \(response.status) \(text)")
+      }
+      // Nothing was taken: the window is empty.
+      let get = try await blocking { try preload(port, "GET") }
+      #expect(String(decoding: get.body, as: UTF8.self) == "{\"items\":[]}")
+    }
+  }
+}
