@@ -11,10 +11,12 @@ struct PreloadCommand: AsyncParsableCommand {
     discussion: """
       For an MP4 or QuickTime file (moov at the head or at the tail), the ranges come from its sample \
       tables: the boxes before moov, moov, and every track's samples decoded before --seconds; nothing \
-      else is fetched. For any other file (and a fragmented MP4, whose samples are not in moov's tables), \
-      an estimate from the start: --seconds at --fallback-bitrate, with the reason on stderr. Whole chunks \
-      are fetched, as for any read. URLs are preloaded one after the other, in the order given; each prints \
-      one line: the ranges planned and the bytes fetched from the origin.
+      else is fetched. A fragmented MP4: moov, and each moof and mdat whose first decoding time is before \
+      --seconds. An HLS playlist: the playlist, a master playlist's first variant and its playlist, and \
+      the keys, init sections and segments that start before --seconds + 0.75 s. Any other file (or an MP4 \
+      that cannot be used): an estimate from the start, --seconds at --fallback-bitrate, with the reason on \
+      stderr. Whole chunks are fetched, as for any read. URLs are preloaded one after the other, in the \
+      order given; each prints one line: what was planned and the bytes fetched from the origin.
 
       Examples:
         mediacache preload https://cdn.example.com/a.mp4 https://cdn.example.com/b.mp4 --seconds 5
@@ -67,6 +69,8 @@ struct PreloadCommand: AsyncParsableCommand {
             switch plan.source {
             case .mp4SampleTables:
               "= \(plan.byteCount) bytes in \(plan.parts.first?.ranges?.count ?? 0) ranges from its sample tables"
+            case .mp4Fragments:
+              "= \(plan.byteCount) bytes in \(plan.parts.first?.ranges?.count ?? 0) ranges from its fragments"
             case .hlsSegments: "in \(plan.parts.count) files (playlists, keys, init sections, segments)"
             case .estimate(let reason):
               "from the start, estimated at \(Int(fallbackBitrate)) bit/s (\(reason))"

@@ -154,10 +154,10 @@ import Testing
       [0, 0, 0, 16] + Array("ftypisom".utf8) + [0, 0, 0, 0] + [0, 0, 0, 8] + Array("free".utf8)
     #expect(await error(boxes)?.description == "u: no 'moov' box among the file's top-level boxes")
     // A moov over the limit is not read.
-    var scan = MP4StartRanges.BoxScan(url: "u", fileLength: 1 << 40)
+    var scan = MP4StartRanges.BoxScan(url: "u", fileLength: 1 << 40, seconds: 2)
     let huge: [UInt8] = [0, 0, 0, 1] + Array("moov".utf8) + [0, 0, 0, 0, 0x40, 0, 0, 0]
     do {
-      _ = try scan.feed(header: huge)
+      _ = try scan.feed(huge)
       Issue.record("a moov of 1 GiB was accepted")
     } catch {
       #expect(error.code == .tooLarge)
@@ -173,9 +173,50 @@ import Testing
     #expect(table.code == .invalidTable && table.description.contains("'stsc': its first entry"), "\(table)")
   }
 
-  @Test func fragmentedFilesAreNamedForTheFallback() async throws {
-    let bytes = try mediaFixture("mp4/fragmented.mp4")
-    let fragmented = try #require(await error(bytes))
+  /// A fragmented file is planned by its fragments: moov, then every moof and mdat whose first decoding time
+  /// is before the time. Checked against ffprobe on a 4 s file fragmented at each key frame (1 s) and on the
+  /// tiny fixture; a fragment that does not say its time (no tfdt) is an error for the fallback.
+  @Test func fragmentedFilesArePlannedByTheirFragments() async throws {
+    let directory = FileManager.default.temporaryDirectory.appendingPathComponent("mp4-\(UUID())").path
+    try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(atPath: directory) }
+    let generated = "\(directory)/fragmented.mp4"
+    _ = try runMediaTool(
+      "ffmpeg",
+      [
+        "-v", "error", "-i", "\(mediaFixturesDirectory)/faststart.mp4", "-c", "copy", "-movflags",
+        "frag_keyframe+empty_moov", generated,
+      ])
+    for path in [generated, "\(mediaFixturesDirectory)/mp4/fragmented.mp4"] {
+      let bytes = [UInt8](try #require(FileManager.default.contents(atPath: path)))
+      let all = try packets(path)
+      let lastDTS = try #require(all.map(\.dts).max())
+      var previous: Int64 = 0
+      for seconds in [0.15, 0.5, 1.5, lastDTS + 1] {
+        let (plan, reads) = try await plan(bytes, seconds: seconds)
+        let needed = all.filter { $0.dts < seconds - 1e-6 }
+        for packet in needed {
+          #expect(contains(plan.ranges, packet.bytes), "\(path) \(seconds) s: packet \(packet) missing")
+        }
+        // Whole fragments: at most one fragment (a GOP: 1 s of the 4 s file, 0.2 s of the tiny one) more than
+        // the packets, and never a packet decoded a fragment after the time.
+        let gop = path == generated ? 1.0 : 0.2
+        for packet in all where packet.dts > seconds + gop + 0.1 {
+          #expect(!overlaps(plan.ranges, packet.bytes), "\(path) \(seconds) s: packet \(packet) not needed")
+        }
+        #expect(plan.byteCount >= previous)
+        previous = plan.byteCount
+        // moov, then a moof at a time: box headers of at most 32 bytes and the boxes read whole.
+        #expect(reads.contains(plan.movieBox) && contains(plan.ranges, plan.movieBox))
+      }
+      #expect(previous == Int64(bytes.count) || path == generated, "all of the tiny file for all its time")
+    }
+    // A fragment that does not say when it starts.
+    var untimed = try mediaFixture("mp4/fragmented.mp4")
+    while let tfdt = untimed.firstRange(of: Array("tfdt".utf8)) {
+      untimed[tfdt.lowerBound] = UInt8(ascii: "x")
+    }
+    let fragmented = try #require(await error(untimed))
     #expect(fragmented.code == .fragmented && fragmented.description.hasPrefix("u: fragmented MP4"))
     // The fallback: the file's bytes per second of its duration, from the start.
     #expect(

@@ -9,14 +9,25 @@ import Testing
 @Suite struct PreloadPlaybackTests {
   @Test(arguments: [
     "tail-index.mp4", "faststart.mp4", "hls/master.m3u8", "hls/v0/index.m3u8", "hls/v1/index.m3u8",
-    "hls/v2/index.m3u8",
+    "hls/v2/index.m3u8", "fragmented.mp4",
   ])
   func thePreloadedSecondsPlayWithTheOriginStopped(file: String) async throws {
     try await withTemporaryDirectory { directory in
       let seconds = 2.0
       let full = "\(directory)/preloaded"
       let short = "\(directory)/preloaded-short"
-      let url = try await withFileOrigin { origin in
+      // The fragmented MP4 (moof/mdat at each 1 s key frame) is made from faststart.mp4 beside the fixtures.
+      let root = file == "fragmented.mp4" ? "\(directory)/media" : mediaFixturesDirectory
+      if file == "fragmented.mp4" {
+        try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
+        _ = try runMediaTool(
+          "ffmpeg",
+          [
+            "-v", "error", "-i", "\(mediaFixturesDirectory)/faststart.mp4", "-c", "copy", "-movflags",
+            "frag_keyframe+empty_moov", "\(root)/\(file)",
+          ])
+      }
+      let url = try await withFileOrigin(root: root) { origin in
         let url = origin.url(file: file)
         for (cache, preloaded) in [(full, seconds), (short, seconds - 1)] {
           // Chunks of 16 KiB, so that a preload of N - 1 seconds does not hold N by rounding up to chunks.
@@ -24,7 +35,10 @@ import Testing
             binary("mediacache"),
             ["preload", "--cache", cache, "--chunk-size", "16384", "--seconds", String(preloaded), url])
           #expect(result.status == 0, "\(result.stderr)")
-          let how = file.hasSuffix(".mp4") ? "ranges from its sample tables" : "files (playlists"
+          let how =
+            file == "fragmented.mp4"
+            ? "ranges from its fragments"
+            : file.hasSuffix(".mp4") ? "ranges from its sample tables" : "files (playlists"
           #expect(result.text.contains(how), "\(result.text)")
         }
         return url
@@ -34,10 +48,10 @@ import Testing
       // variant, plays the one with the most pixels that it could open: that one, with the others missing).
       let reference = file == "hls/master.m3u8" ? "hls/v0/index.m3u8" : file
       let local = try await blocking {
-        try frameHashes("\(mediaFixturesDirectory)/\(reference)", duration: seconds)
+        try frameHashes("\(root)/\(reference)", duration: seconds)
       }
-      // 2 s of video at 25 fps (49 frames from the MPEG-TS and fMP4 segments, which start at a later time).
-      #expect((49...50).contains(local.split(separator: "\n").filter { $0.hasPrefix("0,") }.count))
+      // 2 s of video at 25 fps (48 or 49 frames from fragments and segments, which start at a later time).
+      #expect((48...50).contains(local.split(separator: "\n").filter { $0.hasPrefix("0,") }.count))
       for (cache, enough) in [(full, true), (short, false)] {
         let (proxy, port) = try startProxy(cache: cache, [])
         defer { proxy.kill() }

@@ -144,7 +144,9 @@ struct SchedulingTests {
       let busy = origin.allRequests().filter { !$0.isComplete }.count
       #expect(busy == 6, "background requests running at once: \(origin.allRequests())")
       let seconds = try await Self.firstPiece(reader, origin.url(.slow, "player", size: size))
-      #expect(seconds < 1.0, "first byte of the player after \(seconds) s")
+      // Behind a background request it would wait for a whole 3 MiB slow object (about 4 s); 2.5 s leaves
+      // room for a loaded 2-core machine (1.55 s was seen with the whole suite running).
+      #expect(seconds < 2.5, "first byte of the player after \(seconds) s")
       let running = await reader.scheduler.running
       #expect(running.background.values.allSatisfy { $0 <= 6 }, "\(running)")
     }
@@ -169,7 +171,9 @@ struct SchedulingTests {
       #expect(await reader.scheduler.waiting.background == 1)
       #expect(origin.requests(for: "queued").isEmpty, "the second prefetch waits for the background slot")
       let seconds = try await Self.firstPiece(reader, url)
-      #expect(seconds < 1.0, "first byte of the player after \(seconds) s")
+      // Behind a background request it would wait for a whole 3 MiB slow object (about 4 s); 2.5 s leaves
+      // room for a loaded 2-core machine (1.55 s was seen with the whole suite running).
+      #expect(seconds < 2.5, "first byte of the player after \(seconds) s")
       #expect(origin.requests(for: "queued").count == 1, "the player joined the prefetch's request")
       #expect(origin.requests(for: "long").last?.isComplete == false, "the long prefetch still runs")
     }

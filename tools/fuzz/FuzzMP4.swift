@@ -1,11 +1,13 @@
-// libFuzzer target for the MP4 start planner (`MP4StartRanges.BoxScan`, its `plan`, `estimatedRange`).
+// libFuzzer target for the MP4 start planner (`MP4StartRanges.BoxScan`, sample tables and fragments,
+// `estimatedRange`).
 // Built and run by `tools/fuzz/run mp4`; see tools/fuzz/README.md.
 //
 // The input is a whole file. The scan is driven with synchronous reads of the input, as `MP4StartRanges.plan`
 // drives it with a cache's reads, for 0 s, 0.15 s and 10^6 s. Each step must return or throw an `MP4Error`
 // whose description is one line (never trap), and:
-//   1. the scan asks only for bytes inside the file, a header read is at most 32 bytes, and it ends (moov or
-//      an error) within `maxTopLevelBoxes` header reads;
+//   1. the scan asks only for bytes inside the file, a header read is at most 32 bytes, a box is read whole
+//      only right after its header was, at most `maxMovieBoxBytes`, and it ends (a plan or an error) within
+//      `2 * maxTopLevelBoxes + 1` reads;
 //   2. a plan's ranges are sorted, non-empty, disjoint and not adjacent, inside the file, and hold `moov`
 //      (the range the scan named) and the file's first 8 bytes;
 //   3. a longer time never plans fewer bytes, and every range planned for a shorter time lies inside the
@@ -39,26 +41,30 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
   return 0
 }
 
-/// The plan for `seconds` of `file`, read synchronously; nil when the scan or the plan throws.
+/// The plan for `seconds` of `file`, read synchronously; nil when the scan throws.
 func plan(_ file: [UInt8], seconds: Double) -> MP4StartRanges.Plan? {
   let length = Int64(file.count)
-  var scan = MP4StartRanges.BoxScan(url: "u", fileLength: length)
+  var scan = MP4StartRanges.BoxScan(url: "u", fileLength: length, seconds: seconds)
   var step = scan.first
-  var headers = 0
+  var reads = 0
+  var previous: Range<Int64>?
   do {
     while true {
       switch step {
-      case .readHeader(let offset, let count):
-        headers += 1
-        guard headers <= MP4StartRanges.maxTopLevelBoxes, count <= 32, offset >= 0,
-          offset + Int64(count) <= length
-        else { fatalError("header read \(offset) +\(count) (read \(headers)) of a \(length)-byte file") }
-        step = try scan.feed(header: Array(file[Int(offset)..<Int(offset) + count]))
-      case .readMovie(let range):
-        guard range.lowerBound >= 0, range.upperBound <= length else { fatalError("moov read \(range)") }
-        let plan = try scan.plan(
-          seconds: seconds, movieBytes: Array(file[Int(range.lowerBound)..<Int(range.upperBound)]))
-        if plan.movieBox != range { fatalError("plan's moov \(plan.movieBox) is not the scan's \(range)") }
+      case .read(let range):
+        reads += 1
+        let header = range.count <= 32
+        let box = MP4StartRanges.maxMovieBoxBytes
+        guard reads <= 2 * MP4StartRanges.maxTopLevelBoxes + 1, range.lowerBound >= 0,
+          range.upperBound <= length, header || range.count <= box
+        else { fatalError("read \(range) (read \(reads)) of a \(length)-byte file") }
+        // Forward only: a box is read whole only at the header read before it.
+        if let previous, !header, range.lowerBound != previous.lowerBound {
+          fatalError("box \(range) read without its header at \(previous)")
+        }
+        previous = range
+        step = try scan.feed(Array(file[Int(range.lowerBound)..<Int(range.upperBound)]))
+      case .done(let plan):
         return plan
       }
     }

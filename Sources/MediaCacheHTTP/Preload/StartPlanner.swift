@@ -19,6 +19,9 @@ public struct StartPlanner: Sendable {
   public enum Source: Sendable, Equatable {
     /// From the MP4's sample tables: exactly what a player reads for the first seconds (and the boxes before).
     case mp4SampleTables
+    /// From a fragmented MP4's fragments: `moov`, and each `moof` and `mdat` whose first decoding time is
+    /// before the time.
+    case mp4Fragments
     /// From an HLS media playlist: the segments (whole) that start before the time, with their keys and maps.
     case hlsSegments
     /// From the bitrate (`StartPlanner.fallbackBitsPerSecond`), from the start, because nothing better could
@@ -96,7 +99,8 @@ public struct StartPlanner: Sendable {
           try await read(url, .bounded(range)).bytes
         }
         return Plan(
-          url: url, parts: [Part(url: url, ranges: plan.ranges)], source: .mp4SampleTables,
+          url: url, parts: [Part(url: url, ranges: plan.ranges)],
+          source: plan.isFragmented ? .mp4Fragments : .mp4SampleTables,
           duration: plan.duration)
       } catch let error as MP4Error {
         reason = error.description

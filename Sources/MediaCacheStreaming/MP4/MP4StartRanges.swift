@@ -10,13 +10,19 @@ import Foundation
 ///
 /// Bounded whatever the file says: at most `maxTopLevelBoxes` headers are read, `moov` is refused above
 /// `maxMovieBoxBytes`, every table's entry count is checked against its box's size, and the walk of the
-/// tables is linear in their entries. A fragmented file (`mvex`, samples in `moof` boxes) throws
-/// `MP4Error.fragmented`; the caller falls back to an estimate (`estimatedRange`).
+/// tables is linear in their entries.
+///
+/// A fragmented file (`mvex` in `moov`, the samples in `moof`/`mdat` pairs after it) is planned by its
+/// fragments: `moov`, then each `moof` (read whole, at most `maxFragmentBoxBytes`) and the `mdat` after it for
+/// as long as a track's first decoding time in the fragment (`tfdt`) is before the time. A fragment without
+/// `tfdt` throws `MP4Error.fragmented`; the caller falls back to an estimate (`estimatedRange`).
 public enum MP4StartRanges {
   /// The largest `moov` read (a two-hour film's is a few MiB).
   public static let maxMovieBoxBytes: Int64 = 64 << 20
-  /// The most top-level boxes whose headers are read looking for `moov`.
+  /// The most top-level boxes whose headers are read looking for `moov` and then the fragments.
   public static let maxTopLevelBoxes = 1024
+  /// The largest `moof` read.
+  public static let maxFragmentBoxBytes: Int64 = 16 << 20
 
   /// What to read to play the first seconds.
   public struct Plan: Sendable, Equatable {
@@ -26,6 +32,8 @@ public enum MP4StartRanges {
     public var movieBox: Range<Int64>
     /// The movie's duration in seconds, where `mvhd` says one.
     public var duration: Double?
+    /// Whether the samples came from fragments (`moof`/`mdat`, whole) rather than `moov`'s sample tables.
+    public var isFragmented = false
 
     /// How many bytes the ranges hold.
     public var byteCount: Int64 { ranges.reduce(0) { $0 + Int64($1.count) } }
@@ -34,114 +42,17 @@ public enum MP4StartRanges {
   /// The plan for the first `seconds` of the file at `url`, `fileLength` bytes long, read through `read`
   /// (which returns the bytes of a range, fewer only where the file ends).
   ///
-  /// - Throws: what `read` throws, and `MP4Error` (see `BoxScan.feed(header:)` and `BoxScan.plan`).
+  /// - Throws: what `read` throws, and `MP4Error` (see `BoxScan.feed(_:)`).
   public static func plan(
     seconds: Double, url: String, fileLength: Int64, read: (Range<Int64>) async throws -> [UInt8]
   ) async throws -> Plan {
-    var scan = BoxScan(url: url, fileLength: fileLength)
+    var scan = BoxScan(url: url, fileLength: fileLength, seconds: seconds)
     var step = scan.first
     while true {
       switch step {
-      case .readHeader(let offset, let length):
-        step = try scan.feed(header: try await read(offset..<offset + Int64(length)))
-      case .readMovie(let range):
-        return try scan.plan(seconds: seconds, movieBytes: try await read(range))
+      case .read(let range): step = try scan.feed(try await read(range))
+      case .done(let plan): return plan
       }
-    }
-  }
-
-  /// Finds `moov` by reading top-level box headers, then plans from its bytes: a state machine that says
-  /// which bytes to read next and is fed them, so a caller can drive it with any reads, synchronous or not.
-  public struct BoxScan: Sendable {
-    /// What to read next.
-    public enum Step: Sendable, Equatable {
-      /// Read `length` bytes at `offset` (fewer only where the file ends) and `feed` them.
-      case readHeader(offset: Int64, length: Int)
-      /// `moov` is `range`: read it whole and pass its bytes to `plan(seconds:movieBytes:)`.
-      case readMovie(range: Range<Int64>)
-    }
-
-    /// Top-level boxes up to this size but `mdat` are part of the head a player reads whole (`ftyp`, `free`,
-    /// ...); of `mdat` and of a larger box only the header is read.
-    static let smallBoxBytes: Int64 = 4096
-    /// How many bytes are read for a box header (enough for a 64-bit size and a `uuid` type).
-    static let headerBytes: Int64 = 32
-
-    let url: String
-    let fileLength: Int64
-    private var offset: Int64 = 0
-    private var boxes = 0
-    /// What a player reads of the boxes before `moov`: the small ones but `mdat` whole, the headers of the
-    /// others.
-    private var head: [Range<Int64>] = []
-    private var movie: Range<Int64>?
-
-    /// A scan of the file at `url`, `fileLength` bytes long.
-    public init(url: String, fileLength: Int64) {
-      self.url = url
-      self.fileLength = fileLength
-    }
-
-    /// The first read: the header of the first box.
-    public var first: Step { .readHeader(offset: 0, length: Int(min(Self.headerBytes, fileLength))) }
-
-    /// The next step, given the bytes read for the previous `readHeader` step.
-    ///
-    /// - Throws: `MP4Error.invalidBox` for a bad header, `.noMovieBox` at the end of the file or past
-    ///   `maxTopLevelBoxes`, `.tooLarge` for a `moov` above `maxMovieBoxBytes`.
-    public mutating func feed(header bytes: [UInt8]) throws(MP4Error) -> Step {
-      precondition(movie == nil, "feed after moov was found")
-      let box = try MP4Box.header(in: bytes, base: offset, at: offset, containerEnd: fileLength, url: url)
-      boxes += 1
-      if box.type == "moov" {
-        guard box.end - box.start <= maxMovieBoxBytes else {
-          throw MP4Error(
-            url: url, kind: .tooLarge(type: "moov", bytes: box.end - box.start, limit: maxMovieBoxBytes))
-        }
-        movie = box.start..<box.end
-        return .readMovie(range: box.start..<box.end)
-      }
-      let whole = box.type != "mdat" && box.end - box.start <= Self.smallBoxBytes
-      head.append(box.start..<(whole ? box.end : box.payloadStart))
-      offset = box.end
-      guard fileLength - offset >= 8, boxes < maxTopLevelBoxes else {
-        throw MP4Error(url: url, kind: .noMovieBox)
-      }
-      return .readHeader(offset: offset, length: Int(min(Self.headerBytes, fileLength - offset)))
-    }
-
-    /// The plan for the first `seconds` of every track, from the bytes of `moov` (the `readMovie` step).
-    ///
-    /// - Throws: `MP4Error.invalidBox`, `.invalidTable`, `.fragmented`.
-    public func plan(seconds: Double, movieBytes bytes: [UInt8]) throws(MP4Error) -> Plan {
-      precondition(seconds >= 0 && seconds.isFinite, "seconds must be finite and not negative")
-      guard let movie else { preconditionFailure("plan before moov was found") }
-      guard Int64(bytes.count) == movie.upperBound - movie.lowerBound else {
-        throw MP4Error(
-          url: url,
-          kind: .invalidBox(
-            type: "moov", offset: movie.lowerBound,
-            reason: "\(bytes.count) of its \(movie.count) bytes were read"))
-      }
-      let header = try MP4Box.header(
-        in: bytes, base: movie.lowerBound, at: movie.lowerBound, containerEnd: movie.upperBound, url: url)
-      let parsed = try MP4Movie.parse(bytes, movie: header, url: url)
-      let sampleCount = parsed.tracks.reduce(0) { $0 + $1.sampleCount }
-      if parsed.hasFragments && sampleCount == 0 { throw MP4Error(url: url, kind: .fragmented) }
-      var samples: [Range<Int64>] = []
-      for track in parsed.tracks {
-        let count = track.sampleCount(before: seconds)
-        samples += try track.byteRanges(ofFirst: count, fileLength: fileLength, url: url)
-      }
-      var ranges = head + [movie] + samples
-      // moov at the head: a player reads on from its end into the boxes after it (`free`, mdat's header) up to
-      // the first sample; so are those bytes, when they are few.
-      if let first = samples.map(\.lowerBound).min(), first > movie.upperBound,
-        first - movie.upperBound <= Self.smallBoxBytes
-      {
-        ranges.append(movie.upperBound..<first)
-      }
-      return Plan(ranges: MP4StartRanges.merged(ranges), movieBox: movie, duration: parsed.duration)
     }
   }
 
