@@ -71,6 +71,7 @@ struct PreloadCommand: AsyncParsableCommand {
               "= \(plan.byteCount) bytes in \(plan.parts.first?.ranges?.count ?? 0) ranges from its sample tables"
             case .mp4Fragments:
               "= \(plan.byteCount) bytes in \(plan.parts.first?.ranges?.count ?? 0) ranges from its fragments"
+            case .dashSegments: "in \(plan.parts.count) files (the MPD, initialization and media segments)"
             case .hlsSegments: "in \(plan.parts.count) files (playlists, keys, init sections, segments)"
             case .estimate(let reason):
               "from the start, estimated at \(Int(fallbackBitrate)) bit/s (\(reason))"

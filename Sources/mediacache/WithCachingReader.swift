@@ -25,6 +25,7 @@ func withCachingReader(
     case let error as OriginError: throw fail(error.description, .failure)
     case let error as HLSError: throw fail(error.description, .failure)
     case let error as MPDError: throw fail(error.description, .failure)
+    case let error as MP4Error: throw fail(error.description, .failure)
     default: throw error
     }
   }

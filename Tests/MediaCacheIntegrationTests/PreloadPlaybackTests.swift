@@ -9,23 +9,26 @@ import Testing
 @Suite struct PreloadPlaybackTests {
   @Test(arguments: [
     "tail-index.mp4", "faststart.mp4", "hls/master.m3u8", "hls/v0/index.m3u8", "hls/v1/index.m3u8",
-    "hls/v2/index.m3u8", "fragmented.mp4",
+    "hls/v2/index.m3u8", "fragmented.mp4", "dash/stream.mpd",
   ])
   func thePreloadedSecondsPlayWithTheOriginStopped(file: String) async throws {
     try await withTemporaryDirectory { directory in
       let seconds = 2.0
       let full = "\(directory)/preloaded"
       let short = "\(directory)/preloaded-short"
-      // The fragmented MP4 (moof/mdat at each 1 s key frame) is made from faststart.mp4 beside the fixtures.
-      let root = file == "fragmented.mp4" ? "\(directory)/media" : mediaFixturesDirectory
-      if file == "fragmented.mp4" {
-        try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
-        _ = try runMediaTool(
-          "ffmpeg",
-          [
-            "-v", "error", "-i", "\(mediaFixturesDirectory)/faststart.mp4", "-c", "copy", "-movflags",
-            "frag_keyframe+empty_moov", "\(root)/\(file)",
-          ])
+      // Made from faststart.mp4: a fragmented MP4 (moof/mdat at each 1 s key frame), and a DASH stream with one
+      // representation per adaptation set (ffmpeg's DASH demuxer opens every representation, so the fixture's
+      // two video representations would need both preloaded; players start on one).
+      let generated = ["fragmented.mp4", "dash/stream.mpd"].contains(file)
+      let root = generated ? "\(directory)/media" : mediaFixturesDirectory
+      if generated {
+        try FileManager.default.createDirectory(atPath: "\(root)/dash", withIntermediateDirectories: true)
+        let input = ["-v", "error", "-i", "\(mediaFixturesDirectory)/faststart.mp4", "-c", "copy"]
+        let output =
+          file == "fragmented.mp4"
+          ? ["-movflags", "frag_keyframe+empty_moov", "\(root)/\(file)"]
+          : ["-f", "dash", "-seg_duration", "1", "-use_timeline", "0", "\(root)/\(file)"]
+        _ = try runMediaTool("ffmpeg", input + output)
       }
       let url = try await withFileOrigin(root: root) { origin in
         let url = origin.url(file: file)
@@ -36,9 +39,11 @@ import Testing
             ["preload", "--cache", cache, "--chunk-size", "16384", "--seconds", String(preloaded), url])
           #expect(result.status == 0, "\(result.stderr)")
           let how =
-            file == "fragmented.mp4"
-            ? "ranges from its fragments"
-            : file.hasSuffix(".mp4") ? "ranges from its sample tables" : "files (playlists"
+            switch file {
+            case "fragmented.mp4": "ranges from its fragments"
+            case "dash/stream.mpd": "files (the MPD, initialization and media segments)"
+            default: file.hasSuffix(".mp4") ? "ranges from its sample tables" : "files (playlists"
+            }
           #expect(result.text.contains(how), "\(result.text)")
         }
         return url

@@ -10,6 +10,10 @@ import MediaCacheStreaming
 /// - an HLS playlist: the playlist, for a master playlist the variant a player starts on (the first listed, or
 ///   the highest `BANDWIDTH` under `maxBandwidth`) and its playlist, and the keys, init sections and segments
 ///   that cover the first seconds (`HLSPlaylist.MediaPlaylist.startURIs`);
+/// - a DASH MPD (static): the MPD, and in each adaptation set of the first period the first representation (or
+///   the highest `bandwidth` under `maxBandwidth`): its initialization and index segments and the media
+///   segments that start before the seconds plus `HLSPlaylist.MediaPlaylist.interleaveMargin` (the first
+///   only, where the addressing gives no times);
 /// - anything else, or an MP4 whose tables cannot be used: an estimate in bytes from the start.
 ///
 /// The bytes it reads to decide (box headers, `moov`, playlists) are read through the `CachingReader` at
@@ -24,6 +28,8 @@ public struct StartPlanner: Sendable {
     case mp4Fragments
     /// From an HLS media playlist: the segments (whole) that start before the time, with their keys and maps.
     case hlsSegments
+    /// From a DASH MPD: each adaptation set's initialization and the media segments that start before the time.
+    case dashSegments
     /// From the bitrate (`StartPlanner.fallbackBitsPerSecond`), from the start, because nothing better could
     /// be used: `reason` says why (an `MP4Error`'s description, or "not an MP4").
     case estimate(reason: String)
@@ -92,6 +98,9 @@ public struct StartPlanner: Sendable {
     if HLSPlaylist.isPlaylist(contentType: head.contentType, url: url, prefix: head.bytes) {
       return try await hlsPlan(url, seconds: seconds)
     }
+    if MPDRewriter.mayBeManifest(contentType: head.contentType, url: url) {
+      return try await dashPlan(url, seconds: seconds)
+    }
     let reason: String
     if MP4StartRanges.mayBeMP4(head.bytes) {
       do {
@@ -135,6 +144,39 @@ public struct StartPlanner: Sendable {
     }
     parts += media.startURIs(seconds: seconds).map { Part(url: $0.absoluteString, ranges: nil) }
     return Plan(url: url, parts: parts, source: .hlsSegments)
+  }
+
+  /// The MPD at `url` and, per adaptation set of its first period, what a player fetches for `seconds`.
+  private func dashPlan(_ url: String, seconds: Double) async throws -> Plan {
+    let limit = MPDSegments.maxManifestBytes
+    let read = try await read(url, .bounded(0..<Int64(limit + 1)))
+    guard let mpdURL = URL(string: url) else { throw OriginError.invalidURL(url) }
+    let presentation = try MPDSegments.parse(Data(read.bytes), url: mpdURL)
+    if presentation.isDynamic { throw MPDError.dynamic(url: url) }
+    var parts = [Part(url: url, ranges: nil)]
+    let end = seconds + HLSPlaylist.MediaPlaylist.interleaveMargin
+    for set in presentation.periods.first?.adaptationSets ?? [] {
+      guard let representation = startRepresentation(set.representations) else { continue }
+      var firstMedia = true
+      for segment in try representation.segments() {
+        if segment.kind == .media {
+          guard firstMedia || (segment.start.map { $0 < end } ?? false) else { break }
+          firstMedia = false
+        }
+        let ranges = segment.byteRange.map { [$0.lowerBound..<$0.upperBound + 1] }
+        parts.append(Part(url: segment.url.absoluteString, ranges: ranges))
+      }
+    }
+    return Plan(url: url, parts: parts, source: .dashSegments)
+  }
+
+  /// The representation a player starts on: the first, or with `maxBandwidth` the highest under it (else the
+  /// lowest).
+  func startRepresentation(_ representations: [MPDSegments.Representation]) -> MPDSegments.Representation? {
+    guard let cap = maxBandwidth.map(Int64.init) else { return representations.first }
+    let under = representations.filter { ($0.bandwidth ?? 0) <= cap }
+    if let best = under.max(by: { ($0.bandwidth ?? 0) < ($1.bandwidth ?? 0) }) { return best }
+    return representations.min { ($0.bandwidth ?? 0) < ($1.bandwidth ?? 0) }
   }
 
   /// The variant a player starts on: the first listed, or with `maxBandwidth` the highest under it (else the

@@ -73,15 +73,16 @@ extension MPDSegments {
       }
     }
 
-    mutating func append(_ kind: Segment.Kind, _ reference: String?, range: ClosedRange<Int64>?, what: String)
-      throws(MPDError)
-    {
+    mutating func append(
+      _ kind: Segment.Kind, _ reference: String?, range: ClosedRange<Int64>?, what: String,
+      start: Double? = nil
+    ) throws(MPDError) {
       try reserve(1)
       let base = representation.baseURL
       let url = try reference.map { (reference) throws(MPDError) in
         try reader.resolve(reference, against: base, what: what)
       }
-      segments.append(Segment(kind: kind, url: url ?? base, byteRange: range))
+      segments.append(Segment(kind: kind, url: url ?? base, byteRange: range, start: start))
     }
   }
 
@@ -161,7 +162,8 @@ extension MPDSegments {
         try collector.reserve(count)
         for _ in 0..<count {
           let reference = try expand(media, "media", number: number, time: time)
-          try collector.append(.media, reference, range: nil, what: "SegmentTemplate@media")
+          let start = (Double(time) - Double(template.presentationTimeOffset)) / scale
+          try collector.append(.media, reference, range: nil, what: "SegmentTemplate@media", start: start)
           let (nextTime, overflow) = time.addingReportingOverflow(entry.d)
           guard !overflow else { throw reader.invalid("the SegmentTimeline's times overflow") }
           time = nextTime
@@ -194,7 +196,8 @@ extension MPDSegments {
     for index in 0..<count {
       let time = template.presentationTimeOffset + index * duration
       let reference = try expand(media, "media", number: number, time: time)
-      try collector.append(.media, reference, range: nil, what: "SegmentTemplate@media")
+      let start = Double(index * duration) / scale
+      try collector.append(.media, reference, range: nil, what: "SegmentTemplate@media", start: start)
       number += 1
     }
   }

@@ -108,6 +108,9 @@ public enum MPDSegments {
     /// The bytes of `url` the segment is, when it is not the whole file (`mediaRange`,
     /// `Initialization@range`, `indexRange`).
     public var byteRange: ClosedRange<Int64>?
+    /// When a media segment starts, in seconds from the start of its period, where the addressing says it
+    /// (`SegmentTemplate` with a duration or a `SegmentTimeline`).
+    public var start: Double? = nil
   }
 
   /// How a representation's segments are addressed (one of the three, merged over the levels).

@@ -166,9 +166,10 @@ extension MP4StartRanges {
       }
       var ranges = self.ranges + [movie] + samples
       // moov at the head: a player reads on from its end into the boxes after it (`free`, mdat's header) up to
-      // the first sample; so are those bytes, when they are few.
-      if let first = samples.map(\.lowerBound).min(), first > movie.upperBound,
-        first - movie.upperBound <= Self.smallBoxBytes
+      // the file's first chunk; so are those bytes, when they are few. (The first chunk of the file, not of
+      // the samples planned: a plan for a longer time must hold every byte of a shorter one's.)
+      if let first = parsed.tracks.compactMap(\.chunkOffsets.first).filter({ $0 >= movie.upperBound }).min(),
+        first - movie.upperBound <= Self.smallBoxBytes, !samples.isEmpty
       {
         ranges.append(movie.upperBound..<first)
       }
