@@ -349,6 +349,10 @@ public final class CachingReader: Sendable {
     prefetch(url.absoluteString, range: range)
   }
 
+  /// Readers in this process waiting for bytes an origin has not sent yet, of requests a player waits for (a
+  /// stalled player). `Preloader` does not start its next fetch while there are any.
+  public static var playersWaitingForOrigin: Int { Flight.playersWaiting.load(ordering: .relaxed) }
+
   /// Cancels every origin request this reader has running; readers waiting on them get `CancellationError`.
   public func cancelAll() async {
     for session in registry.openSessions() { await session.cancelAll() }

@@ -28,6 +28,9 @@ actor Flight {
   /// Readers blocked waiting for bytes right now; while there are none, the fetch hands bytes over in larger
   /// batches (fewer hops), since nobody is waiting for them.
   nonisolated let blockedReaders = Atomic<Int>(0)
+  /// Readers of foreground flights (players) waiting for the origin's bytes now, in this process: background
+  /// work that can wait (`Preloader`) does not start while there are any.
+  static let playersWaiting = Atomic<Int>(0)
   /// How far bytes have been written to the cache, counting the body part the I/O executor is writing now
   /// (ahead of `received` by the batches written and not yet handed over).
   nonisolated let writtenHint: Atomic<Int64>
@@ -193,8 +196,13 @@ actor Flight {
       case .piece(let piece): return piece
       case .fail(let error): throw error
       case .wait:
+        let player = state.priority == .foreground
         blockedReaders.add(1, ordering: .relaxed)
-        defer { blockedReaders.subtract(1, ordering: .relaxed) }
+        if player { Self.playersWaiting.add(1, ordering: .relaxed) }
+        defer {
+          blockedReaders.subtract(1, ordering: .relaxed)
+          if player { Self.playersWaiting.subtract(1, ordering: .relaxed) }
+        }
         try await wait()
       }
     }

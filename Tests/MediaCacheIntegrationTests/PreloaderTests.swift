@@ -105,6 +105,37 @@ struct PreloaderTests {
     }
   }
 
+  /// While a player waits for an origin's bytes, the preloader starts nothing: the player's object comes 16 KiB
+  /// every half second, so it is nearly always waiting; once it is done, the preload runs.
+  @Test func aStalledPlayerGoesFirst() async throws {
+    try await withOrigin { origin in
+      try await withReader(origin) { reader, _ in
+        let player = origin.url(.slow, "stalled-player", size: 64 << 10, query: "delay-ms=500")
+        let playing = Task {
+          let bytes = try await reader.read(player)
+          defer { bytes.close() }
+          var count = 0
+          for try await piece in bytes { count += piece.count }
+          return count
+        }
+        for _ in 0..<200 where CachingReader.playersWaitingForOrigin == 0 {
+          try await Task.sleep(for: .milliseconds(10))
+        }
+        #expect(CachingReader.playersWaitingForOrigin > 0)
+        let items = ["a", "b"].map { origin.url(.normal, "stalled-\($0)", size: 256 << 10) }
+        let preloader = Preloader(reader: reader, policy: .init(targets: [.bytes(256 << 10)]))
+        await preloader.update(items: items, current: 0)
+        try await Task.sleep(for: .milliseconds(800))
+        // The player is still waiting (its 64 KiB take 2 s): nothing of the preload was asked for yet.
+        #expect(origin.allRequests().filter { $0.name == "stalled-b" }.isEmpty, "\(origin.allRequests())")
+        #expect(try await playing.value == 64 << 10)
+        await preloader.waitUntilIdle()
+        #expect(await preloader.status().map(\.state) == [.done])
+        #expect(sent(origin, "stalled-b") == 256 << 10)
+      }
+    }
+  }
+
   @Test func anItemPastTheByteBudgetIsNotFetched() async throws {
     try await withOrigin { origin in
       try await withReader(origin) { reader, _ in

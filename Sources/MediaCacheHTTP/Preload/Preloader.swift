@@ -11,7 +11,8 @@ import MediaCache
 /// - One item is fetched at a time, the nearest first. An item that leaves the window is cancelled at once
 ///   (what was fetched stays cached); when a nearer item appears, the one being fetched is stopped and taken up
 ///   again after it (a prefetch resumes where the cache stops).
-/// - Preloading is background work: it yields to players (`CachingReader`'s background limits) and keeps to
+/// - Preloading is background work: it yields to players (`CachingReader`'s background limits), does not start
+///   a fetch while a player waits for an origin (`CachingReader.playersWaitingForOrigin`), and keeps to
 ///   `CachingReader.Configuration.backgroundBytesPerSecond` when one is set.
 /// - `Policy.byteBudget` bounds the bytes planned for the items of the window that are not played yet: an item
 ///   whose plan would pass it is not fetched (`State.overBudget`) until others are played or leave.
@@ -211,6 +212,8 @@ public actor Preloader {
           return
         }
         for range in part.ranges.map({ $0.map { RequestedRange.bounded($0) } }) ?? [.all] {
+          // A player waiting for an origin goes first: the next fetch waits until none is.
+          while CachingReader.playersWaitingForOrigin > 0 { try await Task.sleep(for: .milliseconds(50)) }
           var fetched: Int64 = 0
           for try await progress in reader.prefetch(part.url, range: range) {
             let more = max(0, progress.fetchedBytes - fetched)
