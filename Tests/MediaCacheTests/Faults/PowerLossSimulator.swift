@@ -282,7 +282,12 @@ final class PowerLossSimulator: IOFaultHandler {
         if let existing = state.files[context.key] {
           record = existing
         } else {
-          record = FileRecord(descriptor: dup(event.descriptor), durableSize: context.sizeBefore)
+          // Close-on-exec, as every descriptor the library opens: a plain dup() was inherited by child
+          // processes other suites start meanwhile (swift-testing's exit tests, Foundation's Process), and a
+          // child alive after the trial kept the data file's in-use flock, so the checker's repair skipped the
+          // object as busy and the re-check found its garbled manifest (one trial in a full `swift test`).
+          record = FileRecord(
+            descriptor: fcntl(event.descriptor, F_DUPFD_CLOEXEC, 0), durableSize: context.sizeBefore)
           state.files[context.key] = record
         }
         let change: Change =
