@@ -58,7 +58,9 @@ struct HostilePeerProxyTests {
         }
         try await bystander.value
         let elapsed = Date().timeIntervalSince(started)
-        #expect(elapsed < 20, "\(behaviour) \(range ?? "whole"): \(elapsed) s")
+        // Bounded, not hung: about 6 s by the timeouts (a silent origin: 3 s per attempt, one retry); 22 s was
+        // seen on the 2-core CI machine with other suites running, so the bound is 45 s.
+        #expect(elapsed < 45, "\(behaviour) \(range ?? "whole"): \(elapsed) s")
         let real = TestOrigin.bytes(name: name, size: size)
         switch response.status {
         case 502, 504:

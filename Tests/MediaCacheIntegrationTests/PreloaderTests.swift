@@ -88,7 +88,11 @@ struct PreloaderTests {
         let preloader = Preloader(
           reader: reader, policy: .init(targets: [.bytes(512 << 10), .bytes(512 << 10)]))
         await preloader.update(items: [url("a"), url("b")], current: 0)
-        try await Task.sleep(for: .milliseconds(500))
+        // Until b has a chunk (64 KiB) cached, so that it resumes past it (however slow the machine).
+        for _ in 0..<1000 where await (preloader.status().first?.fetchedBytes ?? 0) < 64 << 10 {
+          try await Task.sleep(for: .milliseconds(10))
+        }
+        #expect(await preloader.status().first?.state == .fetching)
         // An item is inserted before b: it is fetched first; b resumes after it from where it stopped.
         await preloader.update(items: [url("a"), url("z"), url("b")], current: 0)
         await preloader.waitUntilIdle()
