@@ -107,7 +107,7 @@ extension ProxyResponder {
       guard update.items.count <= PreloadEndpoint.maxItems else {
         throw Refusal(.badRequest, "\(update.items.count) items; at most \(PreloadEndpoint.maxItems)")
       }
-      guard (-1..<max(update.items.count, 0)).contains(update.current) || update.items.isEmpty else {
+      guard update.current == -1 || update.items.indices.contains(update.current) else {
         throw Refusal(.badRequest, "current is \(update.current); it must be -1 or an index of items")
       }
       if let seconds = update.seconds {

@@ -57,7 +57,7 @@ struct PreloadCommand: AsyncParsableCommand {
           // before).
           var fetched: Int64 = 0
           for part in plan.parts {
-            for range in part.ranges.map({ $0.map { RequestedRange.bounded($0) } }) ?? [.all] {
+            for range in part.requests {
               var last: Int64 = 0
               for try await progress in reader.prefetch(part.url, range: range) {
                 last = progress.fetchedBytes

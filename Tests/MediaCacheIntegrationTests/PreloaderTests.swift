@@ -140,6 +140,34 @@ struct PreloaderTests {
     }
   }
 
+  /// An item being fetched whose target grows (it comes nearer: 2 s to 5 s, here 192 KiB to 512 KiB) is planned
+  /// again and fetched to its new target, not marked done at the old one.
+  @Test func anItemComingNearerGetsItsNewTarget() async throws {
+    try await withOrigin { origin in
+      try await withReader(origin) { reader, _ in
+        let url = { (name: String) in
+          origin.url(.slow, "retarget-\(name)", size: 1 << 20, query: "delay-ms=40")
+        }
+        let items = ["a", "b", "c"].map(url)
+        let preloader = Preloader(
+          reader: reader, policy: .init(targets: [.bytes(512 << 10), .bytes(192 << 10)]))
+        // a is played, c is next (512 KiB, fetched first), b after it (192 KiB).
+        await preloader.update(items: [items[0], items[2], items[1]], current: 0)
+        for _ in 0..<1000 where await (preloader.status().last?.fetchedBytes ?? 0) < 64 << 10 {
+          try await Task.sleep(for: .milliseconds(10))
+        }
+        // b is being fetched for 192 KiB at distance 2 when it becomes the next item.
+        #expect(await preloader.status().last?.state == .fetching)
+        await preloader.update(items: [items[0], items[1], items[2]], current: 0)
+        await preloader.waitUntilIdle()
+        let status = await preloader.status()
+        #expect(status.map(\.state) == [.done, .done], "\(status)")
+        #expect(status.first?.target == .bytes(512 << 10))
+        #expect(sent(origin, "retarget-b") >= 512 << 10, "\(origin.allRequests())")
+      }
+    }
+  }
+
   @Test func anItemPastTheByteBudgetIsNotFetched() async throws {
     try await withOrigin { origin in
       try await withReader(origin) { reader, _ in

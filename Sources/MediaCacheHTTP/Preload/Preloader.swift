@@ -109,6 +109,7 @@ public actor Preloader {
   public func update(items: [String], current: Int, targets: [Target]? = nil) {
     if let targets { policy.targets = targets }
     var next: [String] = []
+    var retargeted: Set<String> = []
     for (offset, url) in items.dropFirst(max(0, current + 1)).prefix(policy.targets.count).enumerated()
     where !next.contains(url) && url != items[safe: current] {
       next.append(url)
@@ -118,6 +119,7 @@ public actor Preloader {
         if job.target != target, job.state != .done || !covers(job.target, target) {
           job.state = .waiting
           job.plan = nil
+          retargeted.insert(url)
         }
         job.distance = distance
         job.target = target
@@ -133,7 +135,8 @@ public actor Preloader {
       let nearer = jobs.values.contains {
         $0.state == .waiting && $0.distance < (jobs[running.url]?.distance ?? 0)
       }
-      if jobs[running.url] == nil || nearer {
+      // A running item with a new target starts again with a new plan (the cache keeps what it fetched).
+      if jobs[running.url] == nil || nearer || retargeted.contains(running.url) {
         running.task.cancel()
         if jobs[running.url] != nil { jobs[running.url]!.state = .waiting }
         self.running = nil
@@ -211,7 +214,7 @@ public actor Preloader {
           if jobs[url] != nil { jobs[url]!.state = .overBudget }
           return
         }
-        for range in part.ranges.map({ $0.map { RequestedRange.bounded($0) } }) ?? [.all] {
+        for range in part.requests {
           // A player waiting for an origin goes first: the next fetch waits until none is.
           while CachingReader.playersWaitingForOrigin > 0 { try await Task.sleep(for: .milliseconds(50)) }
           var fetched: Int64 = 0

@@ -42,6 +42,9 @@ public struct StartPlanner: Sendable {
     /// Sorted, disjoint byte ranges; nil: the whole object (an HLS playlist, key or segment).
     public var ranges: [Range<Int64>]?
 
+    /// The reads that fetch the part: one per range, or one of the whole object.
+    public var requests: [RequestedRange] { ranges.map { $0.map { .bounded($0) } } ?? [.all] }
+
     /// `ranges` of the object at `url` (nil: all of it).
     public init(url: String, ranges: [Range<Int64>]?) {
       self.url = url
@@ -173,19 +176,22 @@ public struct StartPlanner: Sendable {
   /// The representation a player starts on: the first, or with `maxBandwidth` the highest under it (else the
   /// lowest).
   func startRepresentation(_ representations: [MPDSegments.Representation]) -> MPDSegments.Representation? {
-    guard let cap = maxBandwidth.map(Int64.init) else { return representations.first }
-    let under = representations.filter { ($0.bandwidth ?? 0) <= cap }
-    if let best = under.max(by: { ($0.bandwidth ?? 0) < ($1.bandwidth ?? 0) }) { return best }
-    return representations.min { ($0.bandwidth ?? 0) < ($1.bandwidth ?? 0) }
+    startChoice(representations) { $0.bandwidth ?? 0 }
   }
 
   /// The variant a player starts on: the first listed, or with `maxBandwidth` the highest under it (else the
   /// lowest).
   func startVariant(_ variants: [HLSPlaylist.Variant]) -> HLSPlaylist.Variant? {
-    guard let cap = maxBandwidth else { return variants.first }
-    let under = variants.filter { ($0.bandwidth ?? 0) <= cap }
-    if let best = under.max(by: { ($0.bandwidth ?? 0) < ($1.bandwidth ?? 0) }) { return best }
-    return variants.min { ($0.bandwidth ?? 0) < ($1.bandwidth ?? 0) }
+    startChoice(variants) { Int64($0.bandwidth ?? 0) }
+  }
+
+  /// The first of `choices`, or with `maxBandwidth` the one of highest `bandwidth` under it (else the lowest).
+  private func startChoice<Choice>(_ choices: [Choice], bandwidth: (Choice) -> Int64) -> Choice? {
+    guard let cap = maxBandwidth.map(Int64.init) else { return choices.first }
+    if let best = choices.filter({ bandwidth($0) <= cap }).max(by: { bandwidth($0) < bandwidth($1) }) {
+      return best
+    }
+    return choices.min { bandwidth($0) < bandwidth($1) }
   }
 
   /// Reads and parses the playlist at `url` (at most `HLSPlaylist.maxPlaylistBytes`).
