@@ -11,7 +11,8 @@ extension MediaCache {
       policy: CompactionPolicy(
         maxSize: configuration.maxSize, lowWatermark: configuration.lowWatermark,
         maxAge: configuration.maxAge,
-        minFree: configuration.minFree, tmpGracePeriod: Self.temporaryFileGracePeriod),
+        minFree: configuration.minFree, keepHeads: configuration.keepHeads,
+        tmpGracePeriod: Self.temporaryFileGracePeriod),
       shouldEvict: configuration.shouldEvict)
   }
 
@@ -27,6 +28,7 @@ extension MediaCache {
       tracking.writtenDuringPass = 0
     }
     if !report.removed.isEmpty { emit(.removed(report.removed)) }
+    if !report.trimmed.isEmpty { emit(.trimmed(report.trimmed)) }
     return report
   }
 

@@ -28,6 +28,9 @@ public final class MediaCache: Sendable {
     public var lowWatermark: Double
     /// Keep at least this many bytes free on the file system (nil: no floor).
     public var minFree: Int64?
+    /// To meet `maxSize` or `minFree`, first cut idle objects down to their first `keepHeads` bytes, then
+    /// evict whole ones (`CompactionPolicy.keepHeads`; default nil: whole objects only).
+    public var keepHeads: Int64?
     /// The app's veto over evictions (like a keep-alive delegate): return false to keep an object.
     public var shouldEvict: (@Sendable (EvictionCandidate) -> Bool)?
     /// Create the directory if it does not exist (default). When false, a missing directory throws
@@ -222,12 +225,13 @@ public final class MediaCache: Sendable {
       store: store,
       policy: CompactionPolicy(
         maxSize: max(0, onDisk - bytes), lowWatermark: 1, maxAge: nil, minFree: nil,
-        tmpGracePeriod: Self.temporaryFileGracePeriod),
+        keepHeads: configuration.keepHeads, tmpGracePeriod: Self.temporaryFileGracePeriod),
       shouldEvict: configuration.shouldEvict)
     let report = try pass.runPass()
     for object in report.removed { memory.remove(object.id) }
     adjustTrackedBytes(by: -report.bytesFreed)
     if !report.removed.isEmpty { emit(.removed(report.removed)) }
+    if !report.trimmed.isEmpty { emit(.trimmed(report.trimmed)) }
     return report.bytesFreed
   }
 

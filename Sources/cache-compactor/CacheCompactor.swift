@@ -31,6 +31,11 @@ struct CacheCompactor: ParsableCommand {
   var maxAge: String = "90d"
   @Option(help: ArgumentHelp("Keep at least this much free on the file system.", valueName: "SIZE"))
   var minFree: String?
+  @Option(
+    help: ArgumentHelp(
+      "To meet --max-size or --min-free, first cut idle objects down to their first SIZE bytes (least "
+        + "recently used first), then evict whole objects.", valueName: "SIZE"))
+  var keepHeads: String?
   @Option(help: ArgumentHelp("Verify the CRCs of up to this many chunk bytes per pass.", valueName: "SIZE"))
   var scrub: String?
   @Option(help: ArgumentHelp("Run a pass every DURATION until SIGINT or SIGTERM.", valueName: "DURATION"))
@@ -62,7 +67,7 @@ struct CacheCompactor: ParsableCommand {
       if let interval, interval <= 0 { throw ValidationError("--interval must be positive") }
       let policy = CompactionPolicy(
         maxSize: try size(maxSize, "max-size"), maxAge: try duration(maxAge, "max-age").map { .seconds($0) },
-        minFree: try size(minFree, "min-free"),
+        minFree: try size(minFree, "min-free"), keepHeads: try size(keepHeads, "keep-heads"),
         tmpGracePeriod: .seconds(try duration(tmpGrace, "tmp-grace") ?? 3600),
         scrubBudget: try size(scrub, "scrub") ?? 0,
         maxPassDuration: .seconds(try duration(maxPassTime, "max-pass-time") ?? 60),
@@ -123,8 +128,8 @@ struct CacheCompactor: ParsableCommand {
       separator: ", ")
     return """
       pass \(pass)\(report.dryRun ? " (dry run)" : ""): scanned \(report.objectsScanned) objects, \
-      \(report.bytesBefore) bytes; \(report.dryRun ? "would evict" : "evicted") \(report.evictedCount) (\(reasons)) \
-      freeing \(report.bytesFreed) bytes; now \(report.bytesAfter) bytes; skipped busy \(report.skippedBusy), \
+      \(report.bytesBefore) bytes; \(report.dryRun ? "would trim" : "trimmed") \(report.trimmed.count) tails, \
+      \(report.dryRun ? "would evict" : "evicted") \(report.evictedCount) (\(reasons)) freeing \(report.bytesFreed) bytes; now \(report.bytesAfter) bytes; skipped busy \(report.skippedBusy), \
       pinned kept \(report.pinnedKept), vetoed \(report.vetoed); tmp reaped \(report.tmpReaped), orphan data removed \(report.orphansRemoved); \
       scrubbed \(report.chunksScrubbed) chunks (\(report.bytesScrubbed) bytes), dropped \(report.chunksDropped); \
       \(String(format: "%.3f", report.duration.seconds)) s\(report.incomplete ? "; incomplete" : "")\(report.errors.isEmpty ? "" : "; \(report.errors.count) object(s) failed: \(report.errors.prefix(3).joined(separator: "; "))")

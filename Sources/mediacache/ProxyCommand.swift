@@ -41,6 +41,12 @@ struct ProxyCommand: AsyncParsableCommand {
       "Evict least recently used objects to keep the cache under this size (e.g. 20G).", valueName: "SIZE"),
     transform: ByteSizeArgument.parse)
   var maxSize: ByteSizeArgument?
+  @Option(
+    help: ArgumentHelp(
+      "To stay under --max-size, first cut idle objects down to their first SIZE bytes, then evict whole ones.",
+      valueName: "SIZE"),
+    transform: ByteSizeArgument.parse)
+  var keepHeads: ByteSizeArgument?
   @Option(help: "durable (fsync data before each manifest commit) or relaxed.") var durability: Durability =
     .durable
   @Option(help: ArgumentHelp("Give up connecting to an origin after this long.", valueName: "SECONDS"))
@@ -124,6 +130,7 @@ struct ProxyCommand: AsyncParsableCommand {
         chunkSize: chunkSize, durability: durability,
         commitPolicy: .init(bytes: 32 << 20, interval: .seconds(1)))
       configuration.maxSize = maxSize?.bytes
+      configuration.keepHeads = keepHeads?.bytes
       // Opening the cache creates and checks its directories: on the I/O executor, like every file-system call
       // of the running proxy.
       let settings = configuration

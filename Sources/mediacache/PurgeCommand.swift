@@ -31,6 +31,12 @@ struct PurgeCommand: AsyncParsableCommand {
   var maxSize: ByteSizeArgument?
   @Option(
     help: ArgumentHelp(
+      "To meet --max-size, first cut idle objects down to their first SIZE bytes, then evict whole ones.",
+      valueName: "SIZE"),
+    transform: ByteSizeArgument.parse)
+  var keepHeads: ByteSizeArgument?
+  @Option(
+    help: ArgumentHelp(
       "Evict objects not accessed for more than SECONDS (or 90d, 12h, 30m).", valueName: "SECONDS"),
     transform: PurgeCommand.parseAge)
   var maxAge: Double?
@@ -54,6 +60,7 @@ struct PurgeCommand: AsyncParsableCommand {
     try await reportingErrors {
       let opened = try cache.openExisting { configuration in
         configuration.maxSize = maxSize?.bytes
+        configuration.keepHeads = keepHeads?.bytes
         configuration.maxAge = maxAge.map { .seconds($0) }
         // Down to the size asked for, not to a share of it as the background compactor does.
         configuration.lowWatermark = 1
@@ -74,7 +81,8 @@ struct PurgeCommand: AsyncParsableCommand {
     let reasons = [RemovalReason.size, .age, .corrupt].compactMap { reason in
       report.evicted[reason].map { "\(reason.rawValue) \($0)" }
     }
-    return "evicted \(report.evictedCount) of \(report.objectsScanned) objects"
+    return (report.trimmed.isEmpty ? "" : "cut the tails of \(report.trimmed.count) objects, ")
+      + "evicted \(report.evictedCount) of \(report.objectsScanned) objects"
       + (reasons.isEmpty ? "" : " (\(reasons.joined(separator: ", ")))")
       + ", freed \(report.bytesFreed) bytes; now \(report.bytesAfter) bytes on disk"
       + "; kept \(report.pinnedKept) pinned, skipped \(report.skippedBusy) busy"

@@ -77,7 +77,7 @@ import Testing
         switch event {
         case .exceededMaxSize(let bytes): exceeded = bytes
         case .removed(let objects): removedCount += objects.count
-        case .chunksDropped: break
+        case .chunksDropped, .trimmed: break
         }
         if exceeded != nil && removedCount > 0 { break }
       }

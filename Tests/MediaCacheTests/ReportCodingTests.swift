@@ -21,6 +21,7 @@ import Testing
       RemovedObject(id: one, userMetadata: Data("app".utf8), bytes: 3000, reason: .age),
       RemovedObject(id: two, userMetadata: Data(), bytes: 2000, reason: .size),
     ]
+    report.trimmed = [TrimmedObject(id: two, keptHead: 8192, bytes: 1000)]
     report.skippedBusy = 1
     report.pinnedKept = 2
     report.vetoed = 3
@@ -43,8 +44,14 @@ import Testing
         "errors":["x: gone"],"evicted":{"age":1,"corrupt":0,"manual":0,"size":1},"evictedCount":2,\
         "incomplete":true,"objectsScanned":7,"orphansRemoved":5,"pinnedKept":2,"removed":[{"bytes":3000,\
         "objectID":"\(one.hex)","reason":"age"},{"bytes":2000,"objectID":"\(two.hex)","reason":"size"}],\
-        "skippedBusy":1,"tmpReaped":4,"vetoed":3}
+        "skippedBusy":1,"tmpReaped":4,"trimmed":[{"bytes":1000,"keptHead":8192,"objectID":"\(two.hex)"}],\
+        "vetoed":3}
         """)
+    // A report from before tail cuts (no `trimmed`) still decodes.
+    let older = text.replacingOccurrences(
+      of: #","trimmed":[{"bytes":1000,"keptHead":8192,"objectID":"\#(two.hex)"}]"#, with: "")
+    #expect(older != text)
+    #expect(try ReportJSON.decode(CompactionReport.self, from: Data(older.utf8)).trimmed.isEmpty)
     // The app's metadata is not printed, so it does not come back; everything else does.
     var expected = report
     expected.removed[0].userMetadata = Data()

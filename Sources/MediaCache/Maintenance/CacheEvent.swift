@@ -41,6 +41,8 @@ public enum CacheEvent: Sendable, Equatable {
   case exceededMaxSize(bytes: Int64)
   /// Objects were removed.
   case removed([RemovedObject])
+  /// The tails of objects were cut to free space, their heads kept (`CompactionPolicy.keepHeads`).
+  case trimmed([TrimmedObject])
   /// Chunks of an object failed their CRC and were dropped; they will be fetched again.
   case chunksDropped(ObjectID, count: Int)
 }
@@ -57,4 +59,6 @@ public struct EvictionCandidate: Sendable {
   public var bytes: Int64
   /// Seconds since the epoch of its last access.
   public var lastAccess: Double
+  /// Non-nil when only a tail would go: the bytes from this offset on (`CompactionPolicy.keepHeads`).
+  public var trimmedFrom: Int64?
 }

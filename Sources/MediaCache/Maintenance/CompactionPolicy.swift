@@ -8,6 +8,11 @@ public struct CompactionPolicy: Sendable, Equatable {
   public var maxAge: Duration?
   /// Keep at least this many bytes free on the cache's file system, evicting as if over `maxSize`.
   public var minFree: Int64?
+  /// When the size or free-space limit must free bytes, first cut the tails of idle objects (least recently
+  /// used first) down to their first `keepHeads` bytes, rounded up to a whole chunk, and evict whole objects
+  /// only if that is not enough: a partly watched or preloaded video keeps its start. nil (the default):
+  /// whole objects only. Age eviction always takes whole objects.
+  public var keepHeads: Int64?
   /// Files in `tmp/` older than this are reaped (default 1 hour); younger ones may be live.
   public var tmpGracePeriod: Duration
   /// Verify the CRCs of up to this many bytes of chunks per pass, continuing across passes (0: no scrub).
@@ -21,13 +26,15 @@ public struct CompactionPolicy: Sendable, Equatable {
   /// an hour, scrub nothing and stop a pass after 60 seconds. Sizes are bytes.
   public init(
     maxSize: Int64? = nil, lowWatermark: Double = 0.9, maxAge: Duration? = .seconds(90 * 86400),
-    minFree: Int64? = nil, tmpGracePeriod: Duration = .seconds(3600), scrubBudget: Int64 = 0,
+    minFree: Int64? = nil, keepHeads: Int64? = nil, tmpGracePeriod: Duration = .seconds(3600),
+    scrubBudget: Int64 = 0,
     maxPassDuration: Duration = .seconds(60), dryRun: Bool = false
   ) {
     self.maxSize = maxSize
     self.lowWatermark = lowWatermark
     self.maxAge = maxAge
     self.minFree = minFree
+    self.keepHeads = keepHeads
     self.tmpGracePeriod = tmpGracePeriod
     self.scrubBudget = scrubBudget
     self.maxPassDuration = maxPassDuration
@@ -49,6 +56,8 @@ public struct CompactionReport: Sendable, Equatable {
   public var bytesFreed: Int64 = 0
   /// The objects evicted.
   public var removed: [RemovedObject] = []
+  /// The objects whose tails were cut (`CompactionPolicy.keepHeads`); their bytes freed are in `bytesFreed`.
+  public var trimmed: [TrimmedObject] = []
   /// Candidates skipped because a process had them open.
   public var skippedBusy = 0
   /// Candidates kept because they are pinned.
@@ -85,13 +94,14 @@ public struct CompactionReport: Sendable, Equatable {
 /// evicted for it; decoding drops the zeros again, so a report survives the round trip unchanged.
 extension CompactionReport: Codable {
   private enum CodingKeys: String, CodingKey {
-    case objectsScanned, bytesBefore, bytesAfter, evicted, evictedCount, bytesFreed, removed, skippedBusy
+    case objectsScanned, bytesBefore, bytesAfter, evicted, evictedCount, bytesFreed, removed, trimmed,
+      skippedBusy
     case pinnedKept, vetoed, tmpReaped, orphansRemoved, chunksScrubbed, bytesScrubbed, chunksDropped
     case droppedChunks, incomplete, duration, dryRun, errors
   }
 
   /// Decodes a report from its JSON; `evictedCount` is read from `evicted`, not from its own key. Throws
-  /// `DecodingError` when any key but `evictedCount` is missing or of the wrong type.
+  /// `DecodingError` when any key but `evictedCount` and `trimmed` is missing, or any is of the wrong type.
   public init(from decoder: any Decoder) throws {
     let container = try decoder.container(keyedBy: CodingKeys.self)
     self.init()
@@ -101,6 +111,8 @@ extension CompactionReport: Codable {
     evicted = try container.decode([RemovalReason: Int].self, forKey: .evicted).filter { $0.value != 0 }
     bytesFreed = try container.decode(Int64.self, forKey: .bytesFreed)
     removed = try container.decode([RemovedObject].self, forKey: .removed)
+    // Reports written before tail trimming have no `trimmed`.
+    trimmed = try container.decodeIfPresent([TrimmedObject].self, forKey: .trimmed) ?? []
     skippedBusy = try container.decode(Int.self, forKey: .skippedBusy)
     pinnedKept = try container.decode(Int.self, forKey: .pinnedKept)
     vetoed = try container.decode(Int.self, forKey: .vetoed)
@@ -129,6 +141,7 @@ extension CompactionReport: Codable {
     try container.encode(evictedCount, forKey: .evictedCount)
     try container.encode(bytesFreed, forKey: .bytesFreed)
     try container.encode(removed, forKey: .removed)
+    try container.encode(trimmed, forKey: .trimmed)
     try container.encode(skippedBusy, forKey: .skippedBusy)
     try container.encode(pinnedKept, forKey: .pinnedKept)
     try container.encode(vetoed, forKey: .vetoed)

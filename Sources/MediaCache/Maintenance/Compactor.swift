@@ -89,7 +89,7 @@ public struct Compactor: Sendable {
           report.incomplete = true
           break
         }
-        if evict(object, reason: .age, into: &report) {
+        if evict(object, reason: .age, into: &report) != nil {
           total -= object.diskBytes
           removedIDs.insert(object.id)
         }
@@ -107,17 +107,34 @@ public struct Compactor: Sendable {
         bytesToFree = max(bytesToFree, minFree - available + slack)
       }
     }
-    if bytesToFree > 0 && !report.incomplete {
-      var freed: Int64 = 0
-      for object in byRecency where !removedIDs.contains(object.id) {
+    var freed: Int64 = 0
+    var trimmedBytes: [ObjectID: Int64] = [:]
+    if bytesToFree > 0 && !report.incomplete, let head = policy.keepHeads {
+      // Tails first, least recently used first; whole objects only if that is not enough.
+      for object in byRecency where !removedIDs.contains(object.id) && object.dataBytes > head {
         if freed >= bytesToFree { break }
         if mustStop() {
           report.incomplete = true
           break
         }
-        if evict(object, reason: .size, into: &report) {
-          freed += object.diskBytes
-          total -= object.diskBytes
+        if let cut = trim(object, keepingFirst: head, into: &report) {
+          freed += cut
+          total -= cut
+          trimmedBytes[object.id] = cut
+        }
+      }
+    }
+    if bytesToFree > 0 && !report.incomplete && freed < bytesToFree {
+      for var object in byRecency where !removedIDs.contains(object.id) {
+        if freed >= bytesToFree { break }
+        if mustStop() {
+          report.incomplete = true
+          break
+        }
+        object.dataBytes = max(0, object.dataBytes - (trimmedBytes[object.id] ?? 0))
+        if let bytes = evict(object, reason: .size, into: &report) {
+          freed += bytes
+          total -= bytes
           removedIDs.insert(object.id)
         }
       }
@@ -134,22 +151,52 @@ public struct Compactor: Sendable {
 
   // MARK: Eviction
 
-  /// Evicts one object unless pinned, vetoed or busy; returns whether it was removed (or, dry, would be).
-  /// One object's failure (an unreadable manifest, an I/O error) is recorded and the pass goes on.
+  /// Cuts one idle object's tail past `head` unless pinned, vetoed or busy; returns the bytes freed (or, dry,
+  /// that would be), nil when nothing went. Busy, pinned and vetoed objects are not counted here: the
+  /// eviction that may follow counts them.
+  private func trim(_ object: ScannedObject, keepingFirst head: Int64, into report: inout CompactionReport)
+    -> Int64?
+  {
+    do {
+      if let shouldEvict {
+        let manifest = try store.readManifest(object.id)
+        let candidate = EvictionCandidate(
+          id: object.id, manifest: manifest, reason: .size, bytes: object.diskBytes,
+          lastAccess: object.lastAccess, trimmedFrom: head)
+        guard manifest?.isPinned != true, shouldEvict(candidate) else { return nil }
+      }
+      guard let result = try store.trimTail(object.id, keepingFirst: head, dryRun: policy.dryRun) else {
+        return nil
+      }
+      report.bytesFreed += result.bytesFreed
+      report.trimmed.append(TrimmedObject(id: object.id, keptHead: result.keptHead, bytes: result.bytesFreed))
+      return result.bytesFreed
+    } catch let error as StoreError where error.code == .busy || error.code == .kept {
+      return nil
+    } catch let error as StoreError where error.code == .corruptManifest {
+      return nil
+    } catch {
+      report.errors.append("\(object.id): trim: \(error)")
+      return nil
+    }
+  }
+
+  /// Evicts one object unless pinned, vetoed or busy; returns the bytes freed (or, dry, that would be), nil
+  /// if it stays. One object's failure (an unreadable manifest, an I/O error) is recorded and the pass goes on.
   private func evict(_ object: ScannedObject, reason: RemovalReason, into report: inout CompactionReport)
-    -> Bool
+    -> Int64?
   {
     do {
       return try evictOrThrow(object, reason: reason, into: &report)
     } catch {
       report.errors.append("\(object.id): \(error)")
-      return false
+      return nil
     }
   }
 
   private func evictOrThrow(
     _ object: ScannedObject, reason: RemovalReason, into report: inout CompactionReport
-  ) throws -> Bool {
+  ) throws -> Int64? {
     var manifest: Manifest?
     var reason = reason
     do {
@@ -159,20 +206,20 @@ public struct Compactor: Sendable {
     }
     if manifest?.isPinned == true {
       report.pinnedKept += 1
-      return false
+      return nil
     }
     let candidate = EvictionCandidate(
       id: object.id, manifest: manifest, reason: reason, bytes: object.diskBytes,
       lastAccess: object.lastAccess)
     if let shouldEvict, !shouldEvict(candidate) {
       report.vetoed += 1
-      return false
+      return nil
     }
     let bytes: Int64
     if policy.dryRun {
       if try store.isBusy(object.id) {
         report.skippedBusy += 1
-        return false
+        return nil
       }
       bytes = object.diskBytes
     } else {
@@ -180,10 +227,10 @@ public struct Compactor: Sendable {
         bytes = try store.remove(object.id, keepIf: { $0?.isPinned == true })
       } catch let error as StoreError where error.code == .busy {
         report.skippedBusy += 1
-        return false
+        return nil
       } catch let error as StoreError where error.code == .kept {
         report.pinnedKept += 1
-        return false
+        return nil
       }
     }
     report.evicted[reason, default: 0] += 1
@@ -191,7 +238,7 @@ public struct Compactor: Sendable {
     report.removed.append(
       RemovedObject(
         id: object.id, userMetadata: manifest?.userMetadata ?? Data(), bytes: bytes, reason: reason))
-    return true
+    return bytes
   }
 
   /// Removes an orphan data file unless some process has it open or a manifest appeared since the scan (a
