@@ -97,6 +97,17 @@ public final class CachedBytes: AsyncSequence, Sendable {
   /// Bytes of the range that were cached when the read opened (before its first flight wrote anything).
   var cachedBytesAtOpen: Int64 { cachedBytes(in: manifestAtOpen) }
 
+  /// The bytes of the range cached since the read opened (by its flights, or any other writer of the object).
+  var rangesCachedSinceOpen: [Range<Int64>] {
+    let end = range.upperBound == .max ? (length ?? range.lowerBound) : range.upperBound
+    guard end > range.lowerBound else { return [] }
+    let now = session.manager.manifest.presentByteRanges.intersection(range.lowerBound..<end)
+    return now.subtracting(manifestAtOpen.presentByteRanges).ranges
+  }
+
+  /// The cached object's id.
+  package var objectID: ObjectID { session.manager.objectID }
+
   private func cachedBytes(in manifest: Manifest) -> Int64 {
     let end = range.upperBound == .max ? (length ?? range.lowerBound) : range.upperBound
     guard end > range.lowerBound else { return 0 }
@@ -156,7 +167,7 @@ public final class CachedBytes: AsyncSequence, Sendable {
     let total = count ?? 0
     return PrefetchProgress(
       cachedBytes: cachedBytes, totalBytes: total, fetchedBytes: fetched,
-      bytesPerSecond: Double(fetched) / elapsed)
+      bytesPerSecond: Double(fetched) / elapsed, fetchedRanges: rangesCachedSinceOpen)
   }
 
   /// Pulls one piece at a time, so memory stays at about one chunk however slow the consumer.

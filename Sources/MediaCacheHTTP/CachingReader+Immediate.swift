@@ -4,6 +4,8 @@ import NIOCore
 /// A range served wholly from the cache by `CachingReader.readCachedNow`: its bytes, read and checked, and
 /// what the cache recorded of the object.
 package struct CachedRange: Sendable {
+  /// The object's id.
+  package var objectID: ObjectID
   /// The range's bytes (the readable bytes; the buffer may hold more around them).
   package var buffer: ByteBuffer
   /// The absolute bytes served.
@@ -55,7 +57,8 @@ extension CachingReader {
         onlyIfResident: !waitingForDisk)
     else { return nil }
     return CachedRange(
-      buffer: buffer, range: bounds, length: length, contentType: manifest.contentType, etag: manifest.etag,
+      objectID: manager.objectID, buffer: buffer, range: bounds, length: length,
+      contentType: manifest.contentType, etag: manifest.etag,
       lastModified: manifest.lastModified)
   }
 

@@ -376,6 +376,9 @@ public struct PrefetchProgress: Sendable, Equatable {
   public var fetchedBytes: Int64
   /// Origin throughput of this prefetch so far.
   public var bytesPerSecond: Double
+  /// The bytes of the range cached since the prefetch began (by it, or by another read of the object
+  /// meanwhile), as sorted ranges.
+  public var fetchedRanges: [Range<Int64>] = []
 
   /// Whether every byte of the range is cached.
   public var isComplete: Bool { cachedBytes >= totalBytes }

@@ -47,6 +47,7 @@ extension ProxyResponder {
       throw refusal(for: error, url: origin)
     }
     metrics.noteServed(fromCache: bytes.bytesFromCache, fromOrigin: bytes.bytesFromOrigin)
+    metrics.noteServed(bytes.objectID, bytes.range.lowerBound..<bytes.range.lowerBound + Int64(body.count))
     metrics.noteRequest(hit: bytes.bytesFromOrigin == 0)
     var etag = bytes.etag
     if HLSPlaylist.isPlaylist(contentType: bytes.contentType, url: origin, prefix: body.prefix(16)),

@@ -1,5 +1,6 @@
 import Foundation
 import MediaCache
+import MediaCacheHTTP
 import Synchronization
 
 /// The proxy's counters, served at `GET /metrics` in the Prometheus text format (version 0.0.4).
@@ -14,6 +15,8 @@ public final class ProxyMetrics: Sendable {
   private let originErrors = Atomic<Int64>(0)
   private let activeResponses = Atomic<Int64>(0)
   private let preloaded = Atomic<Int64>(0)
+  /// What became of the preloader's bytes (served later, evicted unplayed).
+  public let preloadLedger = PreloadLedger()
 
   /// A scan of the cache tree is a walk of every shard, so `/metrics` reuses one for a few seconds.
   private struct CacheTotals { var objects: Int; var bytes: Int64; var taken: Date }
@@ -55,6 +58,9 @@ public final class ProxyMetrics: Sendable {
   }
 
   func notePreloaded(_ bytes: Int64) { preloaded.add(bytes, ordering: .relaxed) }
+
+  /// A player was served `range` of object `id` (settles preloaded bytes).
+  func noteServed(_ id: ObjectID, _ range: Range<Int64>) { preloadLedger.noteServed(id, range) }
 
   func noteServed(fromCache: Int64, fromOrigin: Int64) {
     if fromCache != 0 { cacheBytes.add(fromCache, ordering: .relaxed) }
@@ -121,6 +127,18 @@ public final class ProxyMetrics: Sendable {
     metric(
       "mediacache_preload_fetched_bytes_total", "counter", "Bytes the preloader fetched from origins.",
       [("", "\(bytesPreloaded)")])
+    let ledger = preloadLedger.totals
+    metric(
+      "mediacache_preload_served_bytes_total", "counter",
+      "Preloaded bytes later served to a player (each byte counted once).",
+      [("", "\(ledger.servedAfterPreload)")])
+    metric(
+      "mediacache_preload_evicted_unplayed_bytes_total", "counter",
+      "Preloaded bytes evicted (or cut off with a tail) before a player was served them.",
+      [("", "\(ledger.evictedUnplayed)")])
+    metric(
+      "mediacache_preload_unplayed_bytes", "gauge",
+      "Preloaded bytes still cached that no player has been served yet.", [("", "\(ledger.unplayed)")])
     metric(
       "mediacache_proxy_active_responses", "gauge", "Responses being streamed now.",
       [("", "\(activeResponses.load(ordering: .relaxed))")])

@@ -50,6 +50,7 @@ extension ProxyResponder {
       ifRange: false)
     metrics.responseStarted()
     metrics.noteServed(fromCache: count, fromOrigin: 0)
+    metrics.noteServed(hit.objectID, hit.range)
     metrics.noteRequest(hit: true)
     let body = HitBody(buffer: hit.buffer, hold: hold, reader: reader, metrics: metrics)
     return ProxyResponse(status: partial ? .partialContent : .ok, headers: headers, body: .hit(body))

@@ -355,31 +355,6 @@ struct ShortBody: Error {
   var missing: Int64
 }
 
-/// Adds what a response has served to the proxy's counters as it goes.
-final class BodyAccounting: @unchecked Sendable {
-  // Used only by the task writing the body.
-  private let bytes: CachedBytes
-  private let metrics: ProxyMetrics
-  private var counted: (cache: Int64, origin: Int64) = (0, 0)
-  private var classified = false
-
-  init(bytes: CachedBytes, metrics: ProxyMetrics) {
-    self.bytes = bytes
-    self.metrics = metrics
-  }
-
-  func update(finished: Bool) {
-    let cache = bytes.bytesFromCache
-    let origin = bytes.bytesFromOrigin
-    metrics.noteServed(fromCache: cache - counted.cache, fromOrigin: origin - counted.origin)
-    counted = (cache, origin)
-    if !classified, origin > 0 || finished {
-      classified = true
-      metrics.noteRequest(hit: origin == 0)
-    }
-  }
-}
-
 /// The iterator of one response body, moved into the body-writing task (only that task uses it).
 final class PieceSource: @unchecked Sendable {
   private var iterator: CachedBytes.Iterator

@@ -103,7 +103,8 @@ public final class ProxyServer: Sendable {
     self.configuration = configuration
     let metrics = ProxyMetrics(cache: reader.cache)
     self.metrics = metrics
-    self.preloader = Preloader(reader: reader, onFetched: { metrics.notePreloaded($0) })
+    self.preloader = Preloader(
+      reader: reader, ledger: metrics.preloadLedger, onFetched: { metrics.notePreloaded($0) })
     self.hitBudget =
       configuration.hitBytesInFlight > 0 ? ReadBudget(limit: configuration.hitBytesInFlight) : nil
   }
@@ -122,6 +123,13 @@ public final class ProxyServer: Sendable {
       gracefulShutdownSignals: shutdownSignals, logger: logger)
     groupConfiguration.maximumGracefulShutdownDuration = .seconds(2)
     defer { listening.withLock { $0 = nil } }
+    // Evictions and cut tails settle the preloaded bytes no player got (`mediacache_preload_evicted_…`).
+    let events = reader.cache.events()
+    let ledger = metrics.preloadLedger
+    let settling = Task {
+      for await event in events { ledger.note(event) }
+    }
+    defer { settling.cancel() }
     try await ServiceGroup(configuration: groupConfiguration).run()
   }
 

@@ -66,6 +66,68 @@ import Testing
     }
   }
 
+  /// The value of an unlabelled sample in `/metrics`.
+  func metric(_ port: Int, _ name: String) async throws -> Int64? {
+    let text = String(
+      decoding: try await blocking { try rawRequest(port: port, "/metrics") }.body, as: UTF8.self)
+    let line = text.split(separator: "\n").first { $0.hasPrefix("\(name) ") }
+    return line.flatMap { Int64($0.split(separator: " ")[1]) }
+  }
+
+  /// The preloaded bytes are settled: those a player is then served count as served, the rest as evicted when
+  /// the compactor cuts the item's tail (`--keep-heads`).
+  @Test func preloadedBytesAreCountedAsServedOrEvictedUnplayed() async throws {
+    try await withTemporaryDirectory { directory in
+      try await withFileOrigin { origin in
+        let head = 32768
+        let (proxy, port) = try startProxy(
+          cache: "\(directory)/cache",
+          ["--chunk-size", "16384", "--max-size", "200000", "--keep-heads", "\(head)"])
+        defer { proxy.kill() }
+        let next = origin.url(file: "tail-index.mp4")
+        let body =
+          "{\"items\":[\"\(origin.url(file: "faststart.mp4"))\",\"\(next)\"],\"current\":0,\"seconds\":[2]}"
+        #expect(try await blocking { try preload(port, "PUT", body) }.status == 204)
+        var report = Report(items: [])
+        for _ in 0..<200 {
+          report = try JSONDecoder().decode(
+            Report.self, from: Data(try await blocking { try preload(port, "GET") }.body))
+          if report.items.first?.state == "done" { break }
+          try await Task.sleep(for: .milliseconds(50))
+        }
+        let fetched = try #require(report.items.first?.fetchedBytes)
+        #expect(fetched > Int64(head) && report.items.first?.state == "done", "\(report.items)")
+        #expect(try await metric(port, "mediacache_preload_unplayed_bytes") == fetched)
+        #expect(try await metric(port, "mediacache_preload_served_bytes_total") == 0)
+
+        // A player reads the item's first 32 KiB: preloaded, so counted as served.
+        let path = "/http/127.0.0.1:\(origin.port)/files/tail-index.mp4"
+        let range = try await blocking {
+          try rawRequest(port: port, path, headers: [("Range", "bytes=0-\(head - 1)")])
+        }
+        #expect(range.status == 206 && range.body.count == head)
+        #expect(try await metric(port, "mediacache_preload_served_bytes_total") == Int64(head))
+        #expect(try await metric(port, "mediacache_preload_unplayed_bytes") == fetched - Int64(head))
+
+        // Once the item is idle, another video passes --max-size: the item's tail past 32 KiB is cut first,
+        // and the preloaded bytes there were never played.
+        try await Task.sleep(for: .seconds(3))
+        let other = try await blocking {
+          try rawRequest(port: port, "/http/127.0.0.1:\(origin.port)/files/faststart.mp4")
+        }
+        #expect(other.status == 200 && other.body.count == 157_719)
+        var evicted: Int64?
+        for _ in 0..<100 {
+          evicted = try await metric(port, "mediacache_preload_evicted_unplayed_bytes_total")
+          if evicted == fetched - Int64(head) { break }
+          try await Task.sleep(for: .milliseconds(100))
+        }
+        #expect(evicted == fetched - Int64(head))
+        #expect(try await metric(port, "mediacache_preload_unplayed_bytes") == 0)
+      }
+    }
+  }
+
   @Test func badBodiesAreRefusedWithTheReason() async throws {
     try await withTemporaryDirectory { directory in
       let (proxy, port) = try startProxy(cache: "\(directory)/cache", [])

@@ -22,6 +22,14 @@ public struct RemovedObject: Sendable, Equatable {
   public var bytes: Int64
   /// Why it was removed.
   public var reason: RemovalReason
+
+  /// A removed object (for an app's own events and tests).
+  public init(id: ObjectID, userMetadata: Data = Data(), bytes: Int64, reason: RemovalReason) {
+    self.id = id
+    self.userMetadata = userMetadata
+    self.bytes = bytes
+    self.reason = reason
+  }
 }
 
 /// In reports: `objectID` (64 lowercase hex digits), `bytes` and `reason`. The app's metadata is left out (it

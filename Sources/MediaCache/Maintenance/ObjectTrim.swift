@@ -9,6 +9,13 @@ public struct TrimmedObject: Sendable, Equatable, Codable {
   /// Bytes freed on disk.
   public var bytes: Int64
 
+  /// A cut object (for an app's own events and tests).
+  public init(id: ObjectID, keptHead: Int64, bytes: Int64) {
+    self.id = id
+    self.keptHead = keptHead
+    self.bytes = bytes
+  }
+
   private enum CodingKeys: String, CodingKey {
     case id = "objectID"
     case keptHead

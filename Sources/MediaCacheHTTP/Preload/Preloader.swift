@@ -85,6 +85,8 @@ public actor Preloader {
   public private(set) var policy: Policy
   /// Told the bytes of each piece fetched (a server's metrics).
   private let onFetched: (@Sendable (Int64) -> Void)?
+  /// Where the ranges fetched are recorded, to learn whether players use them.
+  public let ledger: PreloadLedger?
   private var window: [String] = []
   private var jobs: [String: Job] = [:]
   private var running: (url: String, run: Int, task: Task<Void, Never>)?
@@ -92,12 +94,13 @@ public actor Preloader {
   private var runs = 0
 
   /// A preloader fetching through `reader` with `policy`; `planner` maps seconds to bytes (its reader should
-  /// be `reader`).
+  /// be `reader`). The ranges fetched are recorded in `ledger` when one is given.
   public init(
     reader: CachingReader, policy: Policy = Policy(), planner: StartPlanner? = nil,
-    onFetched: (@Sendable (Int64) -> Void)? = nil
+    ledger: PreloadLedger? = nil, onFetched: (@Sendable (Int64) -> Void)? = nil
   ) {
     self.reader = reader
+    self.ledger = ledger
     self.policy = policy
     self.planner = planner ?? StartPlanner(reader: reader)
     self.onFetched = onFetched
@@ -197,9 +200,17 @@ public actor Preloader {
       if let made = jobs[url]?.plan {
         plan = made
       } else {
+        // What planning fetched (box headers, a `moov` at the tail, playlists) is preloaded too.
+        let before = await cachedRanges(url)
         plan = try await makePlan(url, target)
         guard jobs[url] != nil, !Task.isCancelled else { return }
         jobs[url]!.plan = plan
+        let probed = await cachedRanges(url).subtracting(before)
+        if !probed.isEmpty {
+          jobs[url]!.fetchedBytes += probed.count
+          onFetched?(probed.count)
+          ledger?.recordPreloaded(reader.cache.objectID(for: url), probed.ranges)
+        }
       }
       // The other items' bytes: their plans' ranges, or what they fetched (whole objects).
       let others = jobs.filter { $0.key != url }.values.reduce(Int64(0)) { sum, job in
@@ -218,11 +229,15 @@ public actor Preloader {
           // A player waiting for an origin goes first: the next fetch waits until none is.
           while CachingReader.playersWaitingForOrigin > 0 { try await Task.sleep(for: .milliseconds(50)) }
           var fetched: Int64 = 0
+          let id = ledger.map { _ in reader.cache.objectID(for: part.url) }
           for try await progress in reader.prefetch(part.url, range: range) {
             let more = max(0, progress.fetchedBytes - fetched)
             fetched += more
             if jobs[url] != nil { jobs[url]!.fetchedBytes += more }
             if more > 0 { onFetched?(more) }
+            if let ledger, let id, !progress.fetchedRanges.isEmpty {
+              ledger.recordPreloaded(id, progress.fetchedRanges)
+            }
           }
           try Task.checkCancellation()
         }
@@ -230,6 +245,15 @@ public actor Preloader {
       if jobs[url] != nil { jobs[url]!.state = .done }
     } catch {
       if !Task.isCancelled, jobs[url] != nil { jobs[url]!.state = .failed("\(error)") }
+    }
+  }
+
+  /// The bytes of `url`'s object committed to the cache (empty if it cannot be read).
+  private func cachedRanges(_ url: String) async -> ByteRangeSet {
+    switch try? await reader.cache.status(for: url) {
+    case .partial(_, _, let ranges): ByteRangeSet(ranges)
+    case .complete(let length): ByteRangeSet([0..<length])
+    case .some(.none), nil: ByteRangeSet()
     }
   }
 
