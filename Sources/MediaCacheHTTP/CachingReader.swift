@@ -349,9 +349,16 @@ public final class CachingReader: Sendable {
     prefetch(url.absoluteString, range: range)
   }
 
-  /// Readers in this process waiting for bytes an origin has not sent yet, of requests a player waits for (a
+  /// This reader's reads waiting for bytes an origin has not sent yet, of requests a player waits for (a
   /// stalled player). `Preloader` does not start its next fetch while there are any.
-  public static var playersWaitingForOrigin: Int { Flight.playersWaiting.load(ordering: .relaxed) }
+  public var playersWaitingForOrigin: Int { environment.playerWaits.count }
+
+  /// Whether one of this reader's players is waiting for an origin now or stopped waiting less than `window`
+  /// ago: a player reading at the origin's pace waits again a moment after each piece, and background work must
+  /// not slip into those moments.
+  public func playerWaitedForOrigin(within window: Duration) -> Bool {
+    environment.playerWaits.waited(within: window)
+  }
 
   /// Cancels every origin request this reader has running; readers waiting on them get `CancellationError`.
   public func cancelAll() async {

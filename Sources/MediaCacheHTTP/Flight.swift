@@ -28,9 +28,8 @@ actor Flight {
   /// Readers blocked waiting for bytes right now; while there are none, the fetch hands bytes over in larger
   /// batches (fewer hops), since nobody is waiting for them.
   nonisolated let blockedReaders = Atomic<Int>(0)
-  /// Readers of foreground flights (players) waiting for the origin's bytes now, in this process: background
-  /// work that can wait (`Preloader`) does not start while there are any.
-  static let playersWaiting = Atomic<Int>(0)
+  /// Where this flight's players count their waits for the origin (the reader's; nil: not counted).
+  nonisolated let playerWaits: PlayerWaits?
   /// How far bytes have been written to the cache, counting the body part the I/O executor is writing now
   /// (ahead of `received` by the batches written and not yet handed over).
   nonisolated let writtenHint: Atomic<Int64>
@@ -53,8 +52,9 @@ actor Flight {
 
   init(
     start: Int64, end: Int64?, chunkSize: Int, priority: ReadPriority = .foreground, readAhead: Int64 = 0,
-    grace: Duration = .zero, window: Int64 = 0
+    grace: Duration = .zero, window: Int64 = 0, playerWaits: PlayerWaits? = nil
   ) {
+    self.playerWaits = playerWaits
     state = FlightState(
       start: start, end: end, chunkSize: chunkSize, priority: priority, readAhead: readAhead, grace: grace,
       window: window)
@@ -198,10 +198,10 @@ actor Flight {
       case .wait:
         let player = state.priority == .foreground
         blockedReaders.add(1, ordering: .relaxed)
-        if player { Self.playersWaiting.add(1, ordering: .relaxed) }
+        if player { playerWaits?.begin() }
         defer {
           blockedReaders.subtract(1, ordering: .relaxed)
-          if player { Self.playersWaiting.subtract(1, ordering: .relaxed) }
+          if player { playerWaits?.end() }
         }
         try await wait()
       }

@@ -81,7 +81,7 @@ final class ObjectSession: Sendable {
     let flight = Flight(
       start: start, end: end, chunkSize: manifest.chunkSize, priority: priority,
       readAhead: environment.abandonedRequestReadAhead, grace: environment.abandonedRequestGrace,
-      window: windowed ? environment.originRequestWindow : 0)
+      window: windowed ? environment.originRequestWindow : 0, playerWaits: environment.playerWaits)
     _ = await flight.attach(priority: priority)
     // An earlier flight of the same run that is far behind stops where this one starts.
     for other in flights.withLock({ $0 }) where other.start < start { await other.limit(to: start) }

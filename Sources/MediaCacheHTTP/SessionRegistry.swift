@@ -29,6 +29,8 @@ struct SessionEnvironment: Sendable {
   let bufferPool: ByteBufferPool
   /// See `CachingReader.Configuration.backgroundBytesPerSecond` (nil: no limit).
   let backgroundRate: BackgroundRateLimit?
+  /// The reader's players waiting for an origin (`CachingReader.playersWaitingForOrigin`).
+  let playerWaits = PlayerWaits()
 }
 
 /// The objects a `CachingReader` has open: one `ObjectSession` per object (one data manager, so completed

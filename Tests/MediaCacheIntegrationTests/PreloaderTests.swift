@@ -122,10 +122,10 @@ struct PreloaderTests {
           for try await piece in bytes { count += piece.count }
           return count
         }
-        for _ in 0..<200 where CachingReader.playersWaitingForOrigin == 0 {
+        for _ in 0..<200 where reader.playersWaitingForOrigin == 0 {
           try await Task.sleep(for: .milliseconds(10))
         }
-        #expect(CachingReader.playersWaitingForOrigin > 0)
+        #expect(reader.playersWaitingForOrigin > 0)
         let items = ["a", "b"].map { origin.url(.normal, "stalled-\($0)", size: 256 << 10) }
         let preloader = Preloader(reader: reader, policy: .init(targets: [.bytes(256 << 10)]))
         await preloader.update(items: items, current: 0)

@@ -12,7 +12,8 @@ import MediaCache
 ///   (what was fetched stays cached); when a nearer item appears, the one being fetched is stopped and taken up
 ///   again after it (a prefetch resumes where the cache stops).
 /// - Preloading is background work: it yields to players (`CachingReader`'s background limits), does not start
-///   a fetch while a player waits for an origin (`CachingReader.playersWaitingForOrigin`), and keeps to
+///   a fetch while a player waits for an origin or did in the last half second
+///   (`CachingReader.playerWaitedForOrigin(within:)`), and keeps to
 ///   `CachingReader.Configuration.backgroundBytesPerSecond` when one is set.
 /// - `Policy.byteBudget` bounds the bytes planned for the items of the window that are not played yet: an item
 ///   whose plan would pass it is not fetched (`State.overBudget`) until others are played or leave.
@@ -78,6 +79,9 @@ public actor Preloader {
     var plan: StartPlanner.Plan?
     var fetchedBytes: Int64 = 0
   }
+
+  /// A player that stopped waiting for an origin less than this ago still counts as waiting.
+  static let playerWaitLinger = Duration.milliseconds(500)
 
   private let reader: CachingReader
   private let planner: StartPlanner
@@ -227,7 +231,9 @@ public actor Preloader {
         }
         for range in part.requests {
           // A player waiting for an origin goes first: the next fetch waits until none is.
-          while CachingReader.playersWaitingForOrigin > 0 { try await Task.sleep(for: .milliseconds(50)) }
+          while reader.playerWaitedForOrigin(within: Self.playerWaitLinger) {
+            try await Task.sleep(for: .milliseconds(50))
+          }
           var fetched: Int64 = 0
           let id = ledger.map { _ in reader.cache.objectID(for: part.url) }
           for try await progress in reader.prefetch(part.url, range: range) {
