@@ -178,17 +178,44 @@ final class BodyWriter: HTTPClientResponseDelegate, @unchecked Sendable {
       stoppedAtEnd = true
       return drained(task.eventLoop).flatMapThrowing { throw StopReading() }
     }
-    // Background work past its rate reads its next part later (see `BackgroundRateLimit`).
-    let limit = flight.isBackground.load(ordering: .relaxed) ? session.environment.backgroundRate : nil
+    // Background work past its rate reads its next part later (see `BackgroundRateLimit`), and not while a
+    // player of this reader waits for an origin (a background flight has no player: one that joins promotes it).
+    let background = flight.isBackground.load(ordering: .relaxed)
+    let limit = background ? session.environment.backgroundRate : nil
     let delay = count > 0 ? limit?.delay(taking: count) ?? .zero : .zero
-    guard queuedBytes > Self.maxQueuedBytes else {
-      if delay == .zero { return task.eventLoop.makeSucceededVoidFuture() }
-      return task.eventLoop.scheduleTask(in: delay) {}.futureResult
-    }
-    if roomPromise == nil { roomPromise = task.eventLoop.makePromise() }
-    if delay == .zero { return roomPromise!.futureResult }
     let eventLoop = task.eventLoop
-    return roomPromise!.futureResult.flatMap { eventLoop.scheduleTask(in: delay) {}.futureResult }
+    let waits =
+      background && session.environment.playerWaits.count > 0 ? session.environment.playerWaits : nil
+    func paced(_ ready: EventLoopFuture<Void>) -> EventLoopFuture<Void> {
+      var next = ready
+      if delay != .zero { next = next.flatMap { eventLoop.scheduleTask(in: delay) {}.futureResult } }
+      if let waits {
+        next = next.flatMap { Self.whilePlayersWait(waits, on: eventLoop, until: .now() + Self.longestPause) }
+      }
+      return next
+    }
+    guard queuedBytes > Self.maxQueuedBytes else {
+      if delay == .zero && waits == nil { return eventLoop.makeSucceededVoidFuture() }
+      return paced(eventLoop.makeSucceededVoidFuture())
+    }
+    if roomPromise == nil { roomPromise = eventLoop.makePromise() }
+    return paced(roomPromise!.futureResult)
+  }
+
+  /// The longest a background flight's next part waits for players to stop waiting: if a player's count were
+  /// ever wrong, background work would slow down, never stop.
+  static let longestPause = TimeAmount.seconds(2)
+
+  /// Succeeds once no player of `waits` waits for an origin (checked every 50 ms), or at `deadline`.
+  private static func whilePlayersWait(
+    _ waits: PlayerWaits, on eventLoop: any EventLoop, until deadline: NIODeadline
+  )
+    -> EventLoopFuture<Void>
+  {
+    guard waits.count > 0, NIODeadline.now() < deadline else { return eventLoop.makeSucceededVoidFuture() }
+    return eventLoop.scheduleTask(in: .milliseconds(50)) {}.futureResult.flatMap {
+      whilePlayersWait(waits, on: eventLoop, until: deadline)
+    }
   }
 
   /// Hands everything queued to the executor as one batch; when it is written, hands it to the readers (on

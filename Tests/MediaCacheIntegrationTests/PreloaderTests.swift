@@ -3,6 +3,7 @@ import MediaCache
 import MediaCacheHTTP
 import MediaCacheTestOrigin
 import MediaCacheTestSupport
+import Synchronization
 import Testing
 
 /// `Preloader` against a real origin on 127.0.0.1 and a real cache: the window after the current item, nearer
@@ -105,6 +106,50 @@ struct PreloaderTests {
         // b's bytes came once, z's once.
         #expect(sent(origin, "near-z") == 512 << 10)
         #expect(sent(origin, "near-b") < (512 << 10) + (320 << 10), "\(requests)")
+      }
+    }
+  }
+
+  /// A background fetch already running stops reading from its origin while a player of the same reader waits
+  /// for one, and goes on once the player has its bytes: 800 KiB/s of background bytes would otherwise come in
+  /// beside the player's 32 KiB per second.
+  @Test func aRunningPrefetchPausesWhileAPlayerWaits() async throws {
+    try await withOrigin { origin in
+      try await withReader(origin) { reader, _ in
+        let samples = Mutex<[(ContinuousClock.Instant, Int64)]>([])
+        let background = Task {
+          // 16 KiB every 20 ms: 4 MiB take about 5 s.
+          let url = origin.url(.slow, "paused-bg", size: 4 << 20, query: "delay-ms=20")
+          for try await progress in reader.prefetch(url) {
+            samples.withLock { $0.append((.now, progress.cachedBytes)) }
+          }
+        }
+        defer { background.cancel() }
+        for _ in 0..<300 where (samples.withLock { $0.last?.1 } ?? 0) < 64 << 10 {
+          try await Task.sleep(for: .milliseconds(10))
+        }
+        // The player's object comes 16 KiB every half second: it waits nearly all the time for 2.5 s.
+        let player = origin.url(.slow, "paused-player", size: 96 << 10, query: "delay-ms=500")
+        let began = ContinuousClock.now
+        let played = Task {
+          let bytes = try await reader.read(player)
+          defer { bytes.close() }
+          var count = 0
+          for try await piece in bytes { count += piece.count }
+          return count
+        }
+        #expect(try await played.value == 96 << 10)
+        let ended = ContinuousClock.now
+        // What the background fetch cached while the player waited (its first and last quarter second left
+        // out: the pause takes effect at the next part, and the player's last piece ends its wait).
+        let during = samples.withLock { list in
+          list.filter { $0.0 > began + .milliseconds(250) && $0.0 < ended - .milliseconds(250) }.map(\.1)
+        }
+        #expect(during.count >= 3, "samples while the player waited: \(during)")
+        let grown = (during.last ?? 0) - (during.first ?? 0)
+        #expect(grown < 128 << 10, "the background fetch cached \(grown) bytes while the player waited")
+        try await background.value
+        #expect(samples.withLock { $0.last?.1 } == 4 << 20)
       }
     }
   }

@@ -29,7 +29,7 @@ struct BenchCommand: AsyncParsableCommand {
       FileIOCommand.self, WriteRSSCommand.self, MakeTreeCommand.self, CompactorPassCommand.self,
       MakeBigTreeCommand.self, FsckPassCommand.self, RunRSSCommand.self, DiskCommand.self, TreeCommand.self,
       RowCommand.self, TableCommand.self, FloorServerCommand.self, FanoutCommand.self, PlayScriptCommand.self,
-      DelayRelayCommand.self, DumpExampleManifestCommand.self, ServeFloorCommand.self,
+      DelayRelayCommand.self, DumpExampleManifestCommand.self, ServeFloorCommand.self, FeedCommand.self,
     ])
 
   static func main() async { await main(usageStatus: 2) }
