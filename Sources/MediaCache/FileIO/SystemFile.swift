@@ -59,7 +59,7 @@ final class SystemFile: Sendable {
   init(path: String, writable: Bool, create: Bool = false) throws {
     var options: FileDescriptor.OpenOptions = [.closeOnExec, .noFollow, .nonBlocking]
     if create { options.insert(.create) }
-    descriptor = try faultPoint(
+    let opened = try faultPoint(
       IOEvent(operation: .open, path: path, creates: create), syscall: "open",
       resultDescriptor: { $0.rawValue }
     ) {
@@ -71,8 +71,11 @@ final class SystemFile: Sendable {
         throw SystemCallError(syscall: "open", path: path, errno: code)
       }
     }
+    // Checked before the descriptor is stored: a refused one is closed there, and an instance that never
+    // finished initialising has no deinit to close its number again (it may be another thread's file by then).
+    try Self.requireRegularFile(opened.rawValue, path: path)
+    descriptor = opened
     self.path = path
-    try Self.requireRegularFile(descriptor.rawValue, path: path)
   }
 
   /// Throws `StoreError.unexpectedFileType` (closing `fd`) unless it is a regular file.

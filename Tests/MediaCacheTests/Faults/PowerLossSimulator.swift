@@ -282,10 +282,10 @@ final class PowerLossSimulator: IOFaultHandler {
         if let existing = state.files[context.key] {
           record = existing
         } else {
-          // Close-on-exec, as every descriptor the library opens: a plain dup() was inherited by child
-          // processes other suites start meanwhile (swift-testing's exit tests, Foundation's Process), and a
-          // child alive after the trial kept the data file's in-use flock, so the checker's repair skipped the
-          // object as busy and the re-check found its garbled manifest (one trial in a full `swift test`).
+          // Close-on-exec, as every descriptor the library opens, so that no child another suite spawns
+          // (swift-testing's exit tests, Foundation's Process) keeps the data file's in-use flock past its
+          // exec. Until its exec a child has a copy of every descriptor, close-on-exec or not: the harness
+          // waits for that before its checks (`PowerLossHarness.waitForChildrenToLetGo`).
           record = FileRecord(
             descriptor: fcntl(event.descriptor, F_DUPFD_CLOEXEC, 0), durableSize: context.sizeBefore)
           state.files[context.key] = record

@@ -13,6 +13,8 @@ import Testing
 ///
 /// `MEDIACACHE_TORTURE_TRIALS` (default 50 per test) and `MEDIACACHE_TORTURE_SEED` choose the run; each trial's
 /// seed is printed with any failure, and `MEDIACACHE_TORTURE_REPORT=1` prints the totals.
+/// `MEDIACACHE_TORTURE_SPAWN=<n>` has n threads spawn child processes meanwhile, as other suites do in a full
+/// `swift test` (see `waitForChildrenToLetGo`).
 extension FaultTests {
   @Suite struct PowerLoss {
     @Test func managerWritesWithBackgroundCommits() async throws {
@@ -61,6 +63,9 @@ enum PowerLossHarness {
     var rng = SeededRandom(seed: tortureSeed() ^ (kind == .manager ? 1 : 2))
     var maxCalls = 150
     var maxSyncs = 20
+    let spawner = ChildSpawner(
+      threads: ProcessInfo.processInfo.environment["MEDIACACHE_TORTURE_SPAWN"].flatMap { Int($0) } ?? 0)
+    defer { spawner?.stop() }
     // MEDIACACHE_TORTURE_REPLAY="<seed> <maxCalls> <maxSyncs>" runs just that trial (a failure prints it).
     let replay = ProcessInfo.processInfo.environment["MEDIACACHE_TORTURE_REPLAY"].map {
       $0.split(separator: " ").compactMap { UInt64($0) }
@@ -408,12 +413,15 @@ enum PowerLossHarness {
     }
     // fsck: repair, then a second check must be clean.
     do {
+      let trialDirectory = parentDirectory(of: root)
+      waitForChildrenToLetGo(of: trialDirectory, &outcome)
       let repair = try CacheChecker(root: FilePath(root), options: .init(repair: true)).run()
       // Nothing may have the objects open now: a busy object is not repaired, and the re-check would report
       // what repair skipped rather than what it failed to fix.
       if repair.totals.busy > 0 {
         outcome.failures.append("fsck repair found \(repair.totals.busy) objects busy (open in some process)")
       }
+      waitForChildrenToLetGo(of: trialDirectory, &outcome)
       let second = try CacheChecker(root: FilePath(root)).run()
       let errors = second.findings.filter { $0.severity == .error }
       if !errors.isEmpty {
@@ -422,6 +430,91 @@ enum PowerLossHarness {
     } catch {
       outcome.failures.append("fsck could not run: \(error)")
     }
+  }
+
+  /// Waits until no child of this process has a file under `directory` open; records a failure naming the
+  /// holders if one still does after `timeout`.
+  ///
+  /// Other suites spawn children meanwhile (Foundation's `Process`, swift-testing's exit tests). On Linux
+  /// `posix_spawn` clones this process, descriptor table included (close-on-exec descriptors too), and the
+  /// child keeps that copy until its `exec`; a copy refers to the same open file description, so it holds that
+  /// description's `flock`. A data file the workload or `verify`'s reader closed a moment ago can so still be
+  /// locked by a child that a loaded machine has not yet let reach its `exec`, and the checker's repair skips
+  /// the object as busy (seen in a full `swift test`: "fsck repair found 1 objects busy", then the re-check
+  /// reports what repair skipped). Nothing in this process has the trial's files open here, so no child spawned
+  /// from now on gets one: the wait ends once the children spawned before have exec'd or exited, normally
+  /// within milliseconds. A holder left after `timeout` keeps the descriptor across `exec` or lives on without
+  /// one: a real leak, which fails the trial.
+  static func waitForChildrenToLetGo(
+    of directory: String, _ outcome: inout TrialOutcome, timeout: Duration = .seconds(30)
+  ) {
+    #if os(Linux)
+      let clock = ContinuousClock()
+      let deadline = clock.now + timeout
+      var holders = childDescriptors(under: directory)
+      while !holders.isEmpty && clock.now < deadline {
+        usleep(1000)  // no event tells another process's exec: look again
+        holders = childDescriptors(under: directory)
+      }
+      if !holders.isEmpty {
+        outcome.failures.append("child processes still hold the trial's files after \(timeout): \(holders)")
+      }
+    #endif
+  }
+
+  #if os(Linux)
+    /// The descriptors of this process's children that refer to files under `directory` ("pid 12 fd 40 ->
+    /// path"), from `/proc`.
+    static func childDescriptors(under directory: String) -> [String] {
+      let me = getpid()
+      var found: [String] = []
+      for entry in (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? [] {
+        guard let pid = Int32(entry), pid != me,
+          let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+          let commandEnd = stat.lastIndex(of: ")")
+        else { continue }
+        // After "pid (command) ": the state, then the parent's pid.
+        let fields = stat[stat.index(after: commandEnd)...].split(separator: " ")
+        guard fields.count > 1, Int32(fields[1]) == me else { continue }
+        for descriptor in (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd")) ?? [] {
+          let link = "/proc/\(pid)/fd/\(descriptor)"
+          guard let target = try? FileManager.default.destinationOfSymbolicLink(atPath: link),
+            target.hasPrefix(directory + "/")
+          else { continue }
+          found.append("pid \(pid) fd \(descriptor) -> \(target)")
+        }
+      }
+      return found
+    }
+  #endif
+}
+
+/// Spawns short-lived children (`/bin/true`, through Foundation's `Process`) on `threads` threads until
+/// stopped: what other suites do during a full `swift test`, here on demand (`MEDIACACHE_TORTURE_SPAWN`).
+final class ChildSpawner: Sendable {
+  private let stopping = Atomic<Bool>(false)
+  private let running = DispatchGroup()
+
+  init?(threads: Int) {
+    guard threads > 0 else { return nil }
+    for _ in 0..<threads {
+      running.enter()
+      Thread.detachNewThread { [self] in
+        while !stopping.load(ordering: .relaxed) {
+          let child = Process()
+          child.executableURL = URL(fileURLWithPath: "/bin/true")
+          guard (try? child.run()) != nil else { break }
+          child.waitUntilExit()
+        }
+        running.leave()
+      }
+    }
+  }
+
+  /// Stops spawning and waits for the last children.
+  func stop() {
+    stopping.store(true, ordering: .relaxed)
+    running.wait()
   }
 }
 
