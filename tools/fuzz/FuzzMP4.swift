@@ -12,7 +12,10 @@
 //      (the range the scan named) and the file's first 8 bytes;
 //   3. a longer time never plans fewer bytes, and every range planned for a shorter time lies inside the
 //      ranges for a longer one;
-//   4. `estimatedRange` lies inside the file for any duration the plan reports.
+//   4. `estimatedRange` lies inside the file for any duration the plan reports;
+//   5. the input read as a DASH index range (`MP4SegmentIndex.parse`, with and without the file's length)
+//      gives references inside the file when its length is given, with starts that never go back, and
+//      `ranges(before:)` sorted and disjoint.
 // A violated property ends in `fatalError`, which libFuzzer reports as a crash and saves the input.
 
 import MediaCacheStreaming
@@ -21,6 +24,7 @@ import MediaCacheStreaming
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
   let file = Array(UnsafeBufferPointer(start: data, count: size))
+  checkSegmentIndex(file)
   var previous: MP4StartRanges.Plan?
   for seconds in [0, 0.15, 1e6] {
     guard let plan = plan(file, seconds: seconds) else { return 0 }
@@ -88,5 +92,30 @@ func check(_ plan: MP4StartRanges.Plan, in file: [UInt8]) {
   for needed in [plan.movieBox, 0..<8]
   where !plan.ranges.contains(where: { $0.clamped(to: needed) == needed }) {
     fatalError("\(needed) is not planned: \(plan.ranges)")
+  }
+}
+
+/// Property 5: the input as a `sidx` at offset 0 of a file of its own length, and of an unknown length.
+func checkSegmentIndex(_ file: [UInt8]) {
+  for length in [Int64(file.count), nil] {
+    do {
+      let index = try MP4SegmentIndex.parse(file, base: 0, fileLength: length, url: "u")
+      var start = -Double.infinity
+      for reference in index.references {
+        if let length, reference.range.upperBound > length {
+          fatalError("reference \(reference.range) past \(length)")
+        }
+        if reference.start < start {
+          fatalError("reference starts go back: \(reference.start) after \(start)")
+        }
+        start = reference.start
+      }
+      let ranges = index.ranges(before: 2)
+      for (a, b) in zip(ranges, ranges.dropFirst()) where a.upperBound > b.lowerBound {
+        fatalError("ranges \(a) and \(b) overlap or are out of order")
+      }
+    } catch {
+      if "\(error)".contains("\n") { fatalError("a multi-line error: \(error)") }
+    }
   }
 }

@@ -160,8 +160,13 @@ public struct StartPlanner: Sendable {
     let end = seconds + HLSPlaylist.MediaPlaylist.interleaveMargin
     for set in presentation.periods.first?.adaptationSets ?? [] {
       guard let representation = startRepresentation(set.representations) else { continue }
+      let segments = try representation.segments()
+      if let index = segments.first(where: { $0.kind == .index }), let range = index.byteRange {
+        parts += try await segmentBaseParts(segments, index: index.url.absoluteString, range: range, end: end)
+        continue
+      }
       var firstMedia = true
-      for segment in try representation.segments() {
+      for segment in segments {
         if segment.kind == .media {
           guard firstMedia || (segment.start.map { $0 < end } ?? false) else { break }
           firstMedia = false
@@ -171,6 +176,32 @@ public struct StartPlanner: Sendable {
       }
     }
     return Plan(url: url, parts: parts, source: .dashSegments)
+  }
+
+  /// The most bytes of a `SegmentBase@indexRange` read to plan.
+  static let maxIndexBytes: Int64 = 1 << 20
+
+  /// A `SegmentBase` representation (one file, its `sidx` at `range`): its initialization, its index, and the
+  /// subsegments the index says start before `end`.
+  private func segmentBaseParts(
+    _ segments: [MPDSegments.Segment], index url: String, range: ClosedRange<Int64>, end: Double
+  ) async throws -> [Part] {
+    guard Int64(range.count) <= Self.maxIndexBytes else {
+      throw MP4Error(
+        url: url, kind: .tooLarge(type: "sidx", bytes: Int64(range.count), limit: Self.maxIndexBytes))
+    }
+    let read = try await read(url, .bounded(range.lowerBound..<range.upperBound + 1))
+    let index = try MP4SegmentIndex.parse(
+      read.bytes, base: range.lowerBound, fileLength: read.length, url: url)
+    let initialization = segments.filter { $0.kind == .initialization }.map { segment in
+      Part(
+        url: segment.url.absoluteString, ranges: segment.byteRange.map { [$0.lowerBound..<$0.upperBound + 1] }
+      )
+    }
+    return initialization + [
+      Part(url: url, ranges: [range.lowerBound..<range.upperBound + 1]),
+      Part(url: url, ranges: index.ranges(before: end)),
+    ]
   }
 
   /// The representation a player starts on: the first, or with `maxBandwidth` the highest under it (else the

@@ -22,6 +22,12 @@ public struct MP4Error: Error, Sendable, Equatable, CustomStringConvertible {
 
   package var kind: Kind
 
+  /// The error `kind` for the file at `url`.
+  package init(url: String, kind: Kind) {
+    self.url = url
+    self.kind = kind
+  }
+
   /// What kind of failure (named as the case of `kind`).
   public var code: Code { Code(caseOf: kind) }
 
