@@ -39,6 +39,8 @@ enum PreloadEndpoint {
       var error: String?
       var plannedBytes: Int64?
       var fetchedBytes: Int64
+      /// Seconds known to be cached (a target in seconds fetched whole), nil for a target in bytes.
+      var cachedSeconds: Double?
     }
     var items: [Item]
   }
@@ -72,7 +74,7 @@ enum PreloadEndpoint {
         }
         return Report.Item(
           url: item.url, distance: item.distance, seconds: seconds, bytes: bytes, state: state, error: error,
-          plannedBytes: item.plannedBytes, fetchedBytes: item.fetchedBytes)
+          plannedBytes: item.plannedBytes, fetchedBytes: item.fetchedBytes, cachedSeconds: item.cachedSeconds)
       })
   }
 }

@@ -24,6 +24,7 @@ import Testing
       var state: String
       var plannedBytes: Int64?
       var fetchedBytes: Int64
+      var cachedSeconds: Double?
     }
     var items: [Item]
   }
@@ -52,6 +53,7 @@ import Testing
         }
         #expect(report.items.map(\.distance) == [1, 2])
         #expect(report.items.map(\.seconds) == [2, 1])
+        #expect(report.items.map(\.cachedSeconds) == [2, 1])
         #expect(report.items.map(\.state) == ["done", "done"], "\(report.items)")
         #expect(report.items.first?.url == origin.url(file: "tail-index.mp4"))
         #expect(report.items.first?.plannedBytes == 79_300)

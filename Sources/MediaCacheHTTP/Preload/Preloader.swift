@@ -70,6 +70,10 @@ public actor Preloader {
     public var plannedBytes: Int64?
     /// Bytes fetched from the origin for it by this preloader.
     public var fetchedBytes: Int64
+    /// The seconds of media known to be cached: the longest target in seconds whose plan was fetched whole
+    /// (kept when the item comes nearer and a longer target is being fetched), 0 before any; nil for a target
+    /// in bytes.
+    public var cachedSeconds: Double?
   }
 
   private struct Job {
@@ -78,6 +82,8 @@ public actor Preloader {
     var state: State = .waiting
     var plan: StartPlanner.Plan?
     var fetchedBytes: Int64 = 0
+    /// The longest target in seconds fetched whole.
+    var doneSeconds: Double = 0
   }
 
   /// A player that stopped waiting for an origin less than this ago still counts as waiting.
@@ -158,7 +164,8 @@ public actor Preloader {
       jobs[url].map {
         ItemStatus(
           url: url, distance: $0.distance, target: $0.target, state: $0.state,
-          plannedBytes: $0.plan?.byteCount, fetchedBytes: $0.fetchedBytes)
+          plannedBytes: $0.plan?.byteCount, fetchedBytes: $0.fetchedBytes,
+          cachedSeconds: $0.target.isSeconds ? $0.doneSeconds : nil)
       }
     }
   }
@@ -248,7 +255,12 @@ public actor Preloader {
           try Task.checkCancellation()
         }
       }
-      if jobs[url] != nil { jobs[url]!.state = .done }
+      if jobs[url] != nil {
+        jobs[url]!.state = .done
+        if case .seconds(let seconds) = target {
+          jobs[url]!.doneSeconds = max(jobs[url]!.doneSeconds, seconds)
+        }
+      }
     } catch {
       if !Task.isCancelled, jobs[url] != nil { jobs[url]!.state = .failed("\(error)") }
     }
@@ -283,4 +295,11 @@ public actor Preloader {
 
 extension Array {
   fileprivate subscript(safe index: Int) -> Element? { indices.contains(index) ? self[index] : nil }
+}
+
+extension Preloader.Target {
+  fileprivate var isSeconds: Bool {
+    if case .seconds = self { return true }
+    return false
+  }
 }
