@@ -186,11 +186,14 @@ final class BodyWriter: HTTPClientResponseDelegate, @unchecked Sendable {
     let eventLoop = task.eventLoop
     let waits =
       background && session.environment.playerWaits.count > 0 ? session.environment.playerWaits : nil
+    let flight = self.flight
     func paced(_ ready: EventLoopFuture<Void>) -> EventLoopFuture<Void> {
       var next = ready
       if delay != .zero { next = next.flatMap { eventLoop.scheduleTask(in: delay) {}.futureResult } }
       if let waits {
-        next = next.flatMap { Self.whilePlayersWait(waits, on: eventLoop, until: .now() + Self.longestPause) }
+        next = next.flatMap {
+          Self.whilePlayersWait(waits, flight: flight, on: eventLoop, until: .now() + Self.longestPause)
+        }
       }
       return next
     }
@@ -206,15 +209,16 @@ final class BodyWriter: HTTPClientResponseDelegate, @unchecked Sendable {
   /// ever wrong, background work would slow down, never stop.
   static let longestPause = TimeAmount.seconds(2)
 
-  /// Succeeds once no player of `waits` waits for an origin (checked every 50 ms), or at `deadline`.
+  /// Succeeds once no player of `waits` waits for an origin (checked every 50 ms), once `flight` is promoted (a
+  /// player joined it: it is that player's wait now), or at `deadline`.
   private static func whilePlayersWait(
-    _ waits: PlayerWaits, on eventLoop: any EventLoop, until deadline: NIODeadline
-  )
-    -> EventLoopFuture<Void>
-  {
-    guard waits.count > 0, NIODeadline.now() < deadline else { return eventLoop.makeSucceededVoidFuture() }
+    _ waits: PlayerWaits, flight: Flight, on eventLoop: any EventLoop, until deadline: NIODeadline
+  ) -> EventLoopFuture<Void> {
+    guard waits.count > 0, flight.isBackground.load(ordering: .relaxed), NIODeadline.now() < deadline else {
+      return eventLoop.makeSucceededVoidFuture()
+    }
     return eventLoop.scheduleTask(in: .milliseconds(50)) {}.futureResult.flatMap {
-      whilePlayersWait(waits, on: eventLoop, until: deadline)
+      whilePlayersWait(waits, flight: flight, on: eventLoop, until: deadline)
     }
   }
 

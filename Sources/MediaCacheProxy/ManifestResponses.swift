@@ -47,7 +47,8 @@ extension ProxyResponder {
       throw refusal(for: error, url: origin)
     }
     metrics.noteServed(fromCache: bytes.bytesFromCache, fromOrigin: bytes.bytesFromOrigin)
-    metrics.noteServed(bytes.objectID, bytes.range.lowerBound..<bytes.range.lowerBound + Int64(body.count))
+    // A player asking for any of a playlist gets the whole rewritten one to use: all of it was played.
+    if !isHead { metrics.noteServed(bytes.objectID, 0..<Int64(body.count)) }
     metrics.noteRequest(hit: bytes.bytesFromOrigin == 0)
     var etag = bytes.etag
     if HLSPlaylist.isPlaylist(contentType: bytes.contentType, url: origin, prefix: body.prefix(16)),

@@ -26,6 +26,13 @@ import Testing
     // Served bytes preloaded again (the same fetch sampled later) stay served.
     ledger.recordPreloaded(a, [0..<1000])
     #expect(ledger.totals.preloaded == 2500)
+    // Bytes a player was served before a preload's sample named them were not preloaded.
+    ledger.noteServed(a, 7000..<7500)
+    ledger.recordPreloaded(a, [7000..<8000])
+    #expect(ledger.totals.preloaded == 3000 && ledger.totals.unplayed == 1800)
+    // Once every preloaded byte is served, serving skips the ledger (nothing waits).
+    ledger.noteServed(a, 0..<10_000)
+    #expect(!ledger.isTracking && ledger.totals.unplayed == 0)
   }
 
   @Test func evictionsAndCutTailsSettleTheUnplayedBytes() {

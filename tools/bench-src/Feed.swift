@@ -1,6 +1,6 @@
 // `feed`: a short-video feed played through the proxy by a scripted user, with one preloading strategy.
 //
-//   mediacache-bench feed --list FILE --media DIR --proxy URL --origin URL --origin-log FILE
+//   mediacache-bench feed --list FILE --media DIR --proxy URL --origin URL
 //                         --strategy none|whole|preloader [--seed S] [--speedup X]
 //       FILE lists the feed, one item a line: "mp4 PATH" or "hls PATH" (PATH under DIR and under the origin's
 //       URL; an HLS item is its media playlist, TS segments beside it). What a player reads to play t seconds
@@ -18,8 +18,8 @@
 //       on each move: the proxy's Preloader with its default policy, 5 s, 2 s, 2 s).
 //
 //       Prints one line per start and "feed: STRATEGY starts N, start ms p50 X p95 Y, no-origin starts P%,
-//       origin-bytes B, played-bytes Q, not-played-bytes U" (played: what the player read; origin bytes from
-//       the origin's access log, whose lines start with the body bytes sent; not played: B - Q).
+//       played-bytes Q" (what the player read). tools/bench adds the origin's bytes from its access log once
+//       the proxy has stopped (requests still running are logged when their connection closes).
 
 import ArgumentParser
 import Foundation
@@ -190,7 +190,6 @@ struct FeedCommand: ParsableCommand {
   @Option var media: String
   @Option var proxy: String
   @Option var origin: String
-  @Option var originLog: String
   @Option var strategy: String
   @Option var seed: UInt64 = 7
   @Option var speedup: Double = 5
@@ -261,15 +260,10 @@ struct FeedCommand: ParsableCommand {
     }
     downloader?.stop()
     if strategy == "preloader" { try put(proxyTarget, "/preload", "{\"items\":[],\"current\":-1}") }
-    sleep(1)  // requests still running are logged
-    let originBytes = try String(contentsOfFile: originLog, encoding: .utf8).split(separator: "\n").reduce(
-      Int64(0)
-    ) { $0 + (Int64($1.split(separator: " ").first ?? "") ?? 0) }
     print(
       "feed: \(strategy) starts \(starts.count), start ms p50 \(fixed(percentile(starts, 50), 2)) p95"
         + " \(fixed(percentile(starts, 95), 2)), no-origin starts"
-        + " \(fixed(100 * Double(originFree) / Double(max(1, starts.count)), 1))%, origin-bytes \(originBytes),"
-        + " played-bytes \(played), not-played-bytes \(max(0, originBytes - played))")
+        + " \(fixed(100 * Double(originFree) / Double(max(1, starts.count)), 1))%, played-bytes \(played)")
   }
 
   /// GETs `url` (the range, or all of it) to the end of its body.

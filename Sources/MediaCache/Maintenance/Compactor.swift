@@ -165,9 +165,10 @@ public struct Compactor: Sendable {
           lastAccess: object.lastAccess, trimmedFrom: head)
         guard manifest?.isPinned != true, shouldEvict(candidate) else { return nil }
       }
-      guard let result = try store.trimTail(object.id, keepingFirst: head, dryRun: policy.dryRun) else {
-        return nil
-      }
+      // Nothing freed (only unlisted bytes lay past the head, already in holes): not reported as a cut.
+      guard let result = try store.trimTail(object.id, keepingFirst: head, dryRun: policy.dryRun),
+        result.bytesFreed > 0
+      else { return nil }
       report.bytesFreed += result.bytesFreed
       report.trimmed.append(TrimmedObject(id: object.id, keptHead: result.keptHead, bytes: result.bytesFreed))
       return result.bytesFreed

@@ -37,11 +37,25 @@ public final class PreloadLedger: Sendable {
     var entries: [ObjectID: Entry] = [:]
     var totals = Totals()
     var clock: UInt64 = 0
+    /// Entries whose `unplayed` is not empty.
+    var withUnplayed = 0
   }
 
   private let state = Mutex(State())
-  /// Objects with unplayed bytes: serving checks it without the lock and skips the ledger when nothing waits.
+  /// Objects with unplayed bytes (`State.withUnplayed`): serving checks it without the lock and skips the
+  /// ledger when nothing waits.
   private let tracked = Atomic<Int>(0)
+
+  /// Stores `entry` (nil: forgets it) and keeps the count of objects with unplayed bytes.
+  private func store(_ entry: Entry?, for id: ObjectID, in state: inout State) {
+    let before = state.entries[id].map { !$0.unplayed.isEmpty } ?? false
+    let after = entry.map { !$0.unplayed.isEmpty } ?? false
+    state.entries[id] = entry
+    if before != after {
+      state.withUnplayed += after ? 1 : -1
+      tracked.store(state.withUnplayed, ordering: .relaxed)
+    }
+  }
   /// The most objects tracked at once.
   public let maxObjects: Int
 
@@ -71,15 +85,15 @@ public final class PreloadLedger: Sendable {
       entry.unplayed = entry.unplayed.union(fresh)
       state.totals.preloaded += fresh.count
       state.totals.unplayed += fresh.count
-      state.entries[id] = entry
+      store(entry, for: id, in: &state)
+      // Past the bound: an O(n) search, once per new object beyond 10 000 (a few microseconds).
       if state.entries.count > maxObjects,
         let oldest = state.entries.min(by: { $0.value.stamp < $1.value.stamp })
       {
-        state.entries[oldest.key] = nil
+        store(nil, for: oldest.key, in: &state)
         state.totals.unplayed -= oldest.value.unplayed.count
         state.totals.forgottenBytes += oldest.value.unplayed.count
       }
-      tracked.store(state.entries.count, ordering: .relaxed)
     }
   }
 
@@ -89,11 +103,12 @@ public final class PreloadLedger: Sendable {
     state.withLock { state in
       guard var entry = state.entries[id] else { return }
       let served = entry.unplayed.intersection(range).count
-      guard served > 0 else { return }
       entry.unplayed.remove(range)
+      // Served before a preload's sample names them (a player's own flight cached them): never preloaded.
+      entry.recorded.insert(range)
       state.totals.servedAfterPreload += served
       state.totals.unplayed -= served
-      state.entries[id] = entry
+      store(entry, for: id, in: &state)
     }
   }
 
@@ -118,8 +133,7 @@ public final class PreloadLedger: Sendable {
       entry.recorded.remove(start..<Int64.max)
       state.totals.evictedUnplayed += gone
       state.totals.unplayed -= gone
-      state.entries[id] = start == 0 ? nil : entry
-      tracked.store(state.entries.count, ordering: .relaxed)
+      store(start == 0 ? nil : entry, for: id, in: &state)
     }
   }
 }

@@ -186,9 +186,11 @@ public struct StartPlanner: Sendable {
   private func segmentBaseParts(
     _ segments: [MPDSegments.Segment], index url: String, range: ClosedRange<Int64>, end: Double
   ) async throws -> [Part] {
-    guard Int64(range.count) <= Self.maxIndexBytes else {
+    // Differences, not `range.count` (an Int that a hostile range overflows).
+    guard range.upperBound - range.lowerBound < Self.maxIndexBytes else {
       throw MP4Error(
-        url: url, kind: .tooLarge(type: "sidx", bytes: Int64(range.count), limit: Self.maxIndexBytes))
+        url: url,
+        kind: .tooLarge(type: "sidx", bytes: range.upperBound - range.lowerBound, limit: Self.maxIndexBytes))
     }
     let read = try await read(url, .bounded(range.lowerBound..<range.upperBound + 1))
     let index = try MP4SegmentIndex.parse(

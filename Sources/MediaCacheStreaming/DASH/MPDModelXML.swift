@@ -179,7 +179,10 @@ extension MPDSegments {
   static func byteRange(_ text: String) -> ClosedRange<Int64>? {
     let parts = text.trimmingCharacters(in: .whitespaces).split(
       separator: "-", omittingEmptySubsequences: false)
-    guard parts.count == 2, let first = Int64(parts[0]), let last = Int64(parts[1]), first >= 0, first <= last
+    // `last` below Int64.max: readers make it an exclusive end (`last + 1`).
+    guard parts.count == 2, let first = Int64(parts[0]), let last = Int64(parts[1]), first >= 0,
+      first <= last,
+      last < Int64.max
     else { return nil }
     return first...last
   }

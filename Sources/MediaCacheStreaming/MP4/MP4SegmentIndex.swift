@@ -6,7 +6,8 @@ public struct MP4SegmentIndex: Sendable, Equatable {
   public struct Reference: Sendable, Equatable {
     /// Its bytes in the file.
     public var range: Range<Int64>
-    /// When it starts, in seconds (the index's earliest presentation time plus the durations before it).
+    /// When it starts, in seconds from the first subsegment (the durations before it; the index's earliest
+    /// presentation time is not added).
     public var start: Double
     /// How long it plays, in seconds.
     public var duration: Double
@@ -61,7 +62,10 @@ public struct MP4SegmentIndex: Sendable, Equatable {
     }
     var references: [Reference] = []
     var offset = box.end + Int64(firstOffset)
-    var time = Double(earliest)
+    // Times from the first subsegment: an index of a stream cut from a live one starts far from 0, and the
+    // first seconds are the first subsegments whatever their presentation times.
+    _ = earliest
+    var time = 0.0
     for _ in 0..<count {
       let size = Int64(try u32() & 0x7FFF_FFFF)
       let duration = Double(try u32())
