@@ -218,10 +218,12 @@ public actor Preloader {
         jobs[url]!.plan = plan
         let probed = await cachedRanges(url).subtracting(before)
         if !probed.isEmpty {
-          jobs[url]!.fetchedBytes += probed.count
           onFetched?(probed.count)
           ledger?.recordPreloaded(reader.cache.objectID(for: url), probed.ranges)
         }
+        // An actor suspends at each `await`: the item may have left the window meanwhile.
+        guard jobs[url] != nil, !Task.isCancelled else { return }
+        jobs[url]!.fetchedBytes += probed.count
       }
       // The other items' bytes: their plans' ranges, or what they fetched (whole objects).
       let others = jobs.filter { $0.key != url }.values.reduce(Int64(0)) { sum, job in
