@@ -33,13 +33,23 @@ import Testing
     return try #require(Int64(match.1))
   }
 
-  /// Runs ffprobe on `url` reading `seconds` of packets, with `level` logging; returns stdout and stderr.
-  func probe(_ url: String, level: String, entries: String) throws -> CommandResult {
-    let result = try run(
-      try mediaTool("ffprobe"),
-      ["-v", level, "-read_intervals", "%+\(seconds)", "-show_entries", entries, "-of", "json", url])
-    #expect(result.status == 0, "\(result.stderr.suffix(2000))")
-    return result
+  /// Runs ffprobe on the origin's `file` through a proxy with an empty cache in `directory`, reading `seconds`
+  /// of packets with `level` logging; returns its stdout and stderr, and the bytes `mediacache preload` plans
+  /// for the same seconds.
+  func probeAndPlan(_ file: String, _ directory: String, level: String, entries: String) async throws -> (
+    CommandResult, planned: Int64
+  ) {
+    try await withFileOrigin { origin in
+      let (proxy, port) = try startProxy(cache: "\(directory)/proxied", [])
+      defer { proxy.kill() }
+      let proxied = "http://127.0.0.1:\(port)\(try #require(ProxyPathForm.path(for: origin.url(file: file))))"
+      let arguments = [
+        "-v", level, "-read_intervals", "%+\(seconds)", "-show_entries", entries, "-of", "json",
+      ]
+      let result = try await blocking { try run(try mediaTool("ffprobe"), arguments + [proxied]) }
+      #expect(result.status == 0, "\(result.stderr.suffix(2000))")
+      return (result, try preloaded(origin.url(file: file), in: directory))
+    }
   }
 
   func expectClose(_ planned: Int64, _ read: Int64, _ what: String) {
@@ -50,52 +60,39 @@ import Testing
   @Test(arguments: ["tail-index.mp4", "faststart.mp4"])
   func anMP4sPlanIsWhatItsDemuxerReads(file: String) async throws {
     try await withTemporaryDirectory { directory in
-      try await withFileOrigin { origin in
-        let (proxy, port) = try startProxy(cache: "\(directory)/proxied", [])
-        defer { proxy.kill() }
-        let proxied =
-          "http://127.0.0.1:\(port)\(try #require(ProxyPathForm.path(for: origin.url(file: file))))"
-        let result = try await blocking { try probe(proxied, level: "trace", entries: "packet=pos,size") }
-        struct Packets: Decodable {
-          struct Packet: Decodable { var pos: String; var size: String }
-          var packets: [Packet]
-        }
-        var read = ByteRangeSet()
-        for packet in try JSONDecoder().decode(Packets.self, from: Data(result.text.utf8)).packets {
-          let start = try #require(Int64(packet.pos))
-          read.insert(start..<start + (try #require(Int64(packet.size))))
-        }
-        // "type:'moov' parent:'root' sz: 4397 153330 157719": size, offset after the 8-byte header, file size.
-        for box in ["ftyp", "moov"] {
-          let line = try #require(
-            result.stderr.split(separator: "\n").first { $0.contains("type:'\(box)' parent:'root'") },
-            "\(box)")
-          let numbers = line.split(separator: "sz: ").last!.split(separator: " ").compactMap { Int64($0) }
-          read.insert(numbers[1] - 8..<numbers[1] - 8 + numbers[0])
-        }
-        let planned = try preloaded(origin.url(file: file), in: directory)
-        expectClose(planned, read.count, file)
+      let (result, planned) = try await probeAndPlan(
+        file, directory, level: "trace", entries: "packet=pos,size")
+      struct Packets: Decodable {
+        struct Packet: Decodable { var pos: String; var size: String }
+        var packets: [Packet]
       }
+      var read = ByteRangeSet()
+      for packet in try JSONDecoder().decode(Packets.self, from: Data(result.text.utf8)).packets {
+        let start = try #require(Int64(packet.pos))
+        read.insert(start..<start + (try #require(Int64(packet.size))))
+      }
+      // "type:'moov' parent:'root' sz: 4397 153330 157719": size, offset after the 8-byte header, file size.
+      for box in ["ftyp", "moov"] {
+        let line = try #require(
+          result.stderr.split(separator: "\n").first { $0.contains("type:'\(box)' parent:'root'") }, "\(box)")
+        let numbers = line.split(separator: "sz: ").last!.split(separator: " ").compactMap { Int64($0) }
+        read.insert(numbers[1] - 8..<numbers[1] - 8 + numbers[0])
+      }
+      expectClose(planned, read.count, file)
     }
   }
 
   @Test(arguments: ["hls/v0/index.m3u8", "hls/v1/index.m3u8", "hls/v2/index.m3u8"])
   func anHLSPlanIsWhatThePlayerReads(file: String) async throws {
     try await withTemporaryDirectory { directory in
-      try await withFileOrigin { origin in
-        let (proxy, port) = try startProxy(cache: "\(directory)/proxied", [])
-        defer { proxy.kill() }
-        let proxied =
-          "http://127.0.0.1:\(port)\(try #require(ProxyPathForm.path(for: origin.url(file: file))))"
-        let result = try await blocking { try probe(proxied, level: "debug", entries: "packet=pts_time") }
-        // "[AVIOContext @ 0x…] Statistics: 80035 bytes read, 0 seeks", one per playlist and segment opened.
-        let read = result.stderr.split(separator: "\n").filter { $0.contains("] Statistics: ") }.map { line in
-          Int64(line.split(separator: "Statistics: ").last!.split(separator: " ").first!) ?? 0
-        }
-        #expect(read.count >= 2, "\(result.stderr.suffix(2000))")
-        let planned = try preloaded(origin.url(file: file), in: directory)
-        expectClose(planned, read.reduce(0, +), file)
+      let (result, planned) = try await probeAndPlan(
+        file, directory, level: "debug", entries: "packet=pts_time")
+      // "[AVIOContext @ 0x…] Statistics: 80035 bytes read, 0 seeks", one per playlist and segment opened.
+      let read = result.stderr.split(separator: "\n").filter { $0.contains("] Statistics: ") }.map { line in
+        Int64(line.split(separator: "Statistics: ").last!.split(separator: " ").first!) ?? 0
       }
+      #expect(read.count >= 2, "\(result.stderr.suffix(2000))")
+      expectClose(planned, read.reduce(0, +), file)
     }
   }
 }
