@@ -104,6 +104,7 @@ let package = Package(
       name: "cache-compactor",
       dependencies: [
         "MediaCache",
+        "MediaCacheStreaming",
         .product(name: "ArgumentParser", package: "swift-argument-parser"),
       ]
     ),

@@ -28,9 +28,9 @@ public final class MediaCache: Sendable {
     public var lowWatermark: Double
     /// Keep at least this many bytes free on the file system (nil: no floor).
     public var minFree: Int64?
-    /// To meet `maxSize` or `minFree`, first cut idle objects down to their first `keepHeads` bytes, then
-    /// evict whole ones (`CompactionPolicy.keepHeads`; default nil: whole objects only).
-    public var keepHeads: Int64?
+    /// To meet `maxSize` or `minFree`, first cut idle objects down to what this window keeps, then evict whole
+    /// ones (`CompactionPolicy.keepHeads`; default nil: whole objects only).
+    public var keepHeads: HeadWindow?
     /// The app's veto over evictions (like a keep-alive delegate): return false to keep an object.
     public var shouldEvict: (@Sendable (EvictionCandidate) -> Bool)?
     /// Create the directory if it does not exist (default). When false, a missing directory throws

@@ -185,7 +185,8 @@ final class BodyWriter: HTTPClientResponseDelegate, @unchecked Sendable {
     let delay = count > 0 ? limit?.delay(taking: count) ?? .zero : .zero
     let eventLoop = task.eventLoop
     let waits =
-      background && session.environment.playerWaits.count > 0 ? session.environment.playerWaits : nil
+      background && session.environment.playerWaits.waited(within: Self.pauseLinger)
+      ? session.environment.playerWaits : nil
     let flight = self.flight
     func paced(_ ready: EventLoopFuture<Void>) -> EventLoopFuture<Void> {
       var next = ready
@@ -209,12 +210,19 @@ final class BodyWriter: HTTPClientResponseDelegate, @unchecked Sendable {
   /// ever wrong, background work would slow down, never stop.
   static let longestPause = TimeAmount.seconds(2)
 
-  /// Succeeds once no player of `waits` waits for an origin (checked every 50 ms), once `flight` is promoted (a
-  /// player joined it: it is that player's wait now), or at `deadline`.
+  /// How long after a player's wait ends the pause holds: a player reading a slow origin stops waiting for a
+  /// moment at each piece it gets, and a loaded machine may take a while to schedule its next wait; without the
+  /// linger, background work would run in those gaps from what its socket buffered meanwhile.
+  static let pauseLinger = Duration.milliseconds(250)
+
+  /// Succeeds once no player of `waits` has waited for an origin for `pauseLinger` (checked every 50 ms), once
+  /// `flight` is promoted (a player joined it: it is that player's wait now), or at `deadline`.
   private static func whilePlayersWait(
     _ waits: PlayerWaits, flight: Flight, on eventLoop: any EventLoop, until deadline: NIODeadline
   ) -> EventLoopFuture<Void> {
-    guard waits.count > 0, flight.isBackground.load(ordering: .relaxed), NIODeadline.now() < deadline else {
+    guard waits.waited(within: pauseLinger), flight.isBackground.load(ordering: .relaxed),
+      NIODeadline.now() < deadline
+    else {
       return eventLoop.makeSucceededVoidFuture()
     }
     return eventLoop.scheduleTask(in: .milliseconds(50)) {}.futureResult.flatMap {

@@ -46,6 +46,10 @@ public final class ProxyServer: Sendable {
     /// answered on its loop takes no share of `hitBytesInFlight`: it is read just before the loop writes it.
     /// Default 32.
     public var loopHitConnections = 32
+    /// How often the objects with preloaded bytes no player got yet are checked against the disk, so that
+    /// evictions and cuts by another process (`cache-compactor`) count in
+    /// `mediacache_preload_evicted_unplayed_bytes_total` too. Default 10 seconds.
+    public var preloadCheckInterval: Duration = .seconds(10)
 
     /// A configuration listening on `host:port` (0: a free port), serving every origin host unless `allowedHosts`
     /// is given (compared case-insensitively), closing idle client connections after `clientTimeout` seconds,
@@ -130,6 +134,12 @@ public final class ProxyServer: Sendable {
       for await event in events { ledger.note(event) }
     }
     defer { settling.cancel() }
+    let checking = Task { [cache = reader.cache, interval = configuration.preloadCheckInterval] in
+      while (try? await Task.sleep(for: interval)) != nil {
+        await PreloadCheck.settle(ledger, against: cache)
+      }
+    }
+    defer { checking.cancel() }
     try await ServiceGroup(configuration: groupConfiguration).run()
   }
 

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import MediaCache
+import MediaCacheStreaming
 import Synchronization
 
 #if canImport(Glibc)
@@ -33,9 +34,11 @@ struct CacheCompactor: ParsableCommand {
   var minFree: String?
   @Option(
     help: ArgumentHelp(
-      "To meet --max-size or --min-free, first cut idle objects down to their first SIZE bytes (least "
-        + "recently used first), then evict whole objects.", valueName: "SIZE"))
-  var keepHeads: String?
+      "To meet --max-size or --min-free, first cut idle objects (least recently used first) down to what a "
+        + "player reads to start them: 5s keeps an MP4's first 5 seconds of every track with its moov, and "
+        + "the first 5 s at 4 Mbit/s of anything else; a size keeps the first bytes; off evicts whole objects "
+        + "only. Whole objects go after every tail.", valueName: "WINDOW"))
+  var keepHeads: String = "5s"
   @Option(help: ArgumentHelp("Verify the CRCs of up to this many chunk bytes per pass.", valueName: "SIZE"))
   var scrub: String?
   @Option(help: ArgumentHelp("Run a pass every DURATION until SIGINT or SIGTERM.", valueName: "DURATION"))
@@ -46,6 +49,12 @@ struct CacheCompactor: ParsableCommand {
   var tmpGrace: String = "1h"
   @Flag(help: "Decide and report; change nothing.") var dryRun = false
   @Flag(help: "Print one JSON object per pass (its schema: docs/REPORTS.md).") var json = false
+
+  var keepHeadsWindow: HeadWindow? {
+    get throws {
+      do { return try HeadWindowArgument.parse(keepHeads) } catch { throw ValidationError(error.description) }
+    }
+  }
 
   var parsedPolicy: (CompactionPolicy, Double?) {
     get throws {
@@ -67,7 +76,7 @@ struct CacheCompactor: ParsableCommand {
       if let interval, interval <= 0 { throw ValidationError("--interval must be positive") }
       let policy = CompactionPolicy(
         maxSize: try size(maxSize, "max-size"), maxAge: try duration(maxAge, "max-age").map { .seconds($0) },
-        minFree: try size(minFree, "min-free"), keepHeads: try size(keepHeads, "keep-heads"),
+        minFree: try size(minFree, "min-free"), keepHeads: try keepHeadsWindow,
         tmpGracePeriod: .seconds(try duration(tmpGrace, "tmp-grace") ?? 3600),
         scrubBudget: try size(scrub, "scrub") ?? 0,
         maxPassDuration: .seconds(try duration(maxPassTime, "max-pass-time") ?? 60),

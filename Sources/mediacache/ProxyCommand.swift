@@ -41,12 +41,8 @@ struct ProxyCommand: AsyncParsableCommand {
       "Evict least recently used objects to keep the cache under this size (e.g. 20G).", valueName: "SIZE"),
     transform: ByteSizeArgument.parse)
   var maxSize: ByteSizeArgument?
-  @Option(
-    help: ArgumentHelp(
-      "To stay under --max-size, first cut idle objects down to their first SIZE bytes, then evict whole ones.",
-      valueName: "SIZE"),
-    transform: ByteSizeArgument.parse)
-  var keepHeads: ByteSizeArgument?
+  @Option(help: KeepHeadsArgument.help, transform: KeepHeadsArgument.parse)
+  var keepHeads = KeepHeadsArgument.mediaStart
   @Option(help: "durable (fsync data before each manifest commit) or relaxed.") var durability: Durability =
     .durable
   @Option(help: ArgumentHelp("Give up connecting to an origin after this long.", valueName: "SECONDS"))
@@ -92,6 +88,11 @@ struct ProxyCommand: AsyncParsableCommand {
       "Client connections an event loop may serve and still answer cache hits in memory itself (default 32; "
         + "0: never, every hit is read on the I/O threads).", valueName: "COUNT"))
   var loopHitConnections: Int?
+  @Option(
+    help: ArgumentHelp(
+      "How often preloaded bytes no player got yet are checked against the disk, so that another process's "
+        + "evictions count in the preload metrics (default 10).", valueName: "SECONDS"))
+  var preloadCheckInterval: Double = 10
   @OptionGroup var requestLimits: RequestLimitOptions
 
   func validate() throws {
@@ -103,6 +104,9 @@ struct ProxyCommand: AsyncParsableCommand {
     guard (0...20).contains(retries) else { throw ValidationError("--retries must be 0...20") }
     if let hitBytesInFlight, hitBytesInFlight.bytes < 0 {
       throw ValidationError("--hit-bytes-in-flight must be at least 0")
+    }
+    guard preloadCheckInterval > 0, preloadCheckInterval <= 86400 else {
+      throw ValidationError("--preload-check-interval must be more than 0 and at most 86400 seconds")
     }
     if let loopHitConnections, loopHitConnections < 0 {
       throw ValidationError("--loop-hit-connections must be at least 0, not \(loopHitConnections)")
@@ -130,7 +134,7 @@ struct ProxyCommand: AsyncParsableCommand {
         chunkSize: chunkSize, durability: durability,
         commitPolicy: .init(bytes: 32 << 20, interval: .seconds(1)))
       configuration.maxSize = maxSize?.bytes
-      configuration.keepHeads = keepHeads?.bytes
+      configuration.keepHeads = keepHeads.window
       // Opening the cache creates and checks its directories: on the I/O executor, like every file-system call
       // of the running proxy.
       let settings = configuration
@@ -146,6 +150,7 @@ struct ProxyCommand: AsyncParsableCommand {
         clientTimeout: .seconds(clientTimeout), eventLoops: eventLoops)
       if let hitBytesInFlight { serverConfiguration.hitBytesInFlight = hitBytesInFlight.bytes }
       if let loopHitConnections { serverConfiguration.loopHitConnections = loopHitConnections }
+      serverConfiguration.preloadCheckInterval = .seconds(preloadCheckInterval)
       let server = ProxyServer(reader: reader, configuration: serverConfiguration)
       if !["127.0.0.1", "::1", "localhost"].contains(host) {
         FileHandle.standardError.write(

@@ -29,12 +29,8 @@ struct PurgeCommand: AsyncParsableCommand {
       valueName: "SIZE"),
     transform: ByteSizeArgument.parse)
   var maxSize: ByteSizeArgument?
-  @Option(
-    help: ArgumentHelp(
-      "To meet --max-size, first cut idle objects down to their first SIZE bytes, then evict whole ones.",
-      valueName: "SIZE"),
-    transform: ByteSizeArgument.parse)
-  var keepHeads: ByteSizeArgument?
+  @Option(help: KeepHeadsArgument.help, transform: KeepHeadsArgument.parse)
+  var keepHeads = KeepHeadsArgument.mediaStart
   @Option(
     help: ArgumentHelp(
       "Evict objects not accessed for more than SECONDS (or 90d, 12h, 30m).", valueName: "SECONDS"),
@@ -60,7 +56,7 @@ struct PurgeCommand: AsyncParsableCommand {
     try await reportingErrors {
       let opened = try cache.openExisting { configuration in
         configuration.maxSize = maxSize?.bytes
-        configuration.keepHeads = keepHeads?.bytes
+        configuration.keepHeads = keepHeads.window
         configuration.maxAge = maxAge.map { .seconds($0) }
         // Down to the size asked for, not to a share of it as the background compactor does.
         configuration.lowWatermark = 1

@@ -35,6 +35,29 @@ import Testing
     #expect(!ledger.isTracking && ledger.totals.unplayed == 0)
   }
 
+  /// A check against the disk (another process's eviction) settles what is no longer cached, but not when a
+  /// preload recorded bytes since the check listed the object (its read of the disk may predate them). A cut
+  /// that keeps ranges past the head (an MP4's moov at its end) keeps their unplayed bytes.
+  @Test func checksAgainstTheDiskSettleWhatIsGone() throws {
+    let ledger = PreloadLedger()
+    ledger.recordPreloaded(a, [0..<1000])
+    let listed = ledger.objectsWithUnplayedBytes()
+    #expect(listed.map(\.id) == [a])
+    ledger.recordPreloaded(a, [1000..<2000])
+    ledger.settle(a, stillCached: ByteRangeSet([0..<1000]), recordedBy: try #require(listed.first?.stamp))
+    #expect(ledger.totals == .init(preloaded: 2000, unplayed: 2000))
+    let again = try #require(ledger.objectsWithUnplayedBytes().first?.stamp)
+    ledger.settle(a, stillCached: ByteRangeSet([0..<1500]), recordedBy: again)
+    #expect(ledger.totals == .init(preloaded: 2000, evictedUnplayed: 500, unplayed: 1500))
+    ledger.settle(a, stillCached: nil)
+    #expect(ledger.totals == .init(preloaded: 2000, evictedUnplayed: 2000, unplayed: 0))
+    #expect(ledger.objectsWithUnplayedBytes().isEmpty && !ledger.isTracking)
+
+    ledger.recordPreloaded(b, [0..<100, 900..<1000])
+    ledger.note(.trimmed([TrimmedObject(id: b, keptHead: 50, keptRanges: [0..<50, 950..<1000], bytes: 1)]))
+    #expect(ledger.totals.evictedUnplayed == 2000 + 100 && ledger.totals.unplayed == 100)
+  }
+
   @Test func evictionsAndCutTailsSettleTheUnplayedBytes() {
     let ledger = PreloadLedger()
     ledger.recordPreloaded(a, [0..<4096, 8192..<16384])

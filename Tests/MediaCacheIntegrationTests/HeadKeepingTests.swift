@@ -1,5 +1,6 @@
 import Foundation
 import MediaCache
+import MediaCacheStreaming
 import MediaCacheTestSupport
 import Testing
 
@@ -137,11 +138,59 @@ struct HeadKeepingTests {
     #expect(try store.readManifest(id(1))?.isComplete == true)
   }
 
+  /// A planner's ranges are kept wherever they lie (rounded out to chunks): the chunks between are unlisted and
+  /// their blocks freed (a hole), the file keeps its length, and an object the planner has nothing for keeps
+  /// its first `bytes`. `mediaStart` plans nothing for bytes that are not an MP4: those keep the byte window.
+  @Test func aPlannersRangesAreKeptWhereverTheyLie() throws {
+    let dir = try TemporaryDirectory()
+    defer { dir.cleanup() }
+    let cache = dir.file("cache")
+    let (store, _) = try makeTree(cache, count: 3)
+    let planned = id(0)
+    let window = HeadWindow(bytes: Int64(head), description: "test") { object in
+      object.id == planned ? [100..<200, 30_000..<Int64(40_000)] : nil
+    }
+    // About 70 000 bytes to free: the three cuts (about 24 000 + 32 000 + 32 000), no whole object.
+    let total = try (0..<3).reduce(Int64(0)) { $0 + (try store.diskUsage(id($1))) }
+    let limit = Int64(Double(total - 70_000) / 0.9)
+    let report = try Compactor(
+      store: store, policy: CompactionPolicy(maxSize: limit, maxAge: nil, keepHeads: window)
+    ).runPass()
+    #expect(report.removed.isEmpty)
+    #expect(report.trimmed.map(\.id) == [id(0), id(1), id(2)])
+    #expect(report.trimmed[0].keptRanges == [0..<4096, 28_672..<40_000])
+    #expect(report.trimmed[0].keptHead == 4096)
+    #expect(report.trimmed[1].keptRanges == [0..<Int64(head)])
+    let manifest = try #require(try store.readManifest(planned))
+    #expect(manifest.presentChunks == ChunkSet([0..<1, 7..<10]))
+    let dataPath = store.paths(for: planned).data
+    let status = try #require(try FileManager.default.attributesOfItem(atPath: dataPath)[.size] as? Int)
+    #expect(status == size)
+    var info = stat()
+    #expect(stat(dataPath, &info) == 0)
+    // Chunk 0 and chunks 7-9 (about 16 KiB) allocated, not the 40 000 bytes before the cut.
+    #expect(Int(info.st_blocks) * 512 <= 6 * chunkSize, "\(info.st_blocks) blocks")
+    let manager = try FileHandleAssetDataManager(store: store, id: planned, writable: false)
+    #expect(try manager.read(0..<4096) == content(0).prefix(4096))
+    #expect(try manager.read(28_672..<40_000) == content(0).subdata(in: 28_672..<40_000))
+    #expect(throws: StoreError.self) { try manager.read(4096..<4097) }
+    try manager.close()
+    let fsck = try run(binary("cache-fsck"), [cache])
+    #expect(fsck.status == 0, "\(fsck.text) \(fsck.stderr)")
+
+    // Random bytes are not an MP4: mediaStart keeps its byte window (here larger than the objects: no cut).
+    let (other, _) = try makeTree(dir.file("other"), count: 2)
+    let media = try Compactor(
+      store: other, policy: CompactionPolicy(maxSize: 1, maxAge: nil, keepHeads: .mediaStart(seconds: 1))
+    ).runPass()
+    #expect(media.trimmed.isEmpty && media.removed.count == 2)
+  }
+
   @Test func refusesABadHeadSize() throws {
     let dir = try TemporaryDirectory()
     defer { dir.cleanup() }
     let result = try run(compactor, [dir.path, "--max-size", "1M", "--keep-heads", "lots"])
     #expect(result.status == 64)
-    #expect(result.stderr.contains("--keep-heads 'lots' is not a size"))
+    #expect(result.stderr.contains("--keep-heads 'lots' is not a window"))
   }
 }

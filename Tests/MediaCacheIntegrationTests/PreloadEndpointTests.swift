@@ -43,14 +43,7 @@ import Testing
           .replacingOccurrences(of: "}", with: ",\"current\":0,\"seconds\":[2,1]}")
         let put = try await blocking { try preload(port, "PUT", body) }
         #expect(put.status == 204, "\(String(decoding: put.body, as: UTF8.self))")
-        var report = Report(items: [])
-        for _ in 0..<200 {
-          let get = try await blocking { try preload(port, "GET") }
-          #expect(get.status == 200)
-          report = try JSONDecoder().decode(Report.self, from: Data(get.body))
-          if report.items.allSatisfy({ $0.state == "done" }) { break }
-          try await Task.sleep(for: .milliseconds(50))
-        }
+        let report = try await waitForPreload(port) { $0.items.allSatisfy { $0.state == "done" } }
         #expect(report.items.map(\.distance) == [1, 2])
         #expect(report.items.map(\.seconds) == [2, 1])
         #expect(report.items.map(\.cachedSeconds) == [2, 1])
@@ -66,6 +59,19 @@ import Testing
         )
       }
     }
+  }
+
+  /// `GET /preload` every 50 ms until `isDone` holds of the report (at most 10 s); the last report.
+  func waitForPreload(_ port: Int, until isDone: (Report) -> Bool) async throws -> Report {
+    var report = Report(items: [])
+    for _ in 0..<200 {
+      let get = try await blocking { try preload(port, "GET") }
+      #expect(get.status == 200)
+      report = try JSONDecoder().decode(Report.self, from: Data(get.body))
+      if isDone(report) { break }
+      try await Task.sleep(for: .milliseconds(50))
+    }
+    return report
   }
 
   /// The value of an unlabelled sample in `/metrics`.
@@ -90,13 +96,7 @@ import Testing
         let body =
           "{\"items\":[\"\(origin.url(file: "faststart.mp4"))\",\"\(next)\"],\"current\":0,\"seconds\":[2]}"
         #expect(try await blocking { try preload(port, "PUT", body) }.status == 204)
-        var report = Report(items: [])
-        for _ in 0..<200 {
-          report = try JSONDecoder().decode(
-            Report.self, from: Data(try await blocking { try preload(port, "GET") }.body))
-          if report.items.first?.state == "done" { break }
-          try await Task.sleep(for: .milliseconds(50))
-        }
+        let report = try await waitForPreload(port) { $0.items.first?.state == "done" }
         let fetched = try #require(report.items.first?.fetchedBytes)
         #expect(fetched > Int64(head) && report.items.first?.state == "done", "\(report.items)")
         #expect(try await metric(port, "mediacache_preload_unplayed_bytes") == fetched)
@@ -125,6 +125,41 @@ import Testing
           try await Task.sleep(for: .milliseconds(100))
         }
         #expect(evicted == fetched - Int64(head))
+        #expect(try await metric(port, "mediacache_preload_unplayed_bytes") == 0)
+      }
+    }
+  }
+
+  /// Another process evicts a preloaded item (`cache-compactor`, which sends this proxy no event): the proxy's
+  /// periodic check against the disk counts its preloaded bytes as evicted unplayed.
+  @Test func anotherProcesssEvictionCountsAsEvictedUnplayed() async throws {
+    try await withTemporaryDirectory { directory in
+      try await withFileOrigin { origin in
+        let cache = "\(directory)/cache"
+        let (proxy, port) = try startProxy(
+          cache: cache, ["--chunk-size", "16384", "--preload-check-interval", "0.5"])
+        defer { proxy.kill() }
+        let body =
+          "{\"items\":[\"\(origin.url(file: "faststart.mp4"))\",\"\(origin.url(file: "tail-index.mp4"))\"],"
+          + "\"current\":0,\"seconds\":[2]}"
+        #expect(try await blocking { try preload(port, "PUT", body) }.status == 204)
+        let report = try await waitForPreload(port) { $0.items.first?.state == "done" }
+        let fetched = try #require(report.items.first?.fetchedBytes)
+        #expect(fetched > 0 && report.items.first?.state == "done", "\(report.items)")
+        // The preload's last writes are committed once its object closes (a second after its last read).
+        try await Task.sleep(for: .seconds(2))
+        #expect(try await metric(port, "mediacache_preload_evicted_unplayed_bytes_total") == 0)
+        let pass = try run(
+          binary("cache-compactor"), [cache, "--max-size", "1", "--keep-heads", "off", "--json"])
+        #expect(pass.status == 0, "\(pass.stderr)")
+        #expect(pass.text.contains("\"evictedCount\":1"), "\(pass.text)")
+        var evicted: Int64?
+        for _ in 0..<100 {
+          evicted = try await metric(port, "mediacache_preload_evicted_unplayed_bytes_total")
+          if evicted == fetched { break }
+          try await Task.sleep(for: .milliseconds(100))
+        }
+        #expect(evicted == fetched)
         #expect(try await metric(port, "mediacache_preload_unplayed_bytes") == 0)
       }
     }

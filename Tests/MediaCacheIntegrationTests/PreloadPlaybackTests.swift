@@ -59,20 +59,30 @@ import Testing
       }
       // 2 s of video at 25 fps (48 or 49 frames from fragments and segments, which start at a later time).
       #expect((48...50).contains(local.split(separator: "\n").filter { $0.hasPrefix("0,") }.count))
-      for (cache, enough) in [(full, true), (short, false)] {
-        let (proxy, port) = try startProxy(cache: cache, [])
-        defer { proxy.kill() }
-        let proxied = "http://127.0.0.1:\(port)\(try #require(ProxyPathForm.path(for: url)))"
-        let played = try? await blocking { try frameHashes(proxied, duration: seconds) }
-        if enough {
-          #expect(played == local, "\(file): \(seconds) s preloaded did not play the same")
-        } else {
-          #expect(played != local, "\(file): \(seconds - 1) s preloaded played \(seconds) s")
-        }
-        let metrics = String(
-          decoding: try await blocking { try rawRequest(port: port, "/metrics") }.body, as: UTF8.self)
-        #expect(metrics.contains("mediacache_proxy_served_bytes_total{source=\"origin\"} 0\n"), "\(metrics)")
-      }
+      try await expectPlaybackFromCacheOnly(
+        url, enough: full, short: short, local: local, seconds: seconds, what: "\(file) preloaded")
     }
+  }
+}
+
+/// Plays the first `seconds` of `url` with ffmpeg through a proxy on each cache, the origin stopped: from
+/// `enough`, the frames of `local` (the same seconds played from the file); from `short`, not those (it lacks
+/// some); and no byte from an origin either time.
+func expectPlaybackFromCacheOnly(
+  _ url: String, enough: String, short: String, local: String, seconds: Double, what: String
+) async throws {
+  for (cache, isEnough) in [(enough, true), (short, false)] {
+    let (proxy, port) = try startProxy(cache: cache, [])
+    defer { proxy.kill() }
+    let proxied = "http://127.0.0.1:\(port)\(try #require(ProxyPathForm.path(for: url)))"
+    let played = try? await blocking { try frameHashes(proxied, duration: seconds) }
+    if isEnough {
+      #expect(played == local, "\(what): \(cache) did not play \(seconds) s the same")
+    } else {
+      #expect(played != local, "\(what): \(cache) played \(seconds) s, though short")
+    }
+    let metrics = String(
+      decoding: try await blocking { try rawRequest(port: port, "/metrics") }.body, as: UTF8.self)
+    #expect(metrics.contains("mediacache_proxy_served_bytes_total{source=\"origin\"} 0\n"), "\(metrics)")
   }
 }

@@ -44,12 +44,13 @@ import Testing
         "errors":["x: gone"],"evicted":{"age":1,"corrupt":0,"manual":0,"size":1},"evictedCount":2,\
         "incomplete":true,"objectsScanned":7,"orphansRemoved":5,"pinnedKept":2,"removed":[{"bytes":3000,\
         "objectID":"\(one.hex)","reason":"age"},{"bytes":2000,"objectID":"\(two.hex)","reason":"size"}],\
-        "skippedBusy":1,"tmpReaped":4,"trimmed":[{"bytes":1000,"keptHead":8192,"objectID":"\(two.hex)"}],\
-        "vetoed":3}
+        "skippedBusy":1,"tmpReaped":4,"trimmed":[{"bytes":1000,"keptHead":8192,"keptRanges":[[0,8192]],\
+        "objectID":"\(two.hex)"}],"vetoed":3}
         """)
     // A report from before tail cuts (no `trimmed`) still decodes.
     let older = text.replacingOccurrences(
-      of: #","trimmed":[{"bytes":1000,"keptHead":8192,"objectID":"\#(two.hex)"}]"#, with: "")
+      of: #","trimmed":[{"bytes":1000,"keptHead":8192,"keptRanges":[[0,8192]],"objectID":"\#(two.hex)"}]"#,
+      with: "")
     #expect(older != text)
     #expect(try ReportJSON.decode(CompactionReport.self, from: Data(older.utf8)).trimmed.isEmpty)
     // The app's metadata is not printed, so it does not come back; everything else does.

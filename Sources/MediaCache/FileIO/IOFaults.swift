@@ -12,6 +12,8 @@ enum IOOperation: String, Sendable, CaseIterable {
   /// `fdatasync` of a file.
   case syncData
   case truncate
+  /// A hole punched in a file (`fallocate` with `FALLOC_FL_PUNCH_HOLE`): its bytes read as zeros after.
+  case deallocate
   case rename
   case link
   case unlink

@@ -256,6 +256,25 @@ final class SystemFile: Sendable {
     }
   }
 
+  /// Frees the disk blocks of `range` (a hole reads as zeros), keeping the file's length; returns false where
+  /// the file system cannot (`EOPNOTSUPP`): the bytes then stay allocated.
+  ///
+  /// The corresponding C function is `fallocate` with `FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE` (Linux),
+  /// `fcntl` with `F_PUNCHHOLE` (Darwin), through `mediacache_punch_hole`.
+  func deallocate(_ range: Range<Int64>) throws -> Bool {
+    guard !range.isEmpty else { return true }
+    let event = IOEvent(
+      operation: .deallocate, path: path, descriptor: descriptor.rawValue, offset: range.lowerBound,
+      length: Int64(range.count))
+    return try faultPoint(event, syscall: "fallocate") {
+      let result = mediacache_punch_hole(descriptor.rawValue, range.lowerBound, Int64(range.count))
+      if result == 0 { return true }
+      let code = errnoValue()
+      if code == ENOTSUP { return false }
+      throw SystemCallError(syscall: "fallocate", path: path, errno: Errno(rawValue: code))
+    }
+  }
+
   /// The file's status.
   ///
   /// The corresponding C function is `fstat`.

@@ -67,6 +67,7 @@ public struct EvictionCandidate: Sendable {
   public var bytes: Int64
   /// Seconds since the epoch of its last access.
   public var lastAccess: Double
-  /// Non-nil when only a tail would go: the bytes from this offset on (`CompactionPolicy.keepHeads`).
+  /// Non-nil when only a tail would go: the first byte that would go (`CompactionPolicy.keepHeads`: the end of
+  /// the kept head; ranges further on, such as an MP4's `moov` at its end, may be kept too).
   public var trimmedFrom: Int64?
 }

@@ -8,11 +8,13 @@ public struct CompactionPolicy: Sendable, Equatable {
   public var maxAge: Duration?
   /// Keep at least this many bytes free on the cache's file system, evicting as if over `maxSize`.
   public var minFree: Int64?
-  /// When the size or free-space limit must free bytes, first cut the tails of idle objects (least recently
-  /// used first) down to their first `keepHeads` bytes, rounded up to a whole chunk, and evict whole objects
-  /// only if that is not enough: a partly watched or preloaded video keeps its start. nil (the default):
-  /// whole objects only. Age eviction always takes whole objects.
-  public var keepHeads: Int64?
+  /// When the size or free-space limit must free bytes, first cut idle objects (least recently used first)
+  /// down to what this window keeps (their first bytes, or the ranges its planner finds a player starts with,
+  /// in whole chunks), and evict whole objects only if that is not enough: a partly watched or preloaded video
+  /// keeps its start. nil (the library's default): whole objects only. The command-line tools default to
+  /// `HeadWindow.mediaStart(seconds: 5)`, the preload target of the next item. Age eviction always takes whole
+  /// objects.
+  public var keepHeads: HeadWindow?
   /// Files in `tmp/` older than this are reaped (default 1 hour); younger ones may be live.
   public var tmpGracePeriod: Duration
   /// Verify the CRCs of up to this many bytes of chunks per pass, continuing across passes (0: no scrub).
@@ -26,7 +28,7 @@ public struct CompactionPolicy: Sendable, Equatable {
   /// an hour, scrub nothing and stop a pass after 60 seconds. Sizes are bytes.
   public init(
     maxSize: Int64? = nil, lowWatermark: Double = 0.9, maxAge: Duration? = .seconds(90 * 86400),
-    minFree: Int64? = nil, keepHeads: Int64? = nil, tmpGracePeriod: Duration = .seconds(3600),
+    minFree: Int64? = nil, keepHeads: HeadWindow? = nil, tmpGracePeriod: Duration = .seconds(3600),
     scrubBudget: Int64 = 0,
     maxPassDuration: Duration = .seconds(60), dryRun: Bool = false
   ) {

@@ -109,15 +109,17 @@ public struct Compactor: Sendable {
     }
     var freed: Int64 = 0
     var trimmedBytes: [ObjectID: Int64] = [:]
-    if bytesToFree > 0 && !report.incomplete, let head = policy.keepHeads {
+    if bytesToFree > 0 && !report.incomplete, let window = policy.keepHeads {
       // Tails first, least recently used first; whole objects only if that is not enough.
-      for object in byRecency where !removedIDs.contains(object.id) && object.dataBytes > head {
+      // Without a planner, an object no larger than the window has nothing to cut.
+      let floor = window.planner == nil ? window.bytes : 0
+      for object in byRecency where !removedIDs.contains(object.id) && object.dataBytes > floor {
         if freed >= bytesToFree { break }
         if mustStop() {
           report.incomplete = true
           break
         }
-        if let cut = trim(object, keepingFirst: head, into: &report) {
+        if let cut = trim(object, keeping: window, into: &report) {
           freed += cut
           total -= cut
           trimmedBytes[object.id] = cut
@@ -151,10 +153,11 @@ public struct Compactor: Sendable {
 
   // MARK: Eviction
 
-  /// Cuts one idle object's tail past `head` unless pinned, vetoed or busy; returns the bytes freed (or, dry,
-  /// that would be), nil when nothing went. Busy, pinned and vetoed objects are not counted here: the
-  /// eviction that may follow counts them.
-  private func trim(_ object: ScannedObject, keepingFirst head: Int64, into report: inout CompactionReport)
+  /// Cuts one idle object down to what `window` keeps unless pinned, vetoed or busy; returns the bytes freed
+  /// (or, dry, that would be), nil when nothing went. Busy, pinned and vetoed objects are not counted here:
+  /// the eviction that may follow counts them. The app's veto is asked before the cut, with the window's
+  /// byte count as `trimmedFrom` (what a planner keeps is known only under the cut's lock).
+  private func trim(_ object: ScannedObject, keeping window: HeadWindow, into report: inout CompactionReport)
     -> Int64?
   {
     do {
@@ -162,15 +165,17 @@ public struct Compactor: Sendable {
         let manifest = try store.readManifest(object.id)
         let candidate = EvictionCandidate(
           id: object.id, manifest: manifest, reason: .size, bytes: object.diskBytes,
-          lastAccess: object.lastAccess, trimmedFrom: head)
+          lastAccess: object.lastAccess, trimmedFrom: window.bytes)
         guard manifest?.isPinned != true, shouldEvict(candidate) else { return nil }
       }
-      // Nothing freed (only unlisted bytes lay past the head, already in holes): not reported as a cut.
-      guard let result = try store.trimTail(object.id, keepingFirst: head, dryRun: policy.dryRun),
+      // Nothing freed (only unlisted bytes lay outside what is kept, already in holes): not reported as a cut.
+      guard let result = try store.trim(object.id, keeping: window, dryRun: policy.dryRun),
         result.bytesFreed > 0
       else { return nil }
       report.bytesFreed += result.bytesFreed
-      report.trimmed.append(TrimmedObject(id: object.id, keptHead: result.keptHead, bytes: result.bytesFreed))
+      report.trimmed.append(
+        TrimmedObject(
+          id: object.id, keptHead: result.keptHead, keptRanges: result.kept, bytes: result.bytesFreed))
       return result.bytesFreed
     } catch let error as StoreError where error.code == .busy || error.code == .kept {
       return nil

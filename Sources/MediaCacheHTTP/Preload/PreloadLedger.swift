@@ -112,28 +112,46 @@ public final class PreloadLedger: Sendable {
     }
   }
 
-  /// The cache removed objects or cut their tails: their unplayed preloaded bytes there count as evicted.
+  /// The cache removed objects or cut their tails: their unplayed preloaded bytes no longer kept count as
+  /// evicted.
   public func note(_ event: CacheEvent) {
     switch event {
     case .removed(let objects):
-      for object in objects { evict(object.id, from: 0) }
+      for object in objects { settle(object.id, stillCached: nil) }
     case .trimmed(let objects):
-      for object in objects { evict(object.id, from: object.keptHead) }
+      for object in objects { settle(object.id, stillCached: ByteRangeSet(object.keptRanges)) }
     case .exceededMaxSize, .chunksDropped:
       break
     }
   }
 
-  /// The unplayed bytes of `id` from `start` on are gone from the cache; a removed object is forgotten.
-  private func evict(_ id: ObjectID, from start: Int64) {
+  /// Objects with unplayed preloaded bytes (at most `limit`), each with the ledger's stamp of its last record:
+  /// what `settle(_:stillCached:recordedBy:)` is for when another process (`cache-compactor`, `mediacache rm`,
+  /// `cache-fsck --repair`) may have removed or cut them without this process's events.
+  public func objectsWithUnplayedBytes(limit: Int = 1000) -> [(id: ObjectID, stamp: UInt64)] {
     state.withLock { state in
-      guard var entry = state.entries[id] else { return }
-      let gone = entry.unplayed.intersection(start..<Int64.max).count
-      entry.unplayed.remove(start..<Int64.max)
-      entry.recorded.remove(start..<Int64.max)
-      state.totals.evictedUnplayed += gone
-      state.totals.unplayed -= gone
-      store(start == 0 ? nil : entry, for: id, in: &state)
+      Array(
+        state.entries.lazy.filter { !$0.value.unplayed.isEmpty }.map { (id: $0.key, stamp: $0.value.stamp) }
+          .prefix(max(0, limit)))
+    }
+  }
+
+  /// Object `id` now holds `stillCached` (nil: it is gone): its unplayed preloaded bytes outside that count as
+  /// evicted; a gone object is forgotten. With `stamp` (from `objectsWithUnplayedBytes`), nothing happens if a
+  /// preload recorded bytes of the object since: `stillCached` may have been read before they were committed.
+  public func settle(_ id: ObjectID, stillCached: ByteRangeSet?, recordedBy stamp: UInt64? = nil) {
+    state.withLock { state in
+      guard var entry = state.entries[id], stamp.map({ $0 == entry.stamp }) ?? true else { return }
+      let kept = stillCached ?? ByteRangeSet()
+      let gone = entry.unplayed.subtracting(kept)
+      guard !gone.isEmpty || stillCached == nil else { return }
+      entry.unplayed = entry.unplayed.subtracting(gone)
+      // What is no longer cached is forgotten as recorded (recorded ∩ kept): fetched again, it is preloaded
+      // again.
+      entry.recorded = entry.recorded.subtracting(entry.recorded.subtracting(kept))
+      state.totals.evictedUnplayed += gone.count
+      state.totals.unplayed -= gone.count
+      store(stillCached == nil ? nil : entry, for: id, in: &state)
     }
   }
 }

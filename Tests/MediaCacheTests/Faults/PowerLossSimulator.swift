@@ -227,7 +227,7 @@ final class PowerLossSimulator: IOFaultHandler {
 
   private func prepare(_ event: IOEvent, _ state: inout State) -> (any Sendable)? {
     switch event.operation {
-    case .write:
+    case .write, .deallocate:
       guard case let (key, size)? = inodeOf(descriptor: event.descriptor) else { return nil }
       let prior = readBytes(descriptor: event.descriptor, offset: event.offset, count: Int(event.length))
       return WriteContext(key: key, prior: prior, sizeBefore: size)
@@ -276,7 +276,7 @@ final class PowerLossSimulator: IOFaultHandler {
       state.sequence += 1
       let sequence = state.sequence
       switch event.operation {
-      case .write, .truncate:
+      case .write, .deallocate, .truncate:
         guard let context = context as? WriteContext else { return }
         let record: FileRecord
         if let existing = state.files[context.key] {
@@ -291,7 +291,7 @@ final class PowerLossSimulator: IOFaultHandler {
           state.files[context.key] = record
         }
         let change: Change =
-          event.operation == .write
+          event.operation != .truncate
           ? .write(
             offset: event.offset, prior: context.prior, length: Int(event.length),
             sizeBefore: context.sizeBefore)
