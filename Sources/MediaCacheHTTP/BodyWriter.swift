@@ -62,13 +62,17 @@ final class BodyWriter: HTTPClientResponseDelegate, @unchecked Sendable {
   /// Run once nothing is queued or being written.
   private var drainWaiters: [() -> Void] = []
 
+  /// Whether the response must allow a shared cache to store it (credentials were sent; `OriginClient`).
+  private let sharedWithCredentials: Bool
+
   /// Bytes received and not yet written past which the next body part waits.
   static let maxQueuedBytes = 1 << 20
 
   init(
     session: ObjectSession, flight: Flight, url: String, start: Int64, end: Int64?, stored: Manifest,
-    events: AsyncStream<Event>.Continuation
+    sharedWithCredentials: Bool, events: AsyncStream<Event>.Continuation
   ) {
+    self.sharedWithCredentials = sharedWithCredentials
     self.session = session
     self.flight = flight
     self.url = url
@@ -90,7 +94,8 @@ final class BodyWriter: HTTPClientResponseDelegate, @unchecked Sendable {
     let parsed: ResponseHead
     do {
       parsed = try OriginClient.interpret(
-        status: head.status, headers: head.headers, url: url, start: requestedStart, end: requestedEnd)
+        status: head.status, headers: head.headers, url: url, start: requestedStart, end: requestedEnd,
+        sharedWithCredentials: sharedWithCredentials)
     } catch {
       // A length declared against the stored entity tag is checked even for a response refused for its range
       // (it may reset the object: on the executor).

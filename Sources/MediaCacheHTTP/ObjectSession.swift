@@ -200,13 +200,12 @@ final class ObjectSession: Sendable {
     let strongTag = stored.etag.flatMap { $0.hasPrefix("W/") ? nil : $0 }
     let validator = strongTag ?? stored.lastModified
     let (events, continuation) = AsyncStream.makeStream(of: BodyWriter.Event.self)
+    let fields = environment.client.requestHeaders(for: url, start: position, end: end, ifRange: validator)
     let writer = BodyWriter(
-      session: self, flight: flight, url: url, start: position, end: end, stored: stored, events: continuation
-    )
+      session: self, flight: flight, url: url, start: position, end: end, stored: stored,
+      sharedWithCredentials: fields.sharedWithCredentials, events: continuation)
     var headers = HTTPHeaders()
-    for (name, value) in environment.client.requestHeaders(start: position, end: end, ifRange: validator) {
-      headers.add(name: name, value: value)
-    }
+    for (name, value) in fields.headers { headers.add(name: name, value: value) }
     let prepared = try HTTPClient.Request(url: url, method: .GET, headers: headers)
     let task = environment.client.http.execute(request: prepared, delegate: writer)
     // However the request ends (some failures, such as too many redirects, never reach the delegate), the

@@ -62,6 +62,14 @@ public final class OriginClient: Sendable {
     /// Whether `SSL_CERT_FILE` (a PEM bundle) and `SSL_CERT_DIR` (colon-separated directories of PEM files) of
     /// the process environment add trust roots too, as they do for curl and OpenSSL.
     public var readsSSLEnvironment = true
+    /// Header fields added to every request for a URL: credentials (a bearer token, a cookie, a signed
+    /// header). Called for each origin request, so a token can be refreshed. Never logged or stored.
+    public var headers: @Sendable (String) -> [OriginHeader] = { _ in [] }
+    /// Whether the cache is shared by several users (the proxy) rather than private to one (an app): a shared
+    /// cache stores the response to a request with credentials (`Authorization`, `Cookie`) only if the
+    /// response says `public`, `s-maxage` or `must-revalidate` (RFC 9111 3.5); other such responses fail with
+    /// `OriginError.notStorable`. Default false: an app's cache stores what its own credentials fetch.
+    public var isSharedCache = false
 
     /// A configuration with the given timeouts (seconds), redirect limit and extra trust roots (PEM files).
     public init(
@@ -165,25 +173,32 @@ public final class OriginClient: Sendable {
   func get(_ url: String, start: Int64, end: Int64?, ifRange: String?) async throws -> OriginResponse {
     if let trustFailure { throw trustFailure }
     var request = HTTPClientRequest(url: url)
-    for (name, value) in requestHeaders(start: start, end: end, ifRange: ifRange) {
-      request.headers.add(name: name, value: value)
-    }
+    let fields = requestHeaders(for: url, start: start, end: end, ifRange: ifRange)
+    for (name, value) in fields.headers { request.headers.add(name: name, value: value) }
     let response = try await execute(request, url: url)
     let head = try Self.interpret(
-      status: response.status, headers: response.headers, url: url, start: start, end: end)
+      status: response.status, headers: response.headers, url: url, start: start, end: end,
+      sharedWithCredentials: fields.sharedWithCredentials)
     return OriginResponse(
       start: head.start, expectedBodyLength: head.expectedBodyLength, isPartial: head.isPartial,
       metadata: head.metadata, body: response.body)
   }
 
-  /// The headers of a range GET.
-  func requestHeaders(start: Int64, end: Int64?, ifRange: String?) -> [(String, String)] {
+  /// The headers of a range GET of `url` (the configured `headers` after the cache's own), and whether its
+  /// response must allow a shared cache to store it (`Configuration.isSharedCache` and credentials sent).
+  func requestHeaders(for url: String, start: Int64, end: Int64?, ifRange: String?) -> (
+    headers: [(String, String)], sharedWithCredentials: Bool
+  ) {
     var headers: [(String, String)] = []
     if start > 0 || end != nil { headers.append(("Range", "bytes=\(Self.rangeText(start, end))")) }
     if let ifRange { headers.append(("If-Range", ifRange)) }
     headers.append(("Accept-Encoding", "identity"))
-    headers.append(("User-Agent", configuration.userAgent))
-    return headers
+    let added = configuration.headers(url)
+    if !added.contains(where: { $0.name.lowercased() == "user-agent" }) {
+      headers.append(("User-Agent", configuration.userAgent))
+    }
+    headers += added.map { ($0.name, $0.value) }
+    return (headers, configuration.isSharedCache && added.contains(where: \.isCredential))
   }
 
   static func rangeText(_ start: Int64, _ end: Int64?) -> String {
@@ -193,11 +208,22 @@ public final class OriginClient: Sendable {
   /// What a response head means for a request of `start..<end`: where its body starts, how long it should
   /// be, and what the origin said; throws the `OriginError` for anything the cache cannot use.
   static func interpret(
-    status: HTTPResponseStatus, headers: HTTPHeaders, url: String, start: Int64, end: Int64?
+    status: HTTPResponseStatus, headers: HTTPHeaders, url: String, start: Int64, end: Int64?,
+    sharedWithCredentials: Bool = false
   )
     throws(OriginError) -> ResponseHead
   {
     let rangeText = rangeText(start, end)
+    if sharedWithCredentials, status.code == 200 || status.code == 206,
+      !SharedStorage.allowsCredentialedResponse(headers[canonicalForm: "Cache-Control"].map(String.init))
+    {
+      throw .notStorable(
+        url: url,
+        reason:
+          "the response to a request with credentials says neither Cache-Control public, s-maxage nor "
+          + "must-revalidate, so a shared cache may not store it (RFC 9111 3.5); mark it public at the "
+          + "origin, or run a private cache (--private-cache)")
+    }
     if let encoding = headers.first(name: "Content-Encoding"), encoding.lowercased() != "identity" {
       throw .unsupportedContentEncoding(url: url, encoding: encoding)
     }

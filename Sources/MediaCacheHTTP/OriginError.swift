@@ -28,6 +28,8 @@ public struct OriginError: Error, Sendable, Equatable, CustomStringConvertible {
     case malformedResponse(reason: String)
     case tlsFailed(reason: String)
     case invalidTrustRoots(source: String, path: FilePath, reason: String)
+    case invalidHeader(name: String, reason: String)
+    case notStorable(reason: String)
   }
 
   /// The URL concerned, if one is (nil for `invalidTrustRoots`, which names a `path`).
@@ -125,6 +127,15 @@ public struct OriginError: Error, Sendable, Equatable, CustomStringConvertible {
     OriginError(withoutURL: .invalidTrustRoots(source: source, path: path, reason: reason))
   }
 
+  /// An error of code `invalidHeader`: an origin header field that cannot be sent (its value is not shown).
+  public static func invalidHeader(name: String, reason: String) -> OriginError {
+    OriginError(withoutURL: .invalidHeader(name: name, reason: reason))
+  }
+  /// An error of code `notStorable`.
+  public static func notStorable(url: String, reason: String) -> OriginError {
+    OriginError(url: url, kind: .notStorable(reason: reason))
+  }
+
   /// One line for a person: the URL, what failed and, where it was retried, after how many attempts.
   public var description: String {
     // Only invalidTrustRoots has no URL, and it names its path instead.
@@ -151,6 +162,9 @@ public struct OriginError: Error, Sendable, Equatable, CustomStringConvertible {
     case .malformedResponse(let reason): "\(url): malformed response: \(reason)"
     case .tlsFailed(let reason): "\(url): \(reason)"
     case .invalidTrustRoots(let source, let path, let reason): "\(source) \(path): \(reason)"
+    case .invalidHeader(let name, let reason):
+      name.isEmpty ? "an origin header: \(reason)" : "origin header '\(name)': \(reason)"
+    case .notStorable(let reason): "\(url): \(reason)"
     }
   }
 
@@ -171,6 +185,12 @@ extension ErrorCode where Domain == OriginError {
   public static let invalidURL = Self("invalidURL")
   /// The origin answered with a status the cache cannot use (4xx, or 5xx after the retries).
   public static let httpStatus = Self("httpStatus")
+  /// An origin header field (`OriginHeader`) that cannot be sent: a bad name, a control character in the value,
+  /// or a field the cache sets itself.
+  public static let invalidHeader = Self("invalidHeader")
+  /// A shared cache (the proxy) may not store the origin's response to a request with credentials: it does not
+  /// say `public`, `s-maxage` or `must-revalidate` (RFC 9111 3.5).
+  public static let notStorable = Self("notStorable")
   /// The origin refused the range (416).
   public static let rangeNotSatisfiable = Self("rangeNotSatisfiable")
   /// A 206 whose `Content-Range` is not the range asked for.

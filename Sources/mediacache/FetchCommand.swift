@@ -40,7 +40,7 @@ struct FetchCommand: AsyncParsableCommand {
       """)
 
   @OptionGroup var cache: CacheOptions
-  @OptionGroup var tls: TLSOptions
+  @OptionGroup var origin: OriginOptions
   @Argument(
     help: ArgumentHelp("The http or https URL (cached under its key after --ignore-query).", valueName: "URL")
   )

@@ -16,7 +16,8 @@ extension FetchCommand {
   /// Runs `body` with a reader over the cache made from this command's options (see `withCachingReader`).
   func withReader(_ body: (CachingReader) async throws -> Void) async throws {
     try await withCachingReader(
-      cache: cache, tls: tls, chunkSize: chunkSize, durability: durability, requestLimits: requestLimits, body
+      cache: cache, origin: origin, chunkSize: chunkSize, durability: durability,
+      requestLimits: requestLimits, body
     )
   }
 

@@ -23,7 +23,7 @@ struct PreloadCommand: AsyncParsableCommand {
       """)
 
   @OptionGroup var cache: CacheOptions
-  @OptionGroup var tls: TLSOptions
+  @OptionGroup var origin: OriginOptions
   @Argument(help: ArgumentHelp("The http or https URLs to preload.", valueName: "URL"))
   var urls: [String]
   @Option(help: "Seconds of media to preload from the start of each URL.") var seconds: Double = 5
@@ -46,7 +46,8 @@ struct PreloadCommand: AsyncParsableCommand {
   func run() async throws {
     try await reportingErrors {
       try await withCachingReader(
-        cache: cache, tls: tls, chunkSize: chunkSize, durability: durability, requestLimits: requestLimits
+        cache: cache, origin: origin, chunkSize: chunkSize, durability: durability,
+        requestLimits: requestLimits
       ) { reader in
         var logger = Logger(label: "mediacache.preload")
         logger.logLevel = .warning

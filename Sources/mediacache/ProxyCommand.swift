@@ -28,7 +28,7 @@ struct ProxyCommand: AsyncParsableCommand {
       """)
 
   @OptionGroup var cache: CacheOptions
-  @OptionGroup var tls: TLSOptions
+  @OptionGroup var origin: OriginOptions
   @Option(help: "Address to listen on. Anything but loopback lets other machines use the proxy.")
   var host = "127.0.0.1"
   @Option(help: "Port to listen on (0: any free port, shown in the first line).") var port = 0
@@ -88,6 +88,11 @@ struct ProxyCommand: AsyncParsableCommand {
       "Client connections an event loop may serve and still answer cache hits in memory itself (default 32; "
         + "0: never, every hit is read on the I/O threads).", valueName: "COUNT"))
   var loopHitConnections: Int?
+  @Flag(
+    help: ArgumentHelp(
+      "The proxy serves one user (an app's own proxy): cache responses to requests with credentials "
+        + "(--origin-header Authorization or Cookie) even when they are not marked public."))
+  var privateCache = false
   @Option(
     help: ArgumentHelp(
       "How often preloaded bytes no player got yet are checked against the disk, so that another process's "
@@ -126,10 +131,11 @@ struct ProxyCommand: AsyncParsableCommand {
   func run() async throws {
     Self.tuneAllocator()
     try await reportingErrors {
-      let client = try tls.client(
-        .init(
-          connectTimeout: .seconds(connectTimeout), idleTimeout: .seconds(idleTimeout),
-          headTimeout: .seconds(headTimeout)))
+      var clientConfiguration = OriginClient.Configuration(
+        connectTimeout: .seconds(connectTimeout), idleTimeout: .seconds(idleTimeout),
+        headTimeout: .seconds(headTimeout))
+      clientConfiguration.isSharedCache = !privateCache
+      let client = try origin.client(clientConfiguration)
       var configuration = cache.configuration(
         chunkSize: chunkSize, durability: durability,
         commitPolicy: .init(bytes: 32 << 20, interval: .seconds(1)))

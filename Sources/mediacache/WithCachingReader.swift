@@ -9,10 +9,10 @@ import MediaCacheStreaming
 /// cannot apply to one and not another. Commits come often enough that an interrupted fetch loses at most a
 /// second (or 32 MiB) of work, and seldom enough that durable mode does not fsync more than it must.
 func withCachingReader(
-  cache: CacheOptions, tls: TLSOptions, chunkSize: Int, durability: Durability,
+  cache: CacheOptions, origin: OriginOptions, chunkSize: Int, durability: Durability,
   requestLimits: RequestLimitOptions, _ body: (CachingReader) async throws -> Void
 ) async throws {
-  let client = try tls.client()
+  let client = try origin.client()
   let mediaCache = try await cache.openOnExecutor(
     chunkSize: chunkSize, durability: durability, commitPolicy: .init(bytes: 32 << 20, interval: .seconds(1)))
   let reader = CachingReader(cache: mediaCache, client: client, configuration: requestLimits.configuration())

@@ -1,3 +1,4 @@
+import Foundation
 import NIOCore
 import NIOHTTP1
 
@@ -196,6 +197,14 @@ enum ResponsePlanner {
       fail(.badRequest, "missing or invalid ?size=N")
       return plan
     }
+    // `auth=TOKEN`: only a request with `Authorization: Bearer TOKEN` gets the object (else 401).
+    if let token = query.last(where: { $0.0 == "auth" })?.1,
+      head.headers.first(name: "Authorization") != "Bearer \(token)"
+    {
+      fail(.unauthorized, "this object needs Authorization: Bearer <token>")
+      plan.headers.add(name: "WWW-Authenticate", value: "Bearer")
+      return plan
+    }
     let version = state.version(of: name)
     let seed = ObjectBytes.seed(name: name, version: version)
     let isHead = head.method == .HEAD
@@ -230,6 +239,10 @@ enum ResponsePlanner {
     let rangeable = mode != .norange && mode != .gzip
     addRepresentationHeaders(
       to: &plan, contentType: "video/mp4", rangeable: rangeable, etag: etag, lastModified: lastModified)
+    // `cache-control=VALUE` (percent-encoded): sent as the response's Cache-Control.
+    if let value = query.last(where: { $0.0 == "cache-control" })?.1 {
+      plan.headers.add(name: "Cache-Control", value: value.removingPercentEncoding ?? value)
+    }
 
     if mode == .gzip {
       plan.headers.add(name: "Content-Encoding", value: "gzip")

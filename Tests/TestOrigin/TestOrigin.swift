@@ -11,6 +11,9 @@ import Synchronization
 /// `GET /files/<relative path>` serves a real file under the directory given to `start(host:port:fileRoot:)`
 /// (see `Mode.files` and `url(file:)`).
 ///
+/// In every mode but `files`, `auth=TOKEN` answers 401 unless the request has `Authorization: Bearer TOKEN`,
+/// and `cache-control=VALUE` (percent-encoded) adds that `Cache-Control` to the response.
+///
 /// All work happens on SwiftNIO event loops (no Swift tasks), so tests that block threads of the
 /// cooperative pool (a blocking socket client, waiting for a child process) cannot starve the origin.
 public final class TestOrigin: Sendable {

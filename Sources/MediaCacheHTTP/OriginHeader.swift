@@ -1,0 +1,95 @@
+/// A header field the cache adds to its origin requests (credentials such as a bearer token, a cookie or a
+/// signed header): `OriginClient.Configuration.headers`, `--origin-header` of `mediacache proxy|fetch|preload`.
+///
+/// Checked when made: the name is an HTTP token, the value has no control characters (no CR or LF: nothing can
+/// be smuggled into the request), and the fields the cache sets itself (`Range`, `If-Range`, `Accept-Encoding`,
+/// `Host`, the framing and connection fields) are refused. The value is a secret: `description` shows the name
+/// only, and no log line or file of the cache holds it.
+public struct OriginHeader: Sendable, Equatable, CustomStringConvertible {
+  /// The field name, as given.
+  public let name: String
+  /// The field value.
+  public let value: String
+
+  /// The longest value accepted (a large JWT is a few KiB).
+  public static let maxValueBytes = 16 << 10
+
+  /// Fields the cache sets or the connection owns (lowercased).
+  static let reserved: Set<String> = [
+    "range", "if-range", "if-none-match", "if-modified-since", "if-match", "if-unmodified-since",
+    "accept-encoding", "host", "content-length", "transfer-encoding", "connection", "keep-alive", "te",
+    "trailer", "upgrade", "proxy-connection", "expect",
+  ]
+
+  /// Names whose presence makes a request one "with credentials" for a shared cache's storage rule
+  /// (`OriginClient.Configuration.isSharedCache`).
+  static let credentialNames: Set<String> = ["authorization", "cookie"]
+
+  /// A header `name: value`; throws `OriginError.invalidHeader` saying what is wrong (never echoing the value).
+  public init(name: String, value: String) throws(OriginError) {
+    guard !name.isEmpty, name.utf8.count <= 256, name.utf8.allSatisfy(Self.isTokenByte) else {
+      // Not shown: a mistyped field may hold its secret in what was taken for the name.
+      throw .invalidHeader(name: "", reason: "the name is not an HTTP field name (letters, digits, -)")
+    }
+    if Self.reserved.contains(name.lowercased()) {
+      throw .invalidHeader(name: name, reason: "the cache sets this field itself")
+    }
+    let trimmed = value.trimmingSpaces
+    guard trimmed.utf8.count <= Self.maxValueBytes else {
+      throw .invalidHeader(name: name, reason: "the value is longer than \(Self.maxValueBytes) bytes")
+    }
+    guard trimmed.utf8.allSatisfy({ $0 == 0x09 || ($0 >= 0x20 && $0 != 0x7F) }) else {
+      throw .invalidHeader(name: name, reason: "the value holds a control character (CR, LF, NUL ...)")
+    }
+    self.name = name
+    self.value = trimmed
+  }
+
+  /// A header from `Name: value` (as curl's `-H`); throws `OriginError.invalidHeader`.
+  public init(parsing field: String) throws(OriginError) {
+    guard let colon = field.firstIndex(of: ":") else {
+      throw .invalidHeader(name: "", reason: "expected 'Name: value' (no colon)")
+    }
+    try self.init(name: String(field[..<colon]), value: String(field[field.index(after: colon)...]))
+  }
+
+  /// Whether this field carries credentials (`Authorization`, `Cookie`).
+  public var isCredential: Bool { Self.credentialNames.contains(name.lowercased()) }
+
+  /// The name and a placeholder: the value is never shown.
+  public var description: String { "\(name): <\(value.utf8.count) bytes>" }
+
+  /// tchar of RFC 9110 5.6.2.
+  static func isTokenByte(_ byte: UInt8) -> Bool {
+    switch byte {
+    case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+      UInt8(ascii: "0")...UInt8(ascii: "9"):
+      true
+    default: "!#$%&'*+-.^_`|~".utf8.contains(byte)
+    }
+  }
+}
+
+extension String {
+  /// Without leading and trailing spaces and tabs.
+  fileprivate var trimmingSpaces: String {
+    var slice = Substring(self)
+    while let first = slice.first, first == " " || first == "\t" { slice = slice.dropFirst() }
+    while let last = slice.last, last == " " || last == "\t" { slice = slice.dropLast() }
+    return String(slice)
+  }
+}
+
+/// RFC 9111 3.5: a shared cache stores the response to a request with `Authorization` only if the response
+/// allows it (`public`, `s-maxage`, `must-revalidate`); the cache applies the same to `Cookie`.
+enum SharedStorage {
+  /// Whether `cacheControl` (the response's `Cache-Control` values) allows a shared cache to store a response to
+  /// a request with credentials.
+  static func allowsCredentialedResponse(_ cacheControl: [String]) -> Bool {
+    let directives = cacheControl.flatMap { $0.split(separator: ",") }.map {
+      $0.split(separator: "=", maxSplits: 1).first.map { String($0).trimmingSpaces.lowercased() } ?? ""
+    }
+    if directives.contains("no-store") || directives.contains("private") { return false }
+    return directives.contains { $0 == "public" || $0 == "s-maxage" || $0 == "must-revalidate" }
+  }
+}
