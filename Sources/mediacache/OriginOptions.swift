@@ -1,4 +1,5 @@
 import ArgumentParser
+import Foundation
 import MediaCache
 import MediaCacheHTTP
 
@@ -30,15 +31,37 @@ struct OriginOptions: ParsableArguments {
         """,
       valueName: "NAME: VALUE"))
   var originHeader: [String] = []
+  @Option(
+    name: .customLong("origin-headers-file"),
+    help: ArgumentHelp(
+      "Read origin header fields from this file, one 'Name: value' per line (blank lines and lines starting "
+        + "with # are skipped), as --origin-header; keeps secrets off the command line, which every user "
+        + "of the machine can read.", valueName: "FILE"),
+    completion: .file())
+  var originHeadersFile: String?
 
-  /// The `--origin-header` fields; throws the reason one is refused, which never shows its value (parsed here,
-  /// not by a transform: ArgumentParser would echo the refused value).
+  /// The `--origin-header` fields, then those of `--origin-headers-file`; throws the reason one is refused,
+  /// which never shows its value (parsed here, not by a transform: ArgumentParser would echo the refused
+  /// value).
   var originHeaders: [OriginHeader] {
     get throws {
-      do {
-        return try originHeader.map { field throws(OriginError) in try OriginHeader(parsing: field) }
-      } catch {
-        throw ValidationError("--origin-header: \(error.description)")
+      var fields = originHeader.map { ("--origin-header", $0) }
+      if let originHeadersFile {
+        guard let data = FileManager.default.contents(atPath: originHeadersFile), data.count <= 1 << 20 else {
+          throw ValidationError("--origin-headers-file \(originHeadersFile): cannot be read (or over 1 MiB)")
+        }
+        // Split on any line break (a "\r\n" is one Character: splitting on "\n" would not see it).
+        let lines = String(decoding: data, as: UTF8.self).split(
+          omittingEmptySubsequences: false, whereSeparator: \.isNewline)
+        for (index, line) in lines.enumerated() {
+          let text = String(line)
+          let trimmed = text.trimmingCharacters(in: .whitespaces)
+          if trimmed.isEmpty || trimmed.hasPrefix("#") { continue }
+          fields.append(("--origin-headers-file \(originHeadersFile) line \(index + 1)", text))
+        }
+      }
+      return try fields.map { (source, field) in
+        do { return try OriginHeader(parsing: field) } catch { throw ValidationError("\(source): \(error)") }
       }
     }
   }

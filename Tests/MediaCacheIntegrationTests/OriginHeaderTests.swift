@@ -49,6 +49,31 @@ import Testing
     }
   }
 
+  /// `--origin-headers-file` keeps the secret off the command line; a bad line is named by its number.
+  @Test func headersComeFromAFileToo() async throws {
+    try await withTemporaryDirectory { directory in
+      try await withOrigin { origin in
+        let file = "\(directory)/headers"
+        try "# origin credentials\n\nAuthorization: Bearer \(secret)\r\nX-Extra: 1\n".write(
+          toFile: file, atomically: true, encoding: .utf8)
+        let url = origin.url(.normal, "from-file", size: size, query: "auth=\(secret)")
+        let fetched = try run(
+          binary("mediacache"),
+          ["fetch", "--cache", "\(directory)/cache", "--origin-headers-file", file, url])
+        #expect(fetched.status == 0, "\(fetched.stderr)")
+        let sent = origin.requests(for: "from-file").filter { $0.status == 206 || $0.status == 200 }
+        #expect(!sent.isEmpty && sent.allSatisfy { $0.headers["x-extra"] == "1" })
+        try "X-Extra: 1\nAuthorization \(secret)\n".write(toFile: file, atomically: true, encoding: .utf8)
+        let refused = try run(
+          binary("mediacache"),
+          ["fetch", "--cache", "\(directory)/cache", "--origin-headers-file", file, url])
+        #expect(
+          refused.status == 64 && refused.stderr.contains("line 2: an origin header"), "\(refused.stderr)")
+        #expect(!refused.stderr.contains(secret))
+      }
+    }
+  }
+
   @Test func theSharedProxyStoresCredentialedResponsesOnlyWhenThePublicMayShareThem() async throws {
     try await withTemporaryDirectory { directory in
       try await withOrigin { origin in
