@@ -98,6 +98,7 @@ let package = Package(
         "MediaCacheProxy",
         "MediaCacheStreaming",
         .product(name: "ArgumentParser", package: "swift-argument-parser"),
+        .product(name: "Logging", package: "swift-log"),
       ]
     ),
     .executableTarget(

@@ -7,10 +7,12 @@ final class BodyAccounting: @unchecked Sendable {
   private let metrics: ProxyMetrics
   private var counted: (cache: Int64, origin: Int64) = (0, 0)
   private var classified = false
+  private let record: AccessRecord
 
-  init(bytes: CachedBytes, metrics: ProxyMetrics) {
+  init(bytes: CachedBytes, metrics: ProxyMetrics, record: AccessRecord) {
     self.bytes = bytes
     self.metrics = metrics
+    self.record = record
   }
 
   func update(finished: Bool) {
@@ -20,6 +22,7 @@ final class BodyAccounting: @unchecked Sendable {
     let start = bytes.range.lowerBound
     metrics.noteServed(bytes.objectID, start + counted.cache + counted.origin..<start + cache + origin)
     counted = (cache, origin)
+    record.note(bytes.objectID, fromCache: cache, fromOrigin: origin)
     if !classified, origin > 0 || finished {
       classified = true
       metrics.noteRequest(hit: origin == 0)

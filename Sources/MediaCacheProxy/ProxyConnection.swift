@@ -128,6 +128,7 @@ final class ProxyConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
     let channel = context.channel
     let responder = self.responder
     let connections = self.connections
+    let logged = responder.server.accessLog.isOn ? LoggedRequest(request) : nil
     connections.responseStarted()
     if loopHits?.answersHits == true, let response = responder.hitNow(request) {
       // A hit whose pages are in memory: answered here, on the loop, with no task and no hop between threads.
@@ -137,6 +138,7 @@ final class ProxyConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
       if case .hit(let body) = response.body { body.send(through: writer) }
       answeringOnLoop += 1
       writer.finish().whenComplete { result in
+        logged?.write(to: responder.server.accessLog, response, bytes: writer.bodyBytes)
         bound.value.handler.answeringOnLoop -= 1
         bound.value.handler.responseEnded(
           bound.value.context, request: number, keepAlive: keepAlive, written: result)
@@ -144,12 +146,13 @@ final class ProxyConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
       }
       return
     }
-    startTask(request, head: head, number: number, bound: bound)
+    startTask(request, head: head, number: number, bound: bound, logged: logged)
   }
 
   /// Answers `request` in a task (see `answer`).
   private func startTask(
-    _ request: ProxyRequest, head: HTTPRequestHead, number: Int, bound: NIOLoopBound<ResponseEnd>
+    _ request: ProxyRequest, head: HTTPRequestHead, number: Int, bound: NIOLoopBound<ResponseEnd>,
+    logged: LoggedRequest?
   ) {
     let channel = bound.value.context.channel
     let responder = self.responder
@@ -160,13 +163,14 @@ final class ProxyConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
       let answered = await ProxyConnectionHandler.answer(
         request, version: head.version, keepAlive: head.isKeepAlive, responder: responder,
         channel: channel)
-      guard let (written, keepAlive) = answered else {
+      guard let (written, keepAlive, response, writer) = answered else {
         // Cancelled (the client left or the proxy is stopping), or cut mid-body: the status is already sent.
         channel.close(promise: nil)
         connections.responseEnded()
         return
       }
       written.hop(to: channel.eventLoop).whenComplete { result in
+        logged?.write(to: responder.server.accessLog, response, bytes: writer.bodyBytes)
         bound.value.handler.responseEnded(
           bound.value.context, request: number, keepAlive: keepAlive, written: result)
         connections.responseEnded()
@@ -184,7 +188,7 @@ final class ProxyConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
   private static func answer(
     _ request: ProxyRequest, version: HTTPVersion, keepAlive: Bool, responder: ProxyResponder,
     channel: any Channel
-  ) async -> (EventLoopFuture<Void>, keepAlive: Bool)? {
+  ) async -> (EventLoopFuture<Void>, keepAlive: Bool, ProxyResponse, ProxyBodyWriter)? {
     let response: ProxyResponse
     do {
       response = try await responder.respond(to: request)
@@ -210,7 +214,7 @@ final class ProxyConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
     } catch {
       return nil
     }
-    return (writer.finish(), keepAlive)
+    return (writer.finish(), keepAlive, response, writer)
   }
 
   private func responseEnded(
@@ -244,6 +248,24 @@ final class ProxyConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
       status: HTTPResponseStatus(
         statusCode: response.status.code, reasonPhrase: response.status.reasonPhrase),
       headers: headers)
+  }
+}
+
+/// A request as its access-log line names it, with when it arrived.
+struct LoggedRequest: Sendable {
+  let method: HTTPMethod
+  let path: Substring
+  let started = NIODeadline.now()
+
+  init(_ request: ProxyRequest) {
+    method = request.method
+    path = request.path
+  }
+
+  func write(to log: AccessLog, _ response: ProxyResponse, bytes: Int) {
+    log.write(
+      method: method, path: path, status: Int(response.status.code), bytes: bytes, since: started,
+      record: response.access)
   }
 }
 

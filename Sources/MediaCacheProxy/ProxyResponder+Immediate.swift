@@ -53,7 +53,10 @@ extension ProxyResponder {
     metrics.noteServed(hit.objectID, hit.range)
     metrics.noteRequest(hit: true)
     let body = HitBody(buffer: hit.buffer, hold: hold, reader: reader, metrics: metrics)
-    return ProxyResponse(status: partial ? .partialContent : .ok, headers: headers, body: .hit(body))
+    let record = AccessRecord()
+    record.note(hit.objectID, fromCache: count, fromOrigin: 0)
+    return ProxyResponse(
+      status: partial ? .partialContent : .ok, headers: headers, body: .hit(body), access: record)
   }
 }
 

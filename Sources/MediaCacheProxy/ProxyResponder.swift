@@ -1,5 +1,6 @@
 import Foundation
 import HTTPTypes
+import Logging
 import MediaCache
 import MediaCacheHTTP
 import MediaCacheStreaming
@@ -104,9 +105,10 @@ struct ProxyResponder: Sendable {
     let metrics = self.metrics
     let reader = self.reader
     let streamed = bytes
+    let record = AccessRecord()
     metrics.responseStarted()
     let body = ProxyResponse.Body.stream { writer in
-      let accounting = BodyAccounting(bytes: streamed, metrics: metrics)
+      let accounting = BodyAccounting(bytes: streamed, metrics: metrics, record: record)
       defer {
         streamed.close()
         metrics.responseEnded()
@@ -149,7 +151,7 @@ struct ProxyResponder: Sendable {
         throw error
       }
     }
-    return ProxyResponse(status: status, headers: headers, body: body)
+    return ProxyResponse(status: status, headers: headers, body: body, access: record)
   }
 
   /// Adds a body's `Content-Length` (when `count` is known) and, for a 206, its `Content-Range`. A 206 to
@@ -250,6 +252,7 @@ struct ProxyResponder: Sendable {
       default: break
       }
       metrics.noteOriginError()
+      logFailure("origin failed", error.description, url: url, errorURL: error.url)
       switch error.kind {
       case .httpStatus(let status, _) where (400..<500).contains(status):
         // The origin's own answer (404, 403, 410 ...) is the most useful thing to pass on.
@@ -258,12 +261,25 @@ struct ProxyResponder: Sendable {
       default: return Refusal(.badGateway, "origin failed: \(error.description)")
       }
     case let error as StoreError:
+      logFailure("cache failed", error.description, url: url, errorURL: nil)
       return Refusal(.internalServerError, "cache failed: \(error.description)")
     case is CancellationError:
       return error
     default:
       return Refusal(.internalServerError, "\(error)")
     }
+  }
+
+  /// Logs a failure at `warning` with its cause, the URLs in it without their queries (on the I/O executor: a
+  /// log handler's write blocks).
+  private func logFailure(_ message: String, _ cause: String, url: String, errorURL: String?) {
+    let logger = server.configuration.logger
+    guard logger.logLevel <= .warning else { return }
+    let redacted = LogRedaction.text(LogRedaction.text(cause, withoutQueryOf: errorURL), withoutQueryOf: url)
+    let metadata: Logger.Metadata = [
+      "url": "\(LogRedaction.text(url, withoutQueryOf: url))", "error": "\(redacted)",
+    ]
+    IOExecutor.shared.submit { logger.warning("\(message)", metadata: metadata) }
   }
 
   static func respondFromMemory(_ body: Data, rangeHeader: RangeHeader, isHead: Bool, headers: HTTPFields)

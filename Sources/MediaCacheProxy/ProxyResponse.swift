@@ -9,6 +9,8 @@ struct ProxyResponse: Sendable {
   var status: HTTPResponse.Status
   var headers: HTTPFields
   var body: Body
+  /// What the body served, for the access log (nil: not an object's bytes).
+  var access: AccessRecord? = nil
 
   enum Body: Sendable {
     case empty
@@ -32,6 +34,8 @@ final class ProxyBodyWriter: @unchecked Sendable {
   private var inFlight: [(future: EventLoopFuture<Void>, bytes: Int)] = []
   private var bytesInFlight = 0
   private var ended = false
+  /// Body bytes handed to NIO so far (for the access log).
+  private(set) var bodyBytes = 0
   /// The write that ended the response.
   private var last: EventLoopFuture<Void>?
   /// Bytes handed to NIO and not yet written to the socket before a write waits: two cache chunks, or the many
@@ -92,7 +96,10 @@ final class ProxyBodyWriter: @unchecked Sendable {
       parts.append(.head(head))
       self.head = nil
     }
-    for buffer in buffers where buffer.readableBytes > 0 { parts.append(.body(.byteBuffer(buffer))) }
+    for buffer in buffers where buffer.readableBytes > 0 {
+      parts.append(.body(.byteBuffer(buffer)))
+      bodyBytes += buffer.readableBytes
+    }
     if endingResponse {
       parts.append(.end(nil))
       ended = true

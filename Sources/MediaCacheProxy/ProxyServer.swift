@@ -50,6 +50,10 @@ public final class ProxyServer: Sendable {
     /// evictions and cuts by another process (`cache-compactor`) count in
     /// `mediacache_preload_evicted_unplayed_bytes_total` too. Default 10 seconds.
     public var preloadCheckInterval: Duration = .seconds(10)
+    /// Where the proxy logs: one line per request at `info` (`AccessLog`: method, path without its query,
+    /// object, status, bytes, duration, hit/partial/miss, origin bytes), origin and disk failures at `warning`
+    /// with their cause. Default: a logger that drops everything.
+    public var logger = Logger(label: "mediacache.proxy", factory: { _ in SwiftLogNoOpLogHandler() })
 
     /// A configuration listening on `host:port` (0: a free port), serving every origin host unless `allowedHosts`
     /// is given (compared case-insensitively), closing idle client connections after `clientTimeout` seconds,
@@ -97,6 +101,8 @@ public final class ProxyServer: Sendable {
   fileprivate let listening = Mutex<Endpoint?>(nil)
   /// Shares of `Configuration.hitBytesInFlight` (nil: no bound).
   let hitBudget: ReadBudget?
+  /// One line per request (`Configuration.logger` at `info`).
+  let accessLog: AccessLog
 
   /// Where the proxy listens, once `run` has bound its socket (nil before and after).
   public var endpoint: Endpoint? { listening.withLock { $0 } }
@@ -109,6 +115,7 @@ public final class ProxyServer: Sendable {
     self.metrics = metrics
     self.preloader = Preloader(
       reader: reader, ledger: metrics.preloadLedger, onFetched: { metrics.notePreloaded($0) })
+    self.accessLog = AccessLog(logger: configuration.logger)
     self.hitBudget =
       configuration.hitBytesInFlight > 0 ? ReadBudget(limit: configuration.hitBytesInFlight) : nil
   }

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import Logging
 import MediaCache
 import MediaCacheHTTP
 import MediaCacheProxy
@@ -98,6 +99,13 @@ struct ProxyCommand: AsyncParsableCommand {
       "How often preloaded bytes no player got yet are checked against the disk, so that another process's "
         + "evictions count in the preload metrics (default 10).", valueName: "SECONDS"))
   var preloadCheckInterval: Double = 10
+  @Option(
+    help: ArgumentHelp(
+      "What the proxy logs to standard error as logfmt lines: info adds one line per request (method, path "
+        + "without its query, object, status, bytes, duration, hit/partial/miss, origin bytes); warning (the "
+        + "default) logs origin and disk failures with their cause.",
+      valueName: "trace|debug|info|notice|warning|error|critical"))
+  var logLevel = "warning"
   @OptionGroup var requestLimits: RequestLimitOptions
 
   func validate() throws {
@@ -109,6 +117,10 @@ struct ProxyCommand: AsyncParsableCommand {
     guard (0...20).contains(retries) else { throw ValidationError("--retries must be 0...20") }
     if let hitBytesInFlight, hitBytesInFlight.bytes < 0 {
       throw ValidationError("--hit-bytes-in-flight must be at least 0")
+    }
+    guard Logger.Level(named: logLevel) != nil else {
+      throw ValidationError(
+        "--log-level '\(logLevel)' is not a level (trace, debug, info, notice, warning, error, critical)")
     }
     guard preloadCheckInterval > 0, preloadCheckInterval <= 86400 else {
       throw ValidationError("--preload-check-interval must be more than 0 and at most 86400 seconds")
@@ -150,13 +162,18 @@ struct ProxyCommand: AsyncParsableCommand {
       // Objects only read stay open a second after their last read, so that many short reads of the same
       // objects (range requests) do not each open and close their files.
       readerConfiguration.idleSessionLinger = .seconds(1)
-      let reader = CachingReader(cache: mediaCache, client: client, configuration: readerConfiguration)
+      let level = Logger.Level(named: logLevel) ?? .warning
+      LoggingSystem.bootstrap { LogfmtHandler(label: $0, level: level) }
+      let reader = CachingReader(
+        cache: mediaCache, client: client, configuration: readerConfiguration,
+        backgroundActivityLogger: Logger(label: "mediacache.reader"))
       var serverConfiguration = ProxyServer.Configuration(
         host: host, port: port, allowedHosts: allowedHosts.isEmpty ? nil : Set(allowedHosts),
         clientTimeout: .seconds(clientTimeout), eventLoops: eventLoops)
       if let hitBytesInFlight { serverConfiguration.hitBytesInFlight = hitBytesInFlight.bytes }
       if let loopHitConnections { serverConfiguration.loopHitConnections = loopHitConnections }
       serverConfiguration.preloadCheckInterval = .seconds(preloadCheckInterval)
+      serverConfiguration.logger = Logger(label: "mediacache.proxy")
       let server = ProxyServer(reader: reader, configuration: serverConfiguration)
       if !["127.0.0.1", "::1", "localhost"].contains(host) {
         FileHandle.standardError.write(

@@ -71,6 +71,7 @@ final class ChildProcess: Sendable {
   var pid: Int32 { process.processIdentifier }
 
   var outputSoFar: String { collected.withLock { String(decoding: $0.out, as: UTF8.self) } }
+  var errorsSoFar: String { collected.withLock { String(decoding: $0.err, as: UTF8.self) } }
 
   /// Waits until some output line satisfies `predicate`, the process exits, or `timeout` passes.
   @discardableResult
