@@ -4,15 +4,14 @@ import Synchronization
 extension MediaCache {
   // MARK: Limits and events
 
-  /// The compaction engine with this cache's limits.
+  /// The compaction engine with this cache's limits (`limits`).
   public var compactor: Compactor {
-    Compactor(
+    let limits = self.limits
+    return Compactor(
       store: store,
       policy: CompactionPolicy(
-        maxSize: configuration.maxSize, lowWatermark: configuration.lowWatermark,
-        maxAge: configuration.maxAge,
-        minFree: configuration.minFree, keepHeads: configuration.keepHeads,
-        tmpGracePeriod: Self.temporaryFileGracePeriod),
+        maxSize: limits.maxSize, lowWatermark: limits.lowWatermark, maxAge: limits.maxAge,
+        minFree: limits.minFree, keepHeads: limits.keepHeads, tmpGracePeriod: Self.temporaryFileGracePeriod),
       shouldEvict: configuration.shouldEvict)
   }
 
@@ -63,24 +62,29 @@ extension MediaCache {
       chunksDropped: { [weak self] id, count in self?.emit(.chunksDropped(id, count: count)) })
   }
 
-  /// Counts written bytes; the first write, or crossing `maxSize`, starts one background pass.
+  /// Counts written bytes; under a size limit (`limits`, read at each write), the first write, or crossing
+  /// `maxSize`, starts one background pass.
   private func noteWritten(_ bytes: Int64) {
-    // Without a size limit nothing is tracked: no pass is ever started behind the app's back.
-    guard let maxSize = configuration.maxSize else { return }
-    let trigger = tracking.withLock { tracking -> (start: Bool, exceeded: Int64?) in
+    let trigger = tracking.withLock { tracking -> (start: Bool, exceeded: Int64?, maxSize: Int64) in
       if tracking.compactionRunning { tracking.writtenDuringPass += bytes }
+      // Without a size limit no pass is ever started behind the app's back; a known total still counts.
+      guard let maxSize = tracking.limits.maxSize else {
+        if let known = tracking.approximateBytes { tracking.approximateBytes = known + bytes }
+        return (false, nil, 0)
+      }
       guard let known = tracking.approximateBytes else {
         // The total is learned by a pass, not by walking the tree at open.
-        if tracking.compactionRunning { return (false, nil) }
+        if tracking.compactionRunning { return (false, nil, maxSize) }
         tracking.compactionRunning = true
-        return (true, nil)
+        return (true, nil, maxSize)
       }
       let now = known + bytes
       tracking.approximateBytes = now
-      guard now > maxSize, !tracking.compactionRunning else { return (false, nil) }
+      guard now > maxSize, !tracking.compactionRunning else { return (false, nil, maxSize) }
       tracking.compactionRunning = true
-      return (true, now)
+      return (true, now, maxSize)
     }
+    let maxSize = trigger.maxSize
     if let exceeded = trigger.exceeded { emit(.exceededMaxSize(bytes: exceeded)) }
     if trigger.start {
       Task.detached { [self] in

@@ -137,6 +137,8 @@ public final class MediaCache: Sendable {
     /// The last pass ended with writes it may not have counted.
     var lastPassMissedWrites = false
     var subscribers: [UUID: AsyncStream<CacheEvent>.Continuation] = [:]
+    /// The limits in force (`setLimits`).
+    var limits = Limits()
   }
 
   let tracking = Mutex(Tracking())
@@ -149,9 +151,7 @@ public final class MediaCache: Sendable {
   /// version; `StoreError.noSuchCache` for a missing directory when `createDirectory` is false; and
   /// `StoreError.io` when the directory cannot be created or read.
   public init(configuration: Configuration = Configuration()) throws {
-    guard configuration.lowWatermark > 0 && configuration.lowWatermark <= 1 else {
-      throw StoreError.invalidConfiguration("low watermark \(configuration.lowWatermark) is outside (0, 1]")
-    }
+    try Limits(configuration).validate()
     guard configuration.memoryCostLimit >= 0 else {
       throw StoreError.invalidConfiguration("memory cost limit \(configuration.memoryCostLimit) is negative")
     }
@@ -161,6 +161,7 @@ public final class MediaCache: Sendable {
       durability: configuration.durability,
       create: configuration.createDirectory)
     self.memory = MemoryTier(costLimit: configuration.memoryCostLimit)
+    tracking.withLock { $0.limits = Limits(configuration) }
     // Staging files a crashed writer left behind; `tmp/` is small, so this is no tree walk.
     _ = try? store.reapStaleTemporaryFiles(olderThan: Self.temporaryFileGracePeriod.seconds)
   }
@@ -219,13 +220,14 @@ public final class MediaCache: Sendable {
   /// Without limits the app did not ask for evictions: nothing is removed and 0 is returned. A writer that got
   /// ENOSPC calls this, then tries once more (`store`, and the origin fetches of `MediaCacheHTTP`).
   public func makeRoom(for bytes: Int64) throws -> Int64 {
-    guard configuration.maxSize != nil || configuration.minFree != nil else { return 0 }
+    let limits = self.limits
+    guard limits.maxSize != nil || limits.minFree != nil else { return 0 }
     let onDisk = try store.scanObjects().reduce(0) { $0 + $1.diskBytes }
     let pass = Compactor(
       store: store,
       policy: CompactionPolicy(
         maxSize: max(0, onDisk - bytes), lowWatermark: 1, maxAge: nil, minFree: nil,
-        keepHeads: configuration.keepHeads, tmpGracePeriod: Self.temporaryFileGracePeriod),
+        keepHeads: limits.keepHeads, tmpGracePeriod: Self.temporaryFileGracePeriod),
       shouldEvict: configuration.shouldEvict)
     let report = try pass.runPass()
     for object in report.removed { memory.remove(object.id) }
