@@ -33,15 +33,12 @@ extension MediaCache {
         minFree: configuration.minFree, keepHeads: configuration.keepHeads)
     }
 
-    /// Throws `StoreError.invalidConfiguration` for a low watermark outside (0, 1] or a size that is not
-    /// positive.
+    /// Throws `StoreError.invalidConfiguration` for a low watermark outside (0, 1] or a negative size.
     func validate() throws {
       guard lowWatermark > 0 && lowWatermark <= 1 else {
         throw StoreError.invalidConfiguration("low watermark \(lowWatermark) is outside (0, 1]")
       }
-      if let maxSize, maxSize <= 0 {
-        throw StoreError.invalidConfiguration("maxSize \(maxSize) is not positive")
-      }
+      if let maxSize, maxSize < 0 { throw StoreError.invalidConfiguration("maxSize \(maxSize) is negative") }
       if let minFree, minFree < 0 { throw StoreError.invalidConfiguration("minFree \(minFree) is negative") }
     }
   }
@@ -51,8 +48,8 @@ extension MediaCache {
 
   /// Changes the limits while the cache runs. They apply from the next write: one that finds the tracked total
   /// over a new `maxSize` starts a pass, as crossing it would; `purge()` applies them at once. Throws
-  /// `StoreError.invalidConfiguration` (and changes nothing) for a low watermark outside (0, 1] or a size that
-  /// is not positive.
+  /// `StoreError.invalidConfiguration` (and changes nothing) for a low watermark outside (0, 1] or a negative
+  /// size.
   public func setLimits(_ limits: Limits) throws {
     try limits.validate()
     tracking.withLock { $0.limits = limits }

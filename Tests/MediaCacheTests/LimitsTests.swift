@@ -68,7 +68,7 @@ import Testing
       bad.lowWatermark = 1.5
       #expect(throws: StoreError.self) { try cache.setLimits(bad) }
       bad = cache.limits
-      bad.maxSize = 0
+      bad.maxSize = -1
       #expect(throws: StoreError.self) { try cache.setLimits(bad) }
       #expect(cache.limits.maxSize == before / 2 && cache.limits.lowWatermark == 0.9)
     }
