@@ -3,7 +3,8 @@ import PackageDescription
 
 let package = Package(
   name: "MediaCache",
-  platforms: [.macOS(.v15)],
+  // The releases with Synchronization's Mutex and Atomic, which the library uses throughout (docs/APPLE.md).
+  platforms: [.macOS(.v15), .iOS(.v18), .tvOS(.v18), .visionOS(.v2)],
   products: [
     .library(name: "MediaCache", targets: ["MediaCache"]),
     .library(name: "MediaCacheHTTP", targets: ["MediaCacheHTTP"]),

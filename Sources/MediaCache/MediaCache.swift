@@ -60,11 +60,18 @@ public final class MediaCache: Sendable {
       self.commitPolicy = commitPolicy
     }
 
-    /// `$MEDIACACHE_DIR`, else `$XDG_CACHE_HOME/mediacache`, else `~/.cache/mediacache`.
+    /// `$MEDIACACHE_DIR`, else on Apple platforms the app's `Library/Caches/MediaCache` (which backups leave
+    /// out, and the system may empty when space runs low), elsewhere `$XDG_CACHE_HOME/mediacache`, else
+    /// `~/.cache/mediacache`.
     public static func defaultDirectory(
       environment: [String: String] = ProcessInfo.processInfo.environment
     ) -> FilePath {
       if let explicit = environment["MEDIACACHE_DIR"], !explicit.isEmpty { return FilePath(explicit) }
+      #if canImport(Darwin)
+        if let caches = FileManager.default.urls(for: .cachesDirectory, in: .userDomainMask).first {
+          return FilePath(caches.appendingPathComponent("MediaCache", isDirectory: true).path)
+        }
+      #endif
       if let xdg = environment["XDG_CACHE_HOME"], !xdg.isEmpty {
         return FilePath(xdg).appending("mediacache")
       }

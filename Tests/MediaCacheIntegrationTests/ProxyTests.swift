@@ -371,17 +371,24 @@ final class SilentListener: Sendable {
 
 /// The library API: a `ProxyServer` started in this process, stopped by cancelling its task.
 @Suite struct ProxyServerInProcessTests {
+  /// A proxy over `reader` on `port` (0: a free one), running in a task; returns once it listens.
+  func start(_ reader: CachingReader, port: Int) async throws -> (
+    Task<Void, any Error>, ProxyServer, ProxyServer.Endpoint
+  ) {
+    let proxy = ProxyServer(reader: reader, configuration: .init(port: port))
+    let (endpoints, continuation) = AsyncStream.makeStream(of: ProxyServer.Endpoint.self)
+    let server = Task { try await proxy.run { continuation.yield($0) } }
+    var iterator = endpoints.makeAsyncIterator()
+    return (server, proxy, try #require(await iterator.next()))
+  }
+
   @Test func runsUntilCancelledAndServesThroughTheReader() async throws {
     let directory = try TemporaryDirectory()
     defer { directory.cleanup() }
     let origin = try await TestOrigin.start()
     let cache = try MediaCache(configuration: .init(directory: FilePath(directory.path), maxSize: nil))
     let reader = CachingReader(cache: cache)
-    let proxy = ProxyServer(reader: reader)
-    let (endpoints, continuation) = AsyncStream.makeStream(of: ProxyServer.Endpoint.self)
-    let server = Task { try await proxy.run { continuation.yield($0) } }
-    var iterator = endpoints.makeAsyncIterator()
-    let endpoint = try #require(await iterator.next())
+    let (server, proxy, endpoint) = try await start(reader, port: 0)
     #expect(endpoint.host == "127.0.0.1" && endpoint.port > 0)
     let url = origin.url(.normal, "inprocess", size: 1_500_000)
     let response = try await blocking {
@@ -405,5 +412,30 @@ final class SilentListener: Sendable {
     #expect(proxy.endpoint == nil)
     try await reader.client.shutdown()
     try await origin.shutdown()
+  }
+  /// An app suspended and resumed (docs/APPLE.md): the proxy is stopped with the app's task and started
+  /// again on the same port (a new `ProxyServer` over the same cache), and a URL the player was given before
+  /// works again, from the cache.
+  @Test func aProxyRestartedOnTheSamePortKeepsEarlierURLsWorking() async throws {
+    try await withReader(chunkSize: 1 << 20, configuration: .init()) { reader, origin, _ in
+      let url = origin.url(.normal, "resumed", size: 700_000)
+      let (first, _, endpoint) = try await start(reader, port: 0)
+      let path = ProxyServer.proxyPath(for: url)
+      let before = try await blocking { try rawRequest(port: endpoint.port, path) }
+      #expect(before.status == 200 && before.body.count == 700_000)
+      // Suspended: the app's task for the proxy is cancelled, its socket closed.
+      first.cancel()
+      _ = await first.result
+      #expect(throws: (any Error).self) { try rawRequest(port: endpoint.port, path) }
+      // Resumed: the same port at once (SO_REUSEADDR), the same URL, answered from the cache.
+      let (second, _, again) = try await start(reader, port: endpoint.port)
+      #expect(again == endpoint)
+      let originRequests = origin.allRequests().count
+      let after = try await blocking { try rawRequest(port: endpoint.port, path) }
+      #expect(after.status == 200 && after.body == before.body)
+      #expect(origin.allRequests().count == originRequests)
+      second.cancel()
+      _ = await second.result
+    }
   }
 }
