@@ -14,13 +14,16 @@ public final class ProxyMetrics: Sendable {
   private let loopHits = Atomic<Int64>(0)
   private let originErrors = Atomic<Int64>(0)
   private let activeResponses = Atomic<Int64>(0)
+  /// Responses being streamed now.
+  var responsesActive: Int64 { activeResponses.load(ordering: .relaxed) }
   private let preloaded = Atomic<Int64>(0)
   /// What became of the preloader's bytes (served later, evicted unplayed).
   public let preloadLedger = PreloadLedger()
 
-  /// A scan of the cache tree is a walk of every shard, so `/metrics` reuses one for a few seconds.
-  private struct CacheTotals { var objects: Int; var bytes: Int64; var taken: Date }
-  private let totals = Mutex<CacheTotals?>(nil)
+  /// A scan of the cache tree is a walk of every shard, so `/metrics` and the dashboard reuse one for a few
+  /// seconds.
+  private struct RecentScan { var objects: [ScannedObject]; var taken: Date }
+  private let scanned = Mutex<RecentScan?>(nil)
   static let totalsMaxAge: TimeInterval = 2
 
   init(cache: MediaCache) {
@@ -81,16 +84,15 @@ public final class ProxyMetrics: Sendable {
   func responseEnded() { activeResponses.subtract(1, ordering: .relaxed) }
 
   /// The cache's totals, walked on the I/O executor at most every `totalsMaxAge`.
-  private func cacheTotals() async -> CacheTotals? {
-    if let recent = totals.withLock({ $0 }), Date().timeIntervalSince(recent.taken) < Self.totalsMaxAge {
-      return recent
+  /// The cache's objects as a walk found them at most `totalsMaxAge` seconds ago (nil if the walk failed).
+  func recentScan() async -> [ScannedObject]? {
+    if let recent = scanned.withLock({ $0 }), Date().timeIntervalSince(recent.taken) < Self.totalsMaxAge {
+      return recent.objects
     }
     let store = cache.store
-    guard let scanned = try? await IOExecutor.shared.run({ try store.scanObjects() }) else { return nil }
-    let fresh = CacheTotals(
-      objects: scanned.count, bytes: scanned.reduce(0) { $0 + $1.diskBytes }, taken: Date())
-    totals.withLock { $0 = fresh }
-    return fresh
+    guard let objects = try? await IOExecutor.shared.run({ try store.scanObjects() }) else { return nil }
+    scanned.withLock { $0 = RecentScan(objects: objects, taken: Date()) }
+    return objects
   }
 
   /// The Prometheus text exposition of every counter.
@@ -142,14 +144,14 @@ public final class ProxyMetrics: Sendable {
     metric(
       "mediacache_proxy_active_responses", "gauge", "Responses being streamed now.",
       [("", "\(activeResponses.load(ordering: .relaxed))")])
-    if let totals = await cacheTotals() {
+    if let objects = await recentScan() {
       metric(
         "mediacache_cache_objects", "gauge", "Objects in the cache directory (refreshed every 2 s at most).",
-        [("", "\(totals.objects)")])
+        [("", "\(objects.count)")])
       metric(
         "mediacache_cache_bytes", "gauge",
         "Bytes on disk of the cache's objects (refreshed every 2 s at most).",
-        [("", "\(totals.bytes)")])
+        [("", "\(objects.reduce(Int64(0)) { $0 + $1.diskBytes })")])
     }
     return out
   }

@@ -37,6 +37,9 @@ struct ProxyResponder: Sendable {
       return ProxyResponse(status: .ok, headers: headers, body: body)
     }
     if PreloadEndpoint.isPreloadRequest(request) { return try await preloadResponse(request) }
+    if Dashboard.isDashboardRequest(request) {
+      return try await Dashboard.response(to: request, server: server)
+    }
     let (origin, isPathForm, rangeHeader, requested) = try target(of: request)
     if live.contains(origin) {
       // A live playlist or MPD: the cached copy is stale, the player must see the origin's current one.
