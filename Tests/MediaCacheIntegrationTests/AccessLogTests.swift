@@ -19,63 +19,55 @@ import Testing
   }
 
   @Test func eachRequestIsOneLineWithoutItsQuery() async throws {
-    try await withTemporaryDirectory { directory in
-      try await withOrigin { origin in
-        let (proxy, port) = try startProxy(cache: "\(directory)/cache", ["--log-level", "info"])
-        defer { proxy.kill() }
-        let path = "/http/127.0.0.1:\(origin.port)/normal/logged?size=300000&sig=\(signature)"
-        let requests: [(headers: [(String, String)], status: Int, cache: String, bytes: Int)] = [
-          ([("Range", "bytes=0-99999")], 206, "miss", 100_000),
-          ([("Range", "bytes=0-99999")], 206, "hit", 100_000),
-          ([], 200, "partial", 300_000),
-        ]
-        for request in requests {
-          let response = try await blocking { try rawRequest(port: port, path, headers: request.headers) }
-          #expect(response.status == request.status && response.body.count == request.bytes)
-        }
-        // The origin refuses this one (no size): a warning with the cause, and a request line.
-        let failing = "/http/127.0.0.1:\(origin.port)/normal/refused?sig=\(signature)"
-        #expect(try await blocking { try rawRequest(port: port, failing) }.status == 400)
-        var lines: [Substring] = []
-        for _ in 0..<100 {
-          lines = proxy.errorsSoFar.split(separator: "\n")
-          if lines.filter({ $0.contains("msg=request") }).count >= 4
-            && lines.contains(where: { $0.contains("level=warning") })
-          {
-            break
-          }
-          try await Task.sleep(for: .milliseconds(50))
-        }
-        let access = lines.filter { $0.contains("logger=mediacache.proxy") && $0.contains("msg=request") }
-        #expect(access.count == 4, "\(lines)")
-        for (line, request) in zip(access, requests) {
-          let field = fields(line)
-          #expect(field["level"] == "info" && field["method"] == "GET", "\(line)")
-          #expect(field["path"] == "/http/127.0.0.1:\(origin.port)/normal/logged", "\(line)")
-          #expect(field["status"] == "\(request.status)" && field["bytes"] == "\(request.bytes)", "\(line)")
-          #expect(field["cache"] == request.cache, "\(line)")
-          #expect(field["object"]?.count == 64 && Double(field["duration_ms"] ?? "") != nil, "\(line)")
-        }
-        #expect(fields(access[0])["origin_bytes"] == "100000" && fields(access[1])["origin_bytes"] == "0")
-        let warning = try #require(lines.first { $0.contains("level=warning") })
-        #expect(warning.contains("origin failed") && warning.contains("HTTP 400"), "\(warning)")
-        #expect(!lines.contains { $0.contains(signature) }, "\(lines.filter { $0.contains(signature) })")
+    try await withOriginAndProxy(["--log-level", "info"]) { origin, proxy, port, _ in
+      let path = "/http/127.0.0.1:\(origin.port)/normal/logged?size=300000&sig=\(signature)"
+      let requests: [(headers: [(String, String)], status: Int, cache: String, bytes: Int)] = [
+        ([("Range", "bytes=0-99999")], 206, "miss", 100_000),
+        ([("Range", "bytes=0-99999")], 206, "hit", 100_000),
+        ([], 200, "partial", 300_000),
+      ]
+      for request in requests {
+        let response = try await blocking { try rawRequest(port: port, path, headers: request.headers) }
+        #expect(response.status == request.status && response.body.count == request.bytes)
       }
+      // The origin refuses this one (no size): a warning with the cause, and a request line.
+      let failing = "/http/127.0.0.1:\(origin.port)/normal/refused?sig=\(signature)"
+      #expect(try await blocking { try rawRequest(port: port, failing) }.status == 400)
+      var lines: [Substring] = []
+      for _ in 0..<100 {
+        lines = proxy.errorsSoFar.split(separator: "\n")
+        if lines.filter({ $0.contains("msg=request") }).count >= 4
+          && lines.contains(where: { $0.contains("level=warning") })
+        {
+          break
+        }
+        try await Task.sleep(for: .milliseconds(50))
+      }
+      let access = lines.filter { $0.contains("logger=mediacache.proxy") && $0.contains("msg=request") }
+      #expect(access.count == 4, "\(lines)")
+      for (line, request) in zip(access, requests) {
+        let field = fields(line)
+        #expect(field["level"] == "info" && field["method"] == "GET", "\(line)")
+        #expect(field["path"] == "/http/127.0.0.1:\(origin.port)/normal/logged", "\(line)")
+        #expect(field["status"] == "\(request.status)" && field["bytes"] == "\(request.bytes)", "\(line)")
+        #expect(field["cache"] == request.cache, "\(line)")
+        #expect(field["object"]?.count == 64 && Double(field["duration_ms"] ?? "") != nil, "\(line)")
+      }
+      #expect(fields(access[0])["origin_bytes"] == "100000" && fields(access[1])["origin_bytes"] == "0")
+      let warning = try #require(lines.first { $0.contains("level=warning") })
+      #expect(warning.contains("origin failed") && warning.contains("HTTP 400"), "\(warning)")
+      #expect(!lines.contains { $0.contains(signature) }, "\(lines.filter { $0.contains(signature) })")
     }
   }
 
   @Test func theDefaultLevelLogsNoRequestLine() async throws {
-    try await withTemporaryDirectory { directory in
-      try await withOrigin { origin in
-        let (proxy, port) = try startProxy(cache: "\(directory)/cache", [])
-        defer { proxy.kill() }
-        let path = "/http/127.0.0.1:\(origin.port)/normal/quiet?size=1000"
-        #expect(try await blocking { try rawRequest(port: port, path) }.status == 200)
-        try await Task.sleep(for: .milliseconds(300))
-        #expect(!proxy.errorsSoFar.contains("msg=request"), "\(proxy.errorsSoFar)")
-        let bad = try run(binary("mediacache"), ["proxy", "--log-level", "loud", "--port", "0"])
-        #expect(bad.status == 64 && bad.stderr.contains("--log-level 'loud' is not a level"), "\(bad.stderr)")
-      }
+    try await withOriginAndProxy { origin, proxy, port, _ in
+      let path = "/http/127.0.0.1:\(origin.port)/normal/quiet?size=1000"
+      #expect(try await blocking { try rawRequest(port: port, path) }.status == 200)
+      try await Task.sleep(for: .milliseconds(300))
+      #expect(!proxy.errorsSoFar.contains("msg=request"), "\(proxy.errorsSoFar)")
+      let bad = try run(binary("mediacache"), ["proxy", "--log-level", "loud", "--port", "0"])
+      #expect(bad.status == 64 && bad.stderr.contains("--log-level 'loud' is not a level"), "\(bad.stderr)")
     }
   }
 }

@@ -13,20 +13,16 @@ import Testing
   }
 
   @Test func promtoolFindsNothingToSay() async throws {
-    try await withTemporaryDirectory { directory in
-      try await withOrigin { origin in
-        let (proxy, port) = try startProxy(cache: "\(directory)/cache", [])
-        defer { proxy.kill() }
-        let object = "/http/127.0.0.1:\(origin.port)/normal/counted?size=200000"
-        for path in [object, object, "/http/127.0.0.1:\(origin.port)/normal/refused"] {
-          _ = try await blocking { try rawRequest(port: port, path) }
-        }
-        let text = String(
-          decoding: try await blocking { try rawRequest(port: port, "/metrics") }.body, as: UTF8.self)
-        #expect(text.contains("mediacache_proxy_cache_hits_total 1\n"), "\(text)")
-        let checked = try promtool(text, in: directory)
-        #expect(checked.status == 0 && checked.text.isEmpty, "\(checked.text)")
+    try await withOriginAndProxy { origin, _, port, directory in
+      let object = "/http/127.0.0.1:\(origin.port)/normal/counted?size=200000"
+      for path in [object, object, "/http/127.0.0.1:\(origin.port)/normal/refused"] {
+        _ = try await blocking { try rawRequest(port: port, path) }
       }
+      let text = String(
+        decoding: try await blocking { try rawRequest(port: port, "/metrics") }.body, as: UTF8.self)
+      #expect(text.contains("mediacache_proxy_cache_hits_total 1\n"), "\(text)")
+      let checked = try promtool(text, in: directory)
+      #expect(checked.status == 0 && checked.text.isEmpty, "\(checked.text)")
       // The check can fail: a counter without `_total`.
       let broken = try promtool("# HELP foo x\n# TYPE foo counter\nfoo 1\n", in: directory)
       #expect(broken.status != 0 && broken.text.contains("_total"), "\(broken.text)")

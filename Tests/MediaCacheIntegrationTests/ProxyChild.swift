@@ -1,4 +1,5 @@
 import Foundation
+import MediaCacheTestOrigin
 import MediaCacheTestSupport
 
 /// Runs `mediacache proxy` on port 0 with `arguments` and `environment` (added to this process's), returning
@@ -17,4 +18,18 @@ func startProxy(cache: String, _ arguments: [String], environment: [String: Stri
     throw RawHTTPError(description: "proxy did not start: \(result.stderr)")
   }
   return (child, port)
+}
+
+/// Runs `body` with a fresh test origin and a `mediacache proxy` child (`arguments`) on a cache in a temporary
+/// directory: the origin, the proxy process, its port and the directory. The proxy is killed afterwards.
+func withOriginAndProxy(
+  _ arguments: [String] = [], _ body: (TestOrigin, ChildProcess, Int, String) async throws -> Void
+) async throws {
+  try await withTemporaryDirectory { directory in
+    try await withOrigin { origin in
+      let (proxy, port) = try startProxy(cache: "\(directory)/cache", arguments)
+      defer { proxy.kill() }
+      try await body(origin, proxy, port, directory)
+    }
+  }
 }
