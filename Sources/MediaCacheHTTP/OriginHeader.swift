@@ -70,6 +70,15 @@ public struct OriginHeader: Sendable, Equatable, CustomStringConvertible {
   }
 }
 
+extension OriginClient {
+  /// Header fields added to the origin requests started within the current task and the tasks it starts
+  /// (`TaskLocal`): a proxy passes a player's own `Authorization` or `Cookie` on this way
+  /// (`mediacache proxy --forward-header`). A forwarded field replaces a configured one of the same name.
+  /// A request a flight started for another reader is not given them: two players of one object share its
+  /// origin requests.
+  @TaskLocal public static var forwardedHeaders: [OriginHeader] = []
+}
+
 extension String {
   /// Without leading and trailing spaces and tabs.
   fileprivate var trimmingSpaces: String {

@@ -1,6 +1,7 @@
 import Foundation
 import HTTPTypes
 import MediaCache
+import MediaCacheHTTP
 import NIOCore
 import NIOHTTP1
 import Synchronization
@@ -186,6 +187,18 @@ final class ProxyConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
   /// Answers one request; returns the future of its last write and whether the connection stays open after
   /// it, or nil if the connection must be cut.
   private static func answer(
+    _ request: ProxyRequest, version: HTTPVersion, keepAlive: Bool, responder: ProxyResponder,
+    channel: any Channel
+  ) async -> (EventLoopFuture<Void>, keepAlive: Bool, ProxyResponse, ProxyBodyWriter)? {
+    // The player's own fields the proxy passes on (`--forward-header`), for every origin request answering
+    // this one: its head and its body's.
+    await OriginClient.$forwardedHeaders.withValue(responder.forwardedHeaders(of: request)) {
+      await answerForwarding(
+        request, version: version, keepAlive: keepAlive, responder: responder, channel: channel)
+    }
+  }
+
+  private static func answerForwarding(
     _ request: ProxyRequest, version: HTTPVersion, keepAlive: Bool, responder: ProxyResponder,
     channel: any Channel
   ) async -> (EventLoopFuture<Void>, keepAlive: Bool, ProxyResponse, ProxyBodyWriter)? {

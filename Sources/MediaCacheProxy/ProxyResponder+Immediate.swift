@@ -110,3 +110,16 @@ final class HitBudgetHold: Sendable {
     if held > 0 { budget.release(held) }
   }
 }
+
+extension ProxyResponder {
+  /// The request's fields named in `ProxyServer.Configuration.forwardedHeaderNames` (a field that cannot be
+  /// sent is left out).
+  func forwardedHeaders(of request: ProxyRequest) -> [OriginHeader] {
+    let names = server.configuration.forwardedHeaderNames
+    guard !names.isEmpty else { return [] }
+    return request.headers.compactMap { field in
+      guard names.contains(field.name.canonicalName) else { return nil }
+      return try? OriginHeader(name: field.name.rawName, value: field.value)
+    }
+  }
+}

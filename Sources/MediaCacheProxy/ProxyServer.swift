@@ -50,6 +50,11 @@ public final class ProxyServer: Sendable {
     /// evictions and cuts by another process (`cache-compactor`) count in
     /// `mediacache_preload_evicted_unplayed_bytes_total` too. Default 10 seconds.
     public var preloadCheckInterval: Duration = .seconds(10)
+    /// Request header fields of a player passed on to the origin (lowercased names, such as `authorization`,
+    /// `cookie`): `OriginClient.forwardedHeaders` while its request is answered. The proxy being a shared
+    /// cache, a response to a request with credentials is stored only if the origin allows it
+    /// (`OriginClient.Configuration.isSharedCache`).
+    public var forwardedHeaderNames: Set<String> = []
     /// Where the proxy logs: one line per request at `info` (`AccessLog`: method, path without its query,
     /// object, status, bytes, duration, hit/partial/miss, origin bytes), origin and disk failures at `warning`
     /// with their cause. Default: a logger that drops everything.

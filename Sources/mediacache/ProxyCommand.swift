@@ -89,6 +89,13 @@ struct ProxyCommand: AsyncParsableCommand {
       "Client connections an event loop may serve and still answer cache hits in memory itself (default 32; "
         + "0: never, every hit is read on the I/O threads).", valueName: "COUNT"))
   var loopHitConnections: Int?
+  @Option(
+    name: .customLong("forward-header"),
+    help: ArgumentHelp(
+      "Pass this request header of a player on to the origin (repeatable), such as Authorization or Cookie. "
+        + "A response to a request with credentials is cached only if it says Cache-Control public, s-maxage "
+        + "or must-revalidate, unless --private-cache.", valueName: "NAME"))
+  var forwardHeader: [String] = []
   @Flag(
     help: ArgumentHelp(
       "The proxy serves one user (an app's own proxy): cache responses to requests with credentials "
@@ -117,6 +124,13 @@ struct ProxyCommand: AsyncParsableCommand {
     guard (0...20).contains(retries) else { throw ValidationError("--retries must be 0...20") }
     if let hitBytesInFlight, hitBytesInFlight.bytes < 0 {
       throw ValidationError("--hit-bytes-in-flight must be at least 0")
+    }
+    for name in forwardHeader {
+      do {
+        _ = try OriginHeader(name: name, value: "")
+      } catch {
+        throw ValidationError("--forward-header '\(name.prefix(64))': \(error.description)")
+      }
     }
     guard Logger.Level(named: logLevel) != nil else {
       throw ValidationError(
@@ -174,6 +188,7 @@ struct ProxyCommand: AsyncParsableCommand {
       if let loopHitConnections { serverConfiguration.loopHitConnections = loopHitConnections }
       serverConfiguration.preloadCheckInterval = .seconds(preloadCheckInterval)
       serverConfiguration.logger = Logger(label: "mediacache.proxy")
+      serverConfiguration.forwardedHeaderNames = Set(forwardHeader.map { $0.lowercased() })
       let server = ProxyServer(reader: reader, configuration: serverConfiguration)
       if !["127.0.0.1", "::1", "localhost"].contains(host) {
         FileHandle.standardError.write(

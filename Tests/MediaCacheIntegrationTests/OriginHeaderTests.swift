@@ -112,6 +112,40 @@ import Testing
     }
   }
 
+  /// `--forward-header Authorization`: a player's own token reaches the origin; without the option it does
+  /// not (the origin's 401 is passed on); the shared proxy's storage rule holds for forwarded credentials too.
+  @Test func aPlayersOwnHeaderIsForwardedWhenAsked() async throws {
+    try await withTemporaryDirectory { directory in
+      try await withOrigin { origin in
+        let token = [("Authorization", "Bearer \(secret)")]
+        let (forwarding, port) = try startProxy(
+          cache: "\(directory)/forwarding", ["--forward-header", "Authorization"])
+        defer { forwarding.kill() }
+        let (plain, plainPort) = try startProxy(cache: "\(directory)/plain", [])
+        defer { plain.kill() }
+        let (originPort, size, secret) = (origin.port, size, secret)
+        @Sendable func path(_ name: String, _ query: String) -> String {
+          "/http/127.0.0.1:\(originPort)/normal/\(name)?size=\(size)&auth=\(secret)\(query)"
+        }
+        let shared = try await blocking {
+          try rawRequest(port: port, path("forwarded", "&cache-control=public"), headers: token)
+        }
+        #expect(shared.status == 200 && Array(shared.body) == TestOrigin.bytes(name: "forwarded", size: size))
+        let sent = origin.requests(for: "forwarded").filter { $0.status == 200 || $0.status == 206 }
+        #expect(!sent.isEmpty && sent.allSatisfy { $0.headers["authorization"] == "Bearer \(secret)" })
+        let unforwarded = try await blocking {
+          try rawRequest(port: plainPort, path("unforwarded", "&cache-control=public"), headers: token)
+        }
+        #expect(unforwarded.status == 401)
+        #expect(origin.requests(for: "unforwarded").allSatisfy { $0.headers["authorization"] == nil })
+        let unmarked = try await blocking { try rawRequest(port: port, path("unmarked", ""), headers: token) }
+        #expect(unmarked.status == 502)
+        let bad = try run(binary("mediacache"), ["proxy", "--forward-header", "Range", "--port", "0"])
+        #expect(bad.status == 64 && bad.stderr.contains("the cache sets this field itself"), "\(bad.stderr)")
+      }
+    }
+  }
+
   @Test func aPrivateProxyStoresWhatItsCredentialsFetch() async throws {
     try await withTemporaryDirectory { directory in
       try await withOrigin { origin in
