@@ -171,7 +171,8 @@ extension MP4StartRanges {
       if let first = parsed.tracks.compactMap(\.chunkOffsets.first).filter({ $0 >= movie.upperBound }).min(),
         first - movie.upperBound <= Self.smallBoxBytes, !samples.isEmpty
       {
-        ranges.append(movie.upperBound..<first)
+        // A table may point past the end (a cut file: the fuzzer found one); what is planned stays inside.
+        ranges.append(movie.upperBound..<min(first, fileLength))
       }
       return Plan(ranges: MP4StartRanges.merged(ranges), movieBox: movie, duration: parsed.duration)
     }
