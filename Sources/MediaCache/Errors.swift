@@ -221,6 +221,10 @@ public struct StoreError: Error, Sendable, Equatable, CustomStringConvertible {
   public static func invalidConfiguration(_ reason: String) -> StoreError {
     StoreError(.invalidConfiguration, "invalid configuration: \(reason)")
   }
+  /// `group` cannot name a group, because of `reason`.
+  public static func invalidGroup(_ group: String, reason: String) -> StoreError {
+    StoreError(.invalidGroup, "invalid group name '\(group.prefix(80))': \(reason)")
+  }
   /// `path` is a `found` where the layout keeps a `expected`.
   public static func unexpectedFileType(path: FilePath, expected: String, found: String) -> StoreError {
     StoreError(
@@ -286,6 +290,9 @@ extension ErrorCode where Domain == StoreError {
   public static let versionChanged = Self("versionChanged")
   /// A configuration value is outside what the cache supports.
   public static let invalidConfiguration = Self("invalidConfiguration")
+  /// A group name that cannot be used: empty, or with a control character (an over-long one is
+  /// `fieldTooLarge`).
+  public static let invalidGroup = Self("invalidGroup")
   /// Something other than what the layout puts there (a symlink, FIFO or directory where a file or shard
   /// directory should be): neither followed nor opened; the object is unusable until it is removed.
   public static let unexpectedFileType = Self("unexpectedFileType")

@@ -113,7 +113,7 @@ public final class MediaCache: Sendable {
     }
   }
 
-  /// What `removeAll()` did.
+  /// What `removeAll()` or `remove(group:)` did.
   public struct RemovalReport: Sendable, Equatable, Codable {
     /// Objects removed from disk.
     public var objectsRemoved: Int
@@ -184,36 +184,43 @@ public final class MediaCache: Sendable {
 
   // MARK: Whole objects
 
-  /// Stores `data` as the whole object for `requested`, replacing any earlier version.
+  /// Stores `data` as the whole object for `requested`, replacing any earlier version. With `group`, the object
+  /// joins that group on disk (`remove(group:)`); nil keeps the group it had. Throws `StoreError.invalidGroup`
+  /// or `StoreError.fieldTooLarge` for a group name that cannot be used, before anything is written.
   public func store(
     _ data: Data, for requested: String, policy: StoragePolicy = .memoryAndDisk, contentType: String? = nil,
-    userMetadata: Data? = nil
+    userMetadata: Data? = nil, group: String? = nil
   ) async throws {
     let id = objectID(for: requested)
+    if let group { try GroupName.validated(group) }
     if policy.usesDisk {
       try await IOExecutor.shared.run { [self] in
         do {
-          try writeWholeObject(data, id: id, contentType: contentType, userMetadata: userMetadata)
+          try writeWholeObject(
+            data, id: id, contentType: contentType, userMetadata: userMetadata, group: group)
         } catch let error as StoreError {
           // A full disk, and the app set limits: make room as the limits would, then try once more.
           guard error.code == .io, error.errno == .noSpace, try makeRoom(for: Int64(data.count)) > 0 else {
             throw error
           }
-          try writeWholeObject(data, id: id, contentType: contentType, userMetadata: userMetadata)
+          try writeWholeObject(
+            data, id: id, contentType: contentType, userMetadata: userMetadata, group: group)
         }
       }
     }
     if policy.usesMemory { memory.insert(data, for: id) } else { memory.remove(id) }
   }
 
-  private func writeWholeObject(_ data: Data, id: ObjectID, contentType: String?, userMetadata: Data?) throws
-  {
+  private func writeWholeObject(
+    _ data: Data, id: ObjectID, contentType: String?, userMetadata: Data?, group: String?
+  ) throws {
     let manager = try FileHandleAssetDataManager(
       store: store, id: id, writable: true, commitPolicy: configuration.commitPolicy, observer: observer)
     do {
       try manager.reset(contentLength: Int64(data.count), etag: nil, lastModified: nil)
       try manager.setContentType(contentType)
       if let userMetadata { try manager.setUserMetadata(userMetadata) }
+      if let group { try manager.setGroup(group) }
       try manager.write(data, at: 0)
       try manager.close()
     } catch {

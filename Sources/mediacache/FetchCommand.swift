@@ -32,6 +32,9 @@ struct FetchCommand: AsyncParsableCommand {
       or a SegmentTimeline, SegmentList, SegmentBase) are cached, and the MPD too. Byte-range segments are \
       fetched as whole files. More than --max-segments segments in all is refused before anything is fetched.
 
+      With --group, every object the command caches (for --hls and --dash: the playlists or MPD and every \
+      file) joins that group, even when the fetch stops early; `mediacache rm --group` removes them together.
+
       Examples:
         mediacache fetch https://cdn.example.com/v.mp4
         mediacache fetch https://cdn.example.com/v.mp4 --range 0-1048575
@@ -68,8 +71,10 @@ struct FetchCommand: AsyncParsableCommand {
   @Option(help: "durable (fsync data before each manifest commit) or relaxed.") var durability: Durability =
     .durable
   @OptionGroup var requestLimits: RequestLimitOptions
+  @Option(help: "Put every object fetched in group G (any name: a file id, an account).") var group: String?
 
   func validate() throws {
+    try validateGroupOption(group)
     if hls && range != nil { throw ValidationError("--range cannot be combined with --hls") }
     if variant != nil && !hls { throw ValidationError("--variant needs --hls") }
     if let variant, variant < 0 { throw ValidationError("--variant must be 0 or more, not \(variant)") }
@@ -103,13 +108,16 @@ struct FetchCommand: AsyncParsableCommand {
     do {
       // The bar's line ends before anything else is printed, whether the prefetch ends or fails.
       defer { if terminal { FileHandle.standardError.write(Data("\n".utf8)) } }
-      for try await progress in reader.prefetch(url, range: requested) {
-        last = progress
-        if terminal {
-          FileHandle.standardError.write(Data(("\r" + Self.bar(progress)).utf8))
-        } else if Date().timeIntervalSince(lastLine) >= 1 {
-          lastLine = Date()
-          FileHandle.standardError.write(Data((Self.line(progress) + "\n").utf8))
+      let updates = reader.prefetch(url, range: requested)
+      try await joiningGroup([url], cache: reader.cache) {
+        for try await progress in updates {
+          last = progress
+          if terminal {
+            FileHandle.standardError.write(Data(("\r" + Self.bar(progress)).utf8))
+          } else if Date().timeIntervalSince(lastLine) >= 1 {
+            lastLine = Date()
+            FileHandle.standardError.write(Data((Self.line(progress) + "\n").utf8))
+          }
         }
       }
     }
@@ -125,6 +133,22 @@ struct FetchCommand: AsyncParsableCommand {
     let status = try await mediaCache.status(for: url)
     let fetched = last?.fetchedBytes ?? 0
     printOut("cached \(url): \(status.humanLine); fetched \(fetched) bytes from the origin")
+  }
+
+  /// Runs `body`, then — whether it succeeded or not — puts each of `uris` that has bytes cached in `--group`
+  /// (nothing without the option).
+  func joiningGroup<T>(_ uris: [String], cache: MediaCache, _ body: () async throws -> T) async throws -> T {
+    guard let group else { return try await body() }
+    let result: Result<T, any Error>
+    do { result = .success(try await body()) } catch { result = .failure(error) }
+    for uri in uris {
+      do {
+        try await cache.setGroup(group, for: uri)
+      } catch let error as StoreError where error.code == .notFound {
+        continue
+      }
+    }
+    return try result.get()
   }
 
   static func line(_ progress: PrefetchProgress) -> String {

@@ -63,9 +63,12 @@ extension FetchCommand {
       }
     }
 
-    let final = try await Self.prefetchShowingProgress(files, prerequisites: prerequisites, reader: reader)
-    // Everything a player of these representations needs is on disk, or the exit status says what is not.
-    try await Self.requireComplete([url] + files, reader: reader)
+    let final = try await joiningGroup([url] + files, cache: reader.cache) {
+      let final = try await Self.prefetchShowingProgress(files, prerequisites: prerequisites, reader: reader)
+      // Everything a player of these representations needs is on disk, or the exit status says what is not.
+      try await Self.requireComplete([url] + files, reader: reader)
+      return final
+    }
     printOut(
       "cached DASH \(url): \(Self.count(chosen.count, "representation")), \(Self.count(files.count, "file")) "
         + "(\(Self.count(mediaSegments, "media segment")), \(Self.count(initSegments, "initialization segment"))), "

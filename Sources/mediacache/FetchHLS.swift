@@ -45,10 +45,13 @@ extension FetchCommand {
       media = list
     }
     let uris = media.allURIs.map(\.absoluteString)
-    let final = try await Self.prefetchShowingProgress(
-      uris, prerequisites: Set((media.keys + media.maps).map(\.absoluteString)), reader: reader)
-    // Everything the player needs is on disk, or the exit status says what is not.
-    try await Self.requireComplete(playlists + uris, reader: reader)
+    let final = try await joiningGroup(playlists + uris, cache: reader.cache) {
+      let final = try await Self.prefetchShowingProgress(
+        uris, prerequisites: Set((media.keys + media.maps).map(\.absoluteString)), reader: reader)
+      // Everything the player needs is on disk, or the exit status says what is not.
+      try await Self.requireComplete(playlists + uris, reader: reader)
+      return final
+    }
     let segments = Set(media.segments).count
     printOut(
       "cached HLS \(mediaURL.absoluteString): \(Self.count(uris.count, "file")) (\(Self.count(segments, "segment")), "

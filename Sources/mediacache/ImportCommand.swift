@@ -10,6 +10,8 @@ struct ImportCommand: AsyncParsableCommand {
       Without --range the object is replaced by the whole file. With --range only those bytes are added to \
       what is cached; --length declares the object's total length.
 
+      With --group the object joins that group (`mediacache rm --group` removes a group's objects together).
+
       Example: mediacache import https://cdn.example.com/v.mp4 ./v.mp4 --content-type video/mp4
       """)
 
@@ -19,7 +21,10 @@ struct ImportCommand: AsyncParsableCommand {
   @Option(help: "Inclusive byte range START-END (or START-) of FILE to import.") var range: ByteRangeArgument?
   @Option(help: "Total length of the object, for partial imports.") var length: Int64?
   @Option(help: "Content type to record.") var contentType: String?
+  @Option(help: "Put the object in group G (any name: a file id, an account).") var group: String?
   @Option(help: "Chunk size in bytes for a new object (default 1 MiB).") var chunkSize: Int = 1 << 20
+
+  func validate() throws { try validateGroupOption(group) }
 
   func run() async throws {
     try await reportingErrors {
@@ -57,6 +62,7 @@ struct ImportCommand: AsyncParsableCommand {
           try manager.setContentLength(length)
         }
         if let contentType { try manager.setContentType(contentType) }
+        if let group { try manager.setGroup(group) }
         try copy(from: source, span: span, into: manager)
         try manager.close()
       } catch {

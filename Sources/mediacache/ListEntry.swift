@@ -10,6 +10,8 @@ struct ListEntry: Codable, Equatable {
   @NullWhenAbsent var length: Int64? = nil
   @NullWhenAbsent var pinned: Bool? = nil
   @NullWhenAbsent var diskBytes: Int64? = nil
+  /// The object's group; null when it has none (or its manifest cannot be read).
+  @NullWhenAbsent var group: String? = nil
   /// Why the object could not be read; null for a readable one.
   @NullWhenAbsent var error: String? = nil
 }

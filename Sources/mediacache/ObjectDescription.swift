@@ -19,6 +19,7 @@ struct ObjectDescription: Codable, Equatable {
   var createdAt: Date
   var pinned: Bool
   var userMetadataBytes: Int
+  var group: String?
   var diskBytes: Int64
   var dataPath: String
   var manifestPath: String
@@ -39,6 +40,7 @@ struct ObjectDescription: Codable, Equatable {
     createdAt = manifest.createdAt
     pinned = manifest.isPinned
     userMetadataBytes = manifest.userMetadata.count
+    group = manifest.group
     diskBytes = try store.diskUsage(manifest.objectID)
     dataPath = paths.data
     manifestPath = paths.manifest
@@ -51,7 +53,8 @@ struct ObjectDescription: Codable, Equatable {
       ("chunkCount", chunkCount), ("presentChunks", presentChunks), ("presentChunkRuns", presentChunkRuns),
       ("cachedBytes", cachedBytes), ("contentType", contentType), ("etag", etag),
       ("lastModified", lastModified), ("createdAt", createdAt), ("pinned", pinned),
-      ("userMetadataBytes", userMetadataBytes), ("diskBytes", diskBytes), ("dataPath", dataPath),
+      ("userMetadataBytes", userMetadataBytes), ("group", group), ("diskBytes", diskBytes),
+      ("dataPath", dataPath),
       ("manifestPath", manifestPath),
     ]
   }

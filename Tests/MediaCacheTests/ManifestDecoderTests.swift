@@ -231,9 +231,17 @@ struct RawManifest {
     #expect(decodeError(raw) == .trailingBytes(count: 1))
     raw.trailing = [0, 0, 0]
     #expect(decodeError(raw) == .truncated(needed: 4, available: 3, field: "span count"))
-    // A newer minor version may append fields this build skips (after 1.1's spans).
+    // Version 1.2 appends the group after the spans; bytes after it are refused as well.
     raw.minor = 2
-    raw.trailing = [0, 0, 0, 0, 9, 9, 9]
+    raw.trailing = [0, 0, 0, 0, 0]
+    #expect(try ManifestCodec.decode(raw.bytes) == noSpans)
+    raw.trailing = [0, 0, 0, 0, 0, 9]
+    #expect(decodeError(raw) == .trailingBytes(count: 1))
+    raw.trailing = [0, 0, 0, 0, 4, 0x61]
+    #expect(decodeError(raw) == .truncated(needed: 4, available: 1, field: "group"))
+    // A newer minor version may append fields this build skips (after 1.2's group).
+    raw.minor = 3
+    raw.trailing = [0, 0, 0, 0, 0, 9, 9, 9]
     let decoded = try ManifestCodec.decode(raw.bytes)
     raw.minor = 0
     raw.trailing = []

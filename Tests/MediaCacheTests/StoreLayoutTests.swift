@@ -32,7 +32,7 @@ import Testing
       try await cache.store(randomBytes(count: 5000, seed: 51), for: "x", policy: .diskOnly)
       let paths = cache.store.paths(for: cache.objectID(for: "x"))
 
-      #expect(try String(contentsOfFile: "\(root)/FORMAT", encoding: .utf8) == "mediacache-format 1.0\n")
+      #expect(try String(contentsOfFile: "\(root)/FORMAT", encoding: .utf8) == "mediacache-format 1.1\n")
       for dir in [root, "\(root)/objects", "\(root)/tmp", paths.outerShard, paths.directory] {
         #expect(try permissions(dir) == 0o700, "\(dir)")
       }

@@ -420,7 +420,7 @@ func randomReads(
 
 // MARK: tree: open, compactor, fsck --fast
 
-struct TreeCommand: ParsableCommand {
+struct TreeCommand: AsyncParsableCommand {
   static let configuration = CommandConfiguration(
     commandName: "tree",
     abstract: "The tree cases of tools/bench (see tools/bench-src/Suite.swift and docs/PERFORMANCE.md).")
@@ -431,7 +431,7 @@ struct TreeCommand: ParsableCommand {
   @Option var objects: Positive = 100000
   @Option var rounds: Positive = 5
 
-  func run() throws {
+  func run() async throws {
     let directory = dir
     let rowsPath = rows
     let fsck = fsck
@@ -487,6 +487,34 @@ struct TreeCommand: ParsableCommand {
       name: "cache-fsck --fast, \(objects) objects", unit: "ms", project: fsckTimes, baseline: findTimes2,
       baselineName: "find", targetOperator: "<=", target: 2,
       note: "the real cache-fsck binary, process start included"
+    ).append(to: rowsPath)
+    try await groupRemoval(root: root, objects: objects, rounds: rounds, rowsPath: rowsPath)
+  }
+
+  /// `MediaCache.remove(group:)` of a 5-object group in the tree: each round stores the group's objects, then
+  /// times the removal (the index directory, five manifests, five exclusive locks and unlinks, fsync-free).
+  func groupRemoval(root: String, objects: Int, rounds: Int, rowsPath: String) async throws {
+    var configuration = MediaCache.Configuration(
+      directory: FilePath(root), chunkSize: 4096, memoryCostLimit: 0, durability: .relaxed)
+    configuration.createDirectory = false
+    let cache = try MediaCache(configuration: configuration)
+    var times: [Double] = []
+    for round in 0..<rounds {
+      let group = "bench-file-\(round)"
+      for member in ["preview", "thumbnail", "poster", "video-480p", "video-1080p"] {
+        try await cache.store(
+          Data(repeating: UInt8(round), count: 8192), for: "https://bench.example/\(group)/\(member)",
+          policy: .diskOnly, group: group)
+      }
+      let (report, elapsed) = try await timedAsync { try await cache.remove(group: group) }
+      guard report.objectsRemoved == 5 else { throw BenchError("removed \(report.objectsRemoved) of 5") }
+      times.append(elapsed * 1000)
+      print("  round \(round + 1): remove(group:) of 5 objects \(fixed(times.last!, 2)) ms")
+    }
+    try SuiteRow(
+      name: "remove a 5-object group among \(objects) objects", unit: "ms", project: times, baseline: nil,
+      baselineName: nil, targetOperator: "<", target: 50,
+      note: "MediaCache.remove(group:) through the group index, no walk"
     ).append(to: rowsPath)
   }
 }

@@ -139,16 +139,16 @@ func allCases() -> [FixtureCase] {
       name: "future-version",
       exercises:
         "manifest of major version 2 (CRC valid): unsupported-version, repair removes the object; beside it a "
-        + "manifest of minor version 1.2 with 1.1's (empty) span list and 6 extension bytes appended, which must "
-        + "be read and not reported"
+        + "manifest of minor version 1.3 with 1.1's (empty) span list, 1.2's (empty) group and 6 extension bytes "
+        + "appended, which must be read and not reported"
     ) { tree in
       var future = try tree.object(key("future-version", "major-2"), length: 8400)
       future.manifestBytes[4] = 2
       future.resealManifest()
       var newer = try tree.object(key("future-version", "minor-1"), length: 3000)
       newer.manifestBytes =
-        Array(newer.manifestBytes.dropLast(4)) + [0, 0, 0, 0] + [0xE1, 0xE2, 0xE3, 0xE4, 0xE5, 0xE6]
-      newer.manifestBytes[5] = 2
+        Array(newer.manifestBytes.dropLast(4)) + [0, 0, 0, 0] + [0] + [0xE1, 0xE2, 0xE3, 0xE4, 0xE5, 0xE6]
+      newer.manifestBytes[5] = 3
       newer.manifestBytes += [0, 0, 0, 0]
       newer.resealManifest()
       try tree.put(future)

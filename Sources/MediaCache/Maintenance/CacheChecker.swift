@@ -133,7 +133,10 @@ public struct CacheChecker: Sendable {
       case let name where (name == "objects" || name == "tmp") && !entry.status.isDirectory:
         report.findings.append(
           wrongType(entry.name, expected: "directory", consequence: "nothing can be written to the cache"))
-      case CacheFormat.fileName, "objects", "tmp", Compactor.scrubCursorName: continue
+      case "groups" where !entry.status.isDirectory:
+        report.findings.append(
+          wrongType(entry.name, expected: "directory", consequence: "no object can join a group"))
+      case CacheFormat.fileName, "objects", "tmp", "groups", Compactor.scrubCursorName: continue
       case let name where name.hasPrefix(".FORMAT."):
         checkStaleFile(name, entry.status, now: now, &report)
       default:
@@ -164,6 +167,7 @@ public struct CacheChecker: Sendable {
         Progress(
           objectsChecked: index + 1, objectsTotal: ids.count, bytesVerified: report.totals.bytesVerified))
     }
+    if !report.cancelled { checkGroupIndex(ids, &report) }
     return report
   }
 

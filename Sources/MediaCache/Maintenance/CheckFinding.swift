@@ -47,6 +47,12 @@ public struct CheckFinding: Sendable, Equatable {
     case wrongType = "wrong-type"
     /// A file the checker may not open (wrong owner or mode). Never deleted or chmod-ed.
     case unreadable = "unreadable"
+    /// An entry of the group index (`groups/gg/<group>/<id>`) whose object is gone or is not in that group (a
+    /// crash between the entry and the manifest, or a removal cut short). A repair removes the entry.
+    case staleGroupEntry = "stale-group-entry"
+    /// An object whose manifest names a group the index has no entry for, so `remove(group:)` would miss it. A
+    /// repair writes the entry.
+    case missingGroupEntry = "missing-group-entry"
   }
 
   /// How much it matters.

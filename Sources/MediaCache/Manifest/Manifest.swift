@@ -25,6 +25,8 @@ public struct Manifest: Sendable, Equatable {
   public static let maxLastModifiedBytes = 255
   /// Largest `userMetadata` the manifest stores, in bytes (64 KiB).
   public static let maxUserMetadataBytes = 64 * 1024
+  /// Longest `group` the manifest stores, in UTF-8 bytes.
+  public static let maxGroupBytes = 255
 
   /// The object this manifest describes.
   public var objectID: ObjectID
@@ -49,6 +51,9 @@ public struct Manifest: Sendable, Equatable {
   public var isPinned: Bool
   /// The app's own bytes for this object (at most `maxUserMetadataBytes`).
   public var userMetadata: Data
+  /// The group the object belongs to (a file id, an account), removed together by `MediaCache.remove(group:)`;
+  /// nil for none. At most `maxGroupBytes` of UTF-8, without control characters (`GroupName`).
+  public var group: String?
   /// Names one version of the object's bytes: 0 for an object filled by plain writes, a random non-zero value
   /// from each `reset` (a replaced object or a changed origin). Writers of different tags are never merged,
   /// even when the origin gave no validators.

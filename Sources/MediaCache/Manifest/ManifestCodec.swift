@@ -1,6 +1,6 @@
 import Foundation
 
-/// The binary manifest format, versions 1.0 and 1.1 (byte by byte in `docs/FORMAT.md`).
+/// The binary manifest format, versions 1.0, 1.1 and 1.2 (byte by byte in `docs/FORMAT.md`).
 ///
 /// The decoder checks every length and count against the bytes that remain before it allocates, and refuses
 /// with a `ManifestError` anything out of bounds; it never traps on input.
@@ -9,10 +9,11 @@ public enum ManifestCodec {
   public static let magic: [UInt8] = [0x4D, 0x43, 0x4D, 0x46]
   /// The major version written and the only one read.
   public static let majorVersion: UInt8 = 1
-  /// The newest minor version written: 1 adds spans (bytes of incomplete chunks). A manifest without spans is
-  /// written as 1.0, byte for byte what earlier builds wrote. A reader accepts any minor version of its major
+  /// The newest minor version written: 1 adds spans (bytes of incomplete chunks), 2 the group. A manifest is
+  /// written with the oldest minor version that holds its fields: without spans or group it is 1.0, byte for
+  /// byte what earlier builds wrote. A reader accepts any minor version of its major
   /// version and ignores the bytes a newer minor version appends after the last field it knows.
-  public static let minorVersion: UInt8 = 1
+  public static let minorVersion: UInt8 = 2
   /// Bytes of one span entry: chunk index, offset in the chunk, length, CRC-32 (four u32).
   static let spanEntrySize = 16
   /// Size of the fixed header.
@@ -34,6 +35,8 @@ public enum ManifestCodec {
     try checkLimit("ETag", etag.count, Manifest.maxETagBytes)
     try checkLimit("Last-Modified", lastModified.count, Manifest.maxLastModifiedBytes)
     try checkLimit("user metadata", manifest.userMetadata.count, Manifest.maxUserMetadataBytes)
+    let group = Array((manifest.group ?? "").utf8)
+    try checkLimit("group", group.count, Manifest.maxGroupBytes)
     guard (Manifest.minChunkSize...Manifest.maxChunkSize).contains(manifest.chunkSize) else {
       throw StoreError.invalidConfiguration("chunk size \(manifest.chunkSize) cannot be encoded")
     }
@@ -54,7 +57,9 @@ public enum ManifestCodec {
     let spans = manifest.allSpans
     out.append(magic)
     out.append(majorVersion)
-    out.append(spans.isEmpty ? 0 : minorVersion)
+    // The oldest minor version that holds what this manifest has: 1.0 bytes for 1.0 content (section 3.5).
+    let minor: UInt8 = !group.isEmpty ? 2 : spans.isEmpty ? 0 : 1
+    out.append(minor)
     var flags: UInt16 = 0
     if manifest.isPinned { flags |= flagPinned }
     if manifest.contentLength != nil { flags |= flagLengthKnown }
@@ -79,7 +84,7 @@ public enum ManifestCodec {
     out.append(lastModified)
     out.append(UInt32(manifest.userMetadata.count))
     out.append(Array(manifest.userMetadata))
-    if !spans.isEmpty {
+    if minor >= 1 {
       out.append(UInt32(spans.count))
       for span in spans {
         let index = span.range.lowerBound / Int64(manifest.chunkSize)
@@ -88,6 +93,10 @@ public enum ManifestCodec {
         out.append(UInt32(span.range.count))
         out.append(span.crc)
       }
+    }
+    if minor >= 2 {
+      out.append(UInt8(group.count))
+      out.append(group)
     }
     out.append(CRC32.checksum(out.bytes))
     return Data(out.bytes)
@@ -226,6 +235,9 @@ public enum ManifestCodec {
     }
     manifest.userMetadata = Data(try reader.readBytes(metadataCount, "user metadata"))
     if minor >= 1 { try decodeSpans(&reader, into: &manifest, chunkLimit: chunkLimit) }
+    if minor >= 2 {
+      manifest.group = try reader.readString(lengthBytes: 1, limit: Manifest.maxGroupBytes, "group")
+    }
     if minor <= minorVersion && reader.remaining != 0 { throw .trailingBytes(count: reader.remaining) }
     return manifest
   }

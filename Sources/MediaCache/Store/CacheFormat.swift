@@ -6,7 +6,7 @@ package enum CacheFormat {
   /// The layout's major version; a change means old readers must not touch the tree.
   package static let major = 1
   /// The layout's minor version; newer minors stay readable by this build.
-  package static let minor = 0
+  package static let minor = 1
   /// The marker's file name.
   package static let fileName = "FORMAT"
   /// The marker's contents as written by this build.

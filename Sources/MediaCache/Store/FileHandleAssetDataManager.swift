@@ -242,6 +242,25 @@ public final class FileHandleAssetDataManager: Sendable {
     }
   }
 
+  /// Puts the object in `group` (nil: in none), so `MediaCache.remove(group:)` removes it with the group's
+  /// other objects. Commits at once: the group index entry is written first, then the manifest, then the entry
+  /// of a group the object leaves is removed (so a crash leaves at worst an extra entry, which the group's
+  /// removal and `cache-fsck --repair` drop). Throws `StoreError.invalidGroup` for an empty name or one with a
+  /// control character, `StoreError.fieldTooLarge` for one over `Manifest.maxGroupBytes`.
+  public func setGroup(_ group: String?) throws {
+    if let group {
+      try GroupName.validated(group)
+      try store.addGroupEntry(objectID, group: group)
+    }
+    let previous = manifest.group
+    try writer.setMetadata { manifest, pending in
+      manifest.group = group
+      pending.group = group ?? ""
+    }
+    try flush()
+    if let previous, previous != group { try store.removeGroupEntry(objectID, group: previous) }
+  }
+
   /// Sets the app's own metadata for this object (at most `Manifest.maxUserMetadataBytes`).
   public func setUserMetadata(_ metadata: Data) throws {
     guard metadata.count <= Manifest.maxUserMetadataBytes else {

@@ -17,6 +17,8 @@ struct ManifestChange: Sendable {
   var userMetadata: Data?
   /// An empty string clears the content type.
   var contentType: String?
+  /// An empty string clears the group.
+  var group: String?
   /// A length this writer learned.
   var contentLength: Int64?
   /// Validators this writer learned (the merge takes them from the writer's view where the disk has none).
@@ -28,7 +30,7 @@ struct ManifestChange: Sendable {
 
   var isEmpty: Bool {
     added.isEmpty && dropped.isEmpty && spans.isEmpty && droppedSpans.isEmpty && isPinned == nil
-      && userMetadata == nil && contentType == nil
+      && userMetadata == nil && contentType == nil && group == nil
       && contentLength == nil && etag == nil && lastModified == nil && !reset
   }
 
@@ -48,6 +50,7 @@ struct ManifestChange: Sendable {
     isPinned = isPinned ?? earlier.isPinned
     userMetadata = userMetadata ?? earlier.userMetadata
     contentType = contentType ?? earlier.contentType
+    group = group ?? earlier.group
     contentLength = contentLength ?? earlier.contentLength
     etag = etag ?? earlier.etag
     lastModified = lastModified ?? earlier.lastModified
@@ -92,6 +95,7 @@ struct ManifestChange: Sendable {
         result.createdAt = onDisk.createdAt
         result.isPinned = onDisk.isPinned
         result.userMetadata = onDisk.userMetadata
+        result.group = onDisk.group
       }
       for (index, crc) in added { result.setChunk(index, crc: crc) }
       addSpans(to: &result)
@@ -102,6 +106,7 @@ struct ManifestChange: Sendable {
     if let isPinned { result.isPinned = isPinned }
     if let userMetadata { result.userMetadata = userMetadata }
     if let contentType { result.contentType = contentType.isEmpty ? nil : contentType }
+    if let group { result.group = group.isEmpty ? nil : group }
     return CommitResult(manifest: result, superseded: superseded)
 
     func addSpans(to result: inout Manifest) {

@@ -218,6 +218,7 @@ final class ObjectWriter: Sendable {
           objectID: objectID, chunkSize: view.manifest.chunkSize, contentLength: contentLength,
           contentType: view.manifest.contentType, etag: etag, lastModified: lastModified,
           isPinned: view.manifest.isPinned, userMetadata: view.manifest.userMetadata)
+        fresh.group = view.manifest.group
         fresh.createdAt = Date()
         fresh.versionTag = UInt32.random(in: 1...UInt32.max)
         view.manifest = fresh

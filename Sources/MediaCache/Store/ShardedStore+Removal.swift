@@ -29,7 +29,8 @@ extension ShardedStore {
         (file, opened) = (locked, status)
       }
       defer { file.close() }
-      if let keepIf, keepIf(try? readManifest(id)) { throw StoreError.kept(id) }
+      let manifest = try? readManifest(id, checkingFileTypes: false)
+      if let keepIf, keepIf(manifest) { throw StoreError.kept(id) }
       let manifestSize = try FileSystemCalls.status(paths.manifest)?.size ?? 0
       // Manifest first: a crash in between leaves an orphan data file, never a manifest without data. In the
       // durable mode the manifest's removal is made durable before the data file goes, since a file system may
@@ -39,6 +40,8 @@ extension ShardedStore {
       try FileSystemCalls.unlinkFile(paths.data)
       FileSystemCalls.removeEmptyDirectory(paths.directory)
       FileSystemCalls.removeEmptyDirectory(paths.outerShard)
+      // Its entry in the group index (GroupIndex.swift); one left behind is dropped by the group's next removal.
+      if let group = manifest?.group { _ = try? removeGroupEntry(id, group: group) }
       return opened.allocatedBytes + manifestSize
     }
   }
