@@ -225,6 +225,14 @@ public struct StoreError: Error, Sendable, Equatable, CustomStringConvertible {
   public static func invalidGroup(_ group: String, reason: String) -> StoreError {
     StoreError(.invalidGroup, "invalid group name '\(group.prefix(80))': \(reason)")
   }
+  /// `name` cannot name a namespace, because of `reason`.
+  public static func invalidNamespace(_ name: String, reason: String) -> StoreError {
+    StoreError(.invalidNamespace, "invalid namespace name '\(name.prefix(80))': \(reason)")
+  }
+  /// Namespace `name` is not configured.
+  public static func noSuchNamespace(_ name: String) -> StoreError {
+    StoreError(.noSuchNamespace, "namespace '\(name)' is not configured (Configuration.namespaces)")
+  }
   /// `path` is a `found` where the layout keeps a `expected`.
   public static func unexpectedFileType(path: FilePath, expected: String, found: String) -> StoreError {
     StoreError(
@@ -293,6 +301,10 @@ extension ErrorCode where Domain == StoreError {
   /// A group name that cannot be used: empty, or with a control character (an over-long one is
   /// `fieldTooLarge`).
   public static let invalidGroup = Self("invalidGroup")
+  /// A namespace name that cannot be used (empty, over 64 bytes, or other characters than `a-z0-9._-`).
+  public static let invalidNamespace = Self("invalidNamespace")
+  /// A namespace the cache's configuration does not list.
+  public static let noSuchNamespace = Self("noSuchNamespace")
   /// Something other than what the layout puts there (a symlink, FIFO or directory where a file or shard
   /// directory should be): neither followed nor opened; the object is unusable until it is removed.
   public static let unexpectedFileType = Self("unexpectedFileType")

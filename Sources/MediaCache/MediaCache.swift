@@ -36,6 +36,9 @@ public final class MediaCache: Sendable {
     /// Create the directory if it does not exist (default). When false, a missing directory throws
     /// `StoreError.noSuchCache` and nothing is created.
     public var createDirectory = true
+    /// Namespaces in the same directory, each with its own memory tier and disk limits (`namespace(_:)`); the
+    /// limits above apply to the root's own objects only.
+    public var namespaces: [Namespace] = []
 
     /// A configuration with the defaults above for whatever is not given: sizes are bytes. Nothing is checked
     /// here; `MediaCache.init(configuration:)` validates it.
@@ -134,6 +137,8 @@ public final class MediaCache: Sendable {
   public let memory: MemoryTier
   /// Objects whose data manager this process is closing on the I/O executor: questions about one wait for it.
   package let closing = ClosingObjects()
+  /// The configured namespaces' caches, by name.
+  let namespaces: [String: MediaCache]
 
   struct Tracking {
     /// Bytes on disk as of the last pass plus chunks written since; nil until a pass has run.
@@ -154,7 +159,8 @@ public final class MediaCache: Sendable {
   ///
   /// Throws `StoreError.invalidConfiguration` for a low watermark outside (0, 1], a negative memory limit or a
   /// chunk size outside `Manifest.minChunkSize...Manifest.maxChunkSize`; `StoreError.notACache` for a
-  /// non-empty directory without a `FORMAT` marker; `StoreError.unsupportedFormat` for another major format
+  /// non-empty directory without a `FORMAT` marker (each namespace's directory likewise; a bad or repeated
+  /// namespace name is `invalidConfiguration`); `StoreError.unsupportedFormat` for another major format
   /// version; `StoreError.noSuchCache` for a missing directory when `createDirectory` is false; and
   /// `StoreError.io` when the directory cannot be created or read.
   public init(configuration: Configuration = Configuration()) throws {
@@ -162,12 +168,14 @@ public final class MediaCache: Sendable {
     guard configuration.memoryCostLimit >= 0 else {
       throw StoreError.invalidConfiguration("memory cost limit \(configuration.memoryCostLimit) is negative")
     }
+    try Self.validateNamespaces(configuration)
     self.configuration = configuration
     self.store = try ShardedStore(
       root: configuration.directory.string, chunkSize: configuration.chunkSize,
       durability: configuration.durability,
       create: configuration.createDirectory)
     self.memory = MemoryTier(costLimit: configuration.memoryCostLimit)
+    self.namespaces = try Self.openNamespaces(configuration)
     tracking.withLock { $0.limits = Limits(configuration) }
     // Staging files a crashed writer left behind; `tmp/` is small, so this is no tree walk.
     _ = try? store.reapStaleTemporaryFiles(olderThan: Self.temporaryFileGracePeriod.seconds)

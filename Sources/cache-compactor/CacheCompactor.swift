@@ -22,6 +22,10 @@ struct CacheCompactor: ParsableCommand {
       Runs beside the apps that use the cache: objects open in any process are skipped, pinned objects are \
       kept. SIZE accepts 500M, 10G or plain bytes; DURATION accepts 90d, 12h, 30m, 45s. \
       Exit status: 0 success, 1 the cache cannot be used (missing, unreadable, not a cache), 64 usage error.
+
+      Each pass covers the root's objects and then every namespace under DIRECTORY/namespaces/ (MediaCache's \
+      Configuration.namespaces), each against its own limits: those --namespace gives it, else the ones \
+      above. Example: --max-size 2G --namespace image:max-size=200M,max-age=7d --namespace video:max-size=20G
       """)
 
   @Argument(help: "The cache directory.", completion: .directory) var directory: String
@@ -47,6 +51,12 @@ struct CacheCompactor: ParsableCommand {
   var maxPassTime: String = "60s"
   @Option(help: ArgumentHelp("Reap tmp/ files older than this.", valueName: "DURATION"))
   var tmpGrace: String = "1h"
+  @Option(
+    name: .customLong("namespace"),
+    help: ArgumentHelp(
+      "Limits of one namespace (repeatable): max-size, max-age, min-free and keep-heads, as the options of "
+        + "the same names; the others come from those options.", valueName: "NAME:KEY=VALUE,…"))
+  var namespaceLimits: [String] = []
   @Flag(help: "Decide and report; change nothing.") var dryRun = false
   @Flag(help: "Print one JSON object per pass (its schema: docs/REPORTS.md).") var json = false
 
@@ -85,7 +95,55 @@ struct CacheCompactor: ParsableCommand {
     }
   }
 
-  func validate() throws { _ = try parsedPolicy }
+  /// The policy of each namespace given `--namespace`, by name: the top-level policy with its own values.
+  func namespacePolicies(base: CompactionPolicy) throws -> [String: CompactionPolicy] {
+    var policies: [String: CompactionPolicy] = [:]
+    for text in namespaceLimits {
+      let (name, settings) =
+        text.firstIndex(of: ":").map {
+          (String(text[..<$0]), String(text[text.index(after: $0)...]))
+        } ?? (text, "")
+      do { try NamespaceName.validated(name) } catch {
+        throw ValidationError("--namespace '\(text)': \(error)")
+      }
+      guard policies[name] == nil else { throw ValidationError("--namespace \(name) is given twice") }
+      var policy = base
+      for setting in settings.split(separator: ",", omittingEmptySubsequences: true) {
+        let parts = setting.split(separator: "=", maxSplits: 1).map(String.init)
+        guard parts.count == 2 else {
+          throw ValidationError("--namespace \(name): '\(setting)' is not KEY=VALUE")
+        }
+        let (key, value) = (parts[0], parts[1])
+        func size() throws -> Int64 {
+          guard let size = HumanUnits.parseSize(value) else {
+            throw ValidationError(
+              "--namespace \(name): \(key) '\(value)' is not a size (use 500M, 10G or bytes)")
+          }
+          return size
+        }
+        switch key {
+        case "max-size": policy.maxSize = try size()
+        case "min-free": policy.minFree = try size()
+        case "max-age":
+          guard let seconds = HumanUnits.parseDuration(value) else {
+            throw ValidationError("--namespace \(name): max-age '\(value)' is not a duration (use 90d, 12h)")
+          }
+          policy.maxAge = .seconds(seconds)
+        case "keep-heads":
+          do { policy.keepHeads = try HeadWindowArgument.parse(value) } catch {
+            throw ValidationError("--namespace \(name): \(error.description)")
+          }
+        default:
+          throw ValidationError(
+            "--namespace \(name): unknown key '\(key)' (use max-size, max-age, min-free, keep-heads)")
+        }
+      }
+      policies[name] = policy
+    }
+    return policies
+  }
+
+  func validate() throws { _ = try namespacePolicies(base: try parsedPolicy.0) }
 
   func run() throws {
     let (policy, interval) = try parsedPolicy
@@ -104,32 +162,64 @@ struct CacheCompactor: ParsableCommand {
       sigaddset(&unblock, signalNumber)
     }
     pthread_sigmask(SIG_UNBLOCK, &unblock, nil)
-    let compactor = Compactor(store: store, policy: policy)
+    let policies = try namespacePolicies(base: policy)
     var pass = 0
     repeat {
       pass += 1
-      let report: CompactionReport
-      do {
-        report = try compactor.runPass { stopRequested.load(ordering: .relaxed) }
-      } catch {
-        FileHandle.standardError.write(Data("cache-compactor: pass \(pass) failed: \(error)\n".utf8))
-        throw ExitCode(1)
+      let trees: [(String?, Compactor)] =
+        [(nil, Compactor(store: store, policy: policy))] + namespaceCompactors(policies, base: policy)
+      for (namespace, compactor) in trees {
+        if stopRequested.load(ordering: .relaxed) { break }
+        try runPass(compactor, pass: pass, namespace: namespace)
       }
-      let line: String
-      do {
-        line =
-          json
-          ? try ReportJSON.encode(PassReport(pass: pass, report: report)) : Self.summary(report, pass: pass)
-      } catch {
-        FileHandle.standardError.write(
-          Data("cache-compactor: pass \(pass): cannot encode its report: \(error)\n".utf8))
-        throw ExitCode(1)
-      }
-      FileHandle.standardOutput.write(Data((line + "\n").utf8))
       guard let interval else { break }
       let wakeAt = Date().addingTimeInterval(interval)
       while Date() < wakeAt && !stopRequested.load(ordering: .relaxed) { usleep(20_000) }
     } while !stopRequested.load(ordering: .relaxed)
+  }
+
+  /// A compactor for each namespace on disk now (a directory under `namespaces/` with a valid name), with the
+  /// policy `--namespace` gives it, else the top-level one. A namespace that cannot be opened is skipped with
+  /// a line on standard error.
+  func namespaceCompactors(_ policies: [String: CompactionPolicy], base: CompactionPolicy) -> [(
+    String?, Compactor
+  )] {
+    let parent = "\(directory)/namespaces"
+    let names = ((try? FileManager.default.contentsOfDirectory(atPath: parent)) ?? []).sorted()
+    return names.compactMap { name -> (String?, Compactor)? in
+      guard (try? NamespaceName.validated(name)) != nil else { return nil }
+      do {
+        let store = try ShardedStore(root: "\(parent)/\(name)", durability: .durable, create: false)
+        return (name, Compactor(store: store, policy: policies[name] ?? base))
+      } catch {
+        FileHandle.standardError.write(Data("cache-compactor: namespace \(name) skipped: \(error)\n".utf8))
+        return nil
+      }
+    }
+  }
+
+  /// One pass of `compactor`, reported as one line (`namespace` null for the root's own objects).
+  func runPass(_ compactor: Compactor, pass: Int, namespace: String?) throws {
+    let report: CompactionReport
+    let label = namespace.map { "namespace \($0): " } ?? ""
+    do {
+      report = try compactor.runPass { stopRequested.load(ordering: .relaxed) }
+    } catch {
+      FileHandle.standardError.write(Data("cache-compactor: \(label)pass \(pass) failed: \(error)\n".utf8))
+      throw ExitCode(1)
+    }
+    let line: String
+    do {
+      line =
+        json
+        ? try ReportJSON.encode(PassReport(pass: pass, namespace: namespace, report: report))
+        : label + Self.summary(report, pass: pass)
+    } catch {
+      FileHandle.standardError.write(
+        Data("cache-compactor: \(label)pass \(pass): cannot encode its report: \(error)\n".utf8))
+      throw ExitCode(1)
+    }
+    FileHandle.standardOutput.write(Data((line + "\n").utf8))
   }
 
   static func summary(_ report: CompactionReport, pass: Int) -> String {
@@ -146,28 +236,34 @@ struct CacheCompactor: ParsableCommand {
   }
 }
 
-/// One line of `cache-compactor --json`: the pass number beside the compaction report's keys (the report's JSON
-/// as `mediacache purge --json` prints it, plus `pass`; docs/REPORTS.md).
+/// One line of `cache-compactor --json`: the pass number and the namespace beside the compaction report's keys
+/// (the report's JSON as `mediacache purge --json` prints it, plus `pass` and `namespace`; docs/REPORTS.md).
 struct PassReport: Codable, Equatable {
   /// 1 for the first pass of this run.
   var pass: Int
+  /// The namespace the pass covered; nil for the root's own objects.
+  var namespace: String?
   var report: CompactionReport
 
-  private enum CodingKeys: String, CodingKey { case pass }
+  private enum CodingKeys: String, CodingKey { case pass, namespace }
 
-  init(pass: Int, report: CompactionReport) {
+  init(pass: Int, namespace: String? = nil, report: CompactionReport) {
     self.pass = pass
+    self.namespace = namespace
     self.report = report
   }
 
   init(from decoder: any Decoder) throws {
     report = try CompactionReport(from: decoder)
-    pass = try decoder.container(keyedBy: CodingKeys.self).decode(Int.self, forKey: .pass)
+    let container = try decoder.container(keyedBy: CodingKeys.self)
+    pass = try container.decode(Int.self, forKey: .pass)
+    namespace = try container.decodeIfPresent(String.self, forKey: .namespace)
   }
 
   func encode(to encoder: any Encoder) throws {
     try report.encode(to: encoder)
     var container = encoder.container(keyedBy: CodingKeys.self)
     try container.encode(pass, forKey: .pass)
+    try container.encode(namespace, forKey: .namespace)
   }
 }

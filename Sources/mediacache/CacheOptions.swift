@@ -23,9 +23,24 @@ struct CacheOptions: ParsableArguments {
       valueName: "NAME"))
   var ignoredQueryItems: [String] = []
 
-  /// The cache directory asked for, else the default one.
+  @Option(
+    help: ArgumentHelp(
+      "Work in namespace NAME of the cache directory (its tree under namespaces/NAME).",
+      discussion:
+        "An app's MediaCache.Configuration.namespaces; cache-compactor --namespace sets its limits.",
+      valueName: "NAME"))
+  var namespace: String?
+
+  func validate() throws {
+    if let namespace {
+      do { try NamespaceName.validated(namespace) } catch { throw ValidationError("--namespace: \(error)") }
+    }
+  }
+
+  /// The cache directory asked for, else the default one; with `--namespace`, that namespace's tree in it.
   var resolvedDirectory: FilePath {
-    directory.map { FilePath($0) } ?? MediaCache.Configuration.defaultDirectory()
+    let root = directory.map { FilePath($0) } ?? MediaCache.Configuration.defaultDirectory()
+    return namespace.map { MediaCache.namespaceDirectory($0, root: root) } ?? root
   }
 
   /// How requested URLs become cache keys: `--ignore-query` items dropped, else as given.

@@ -52,7 +52,7 @@ import Testing
     let purgeKeys = try decodeReport(JSONKeys.self, purge).keys
     let passKeys = try decodeReport(JSONKeys.self, pass).keys
     #expect(
-      passKeys == purgeKeys.union(["pass"]),
+      passKeys == purgeKeys.union(["pass", "namespace"]),
       "purge only: \(purgeKeys.subtracting(passKeys)); compactor only: \(passKeys.subtracting(purgeKeys))")
     #expect(purgeKeys.contains("evictedCount") && purgeKeys.contains("duration"))
     #expect(purgeKeys.isDisjoint(with: ["objectsRemoved", "evictedTotal", "durationSeconds"]))

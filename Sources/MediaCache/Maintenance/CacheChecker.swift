@@ -136,7 +136,10 @@ public struct CacheChecker: Sendable {
       case "groups" where !entry.status.isDirectory:
         report.findings.append(
           wrongType(entry.name, expected: "directory", consequence: "no object can join a group"))
-      case CacheFormat.fileName, "objects", "tmp", "groups", Compactor.scrubCursorName: continue
+      case "namespaces" where !entry.status.isDirectory:
+        report.findings.append(
+          wrongType(entry.name, expected: "directory", consequence: "no namespace can be used"))
+      case CacheFormat.fileName, "objects", "tmp", "groups", "namespaces", Compactor.scrubCursorName: continue
       case let name where name.hasPrefix(".FORMAT."):
         checkStaleFile(name, entry.status, now: now, &report)
       default:
@@ -168,6 +171,7 @@ public struct CacheChecker: Sendable {
           objectsChecked: index + 1, objectsTotal: ids.count, bytesVerified: report.totals.bytesVerified))
     }
     if !report.cancelled { checkGroupIndex(ids, &report) }
+    if !report.cancelled { checkNamespaces(now: now, isCancelled: isCancelled, &report) }
     return report
   }
 
