@@ -25,6 +25,11 @@ let package = Package(
     .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
     .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
     .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
+    // The library reports hits, misses, bytes, evictions, CRC failures and origin errors through swift-metrics
+    // (no-op until an app bootstraps a backend); the proxy serves them, with its own, at /metrics through
+    // swift-prometheus.
+    .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
+    .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
     // `swift package generate-documentation --target MediaCache` (and MediaCacheHTTP, MediaCacheProxy): the
     // DocC catalogs in Sources/*/*.docc; CI builds them (.ci/run). A plugin only: nothing links it.
     .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
@@ -52,6 +57,9 @@ let package = Package(
         "CZlib",
         .product(name: "Crypto", package: "swift-crypto"),
         .product(name: "SystemPackage", package: "swift-system"),
+        // Counters and timers (docs/REPORTS.md, "Metrics"); swift-metrics has no dependency of its own.
+        .product(name: "Metrics", package: "swift-metrics"),
+        .product(name: "CoreMetrics", package: "swift-metrics"),
       ]
     ),
     // Origin fetching: range GETs through AsyncHTTPClient, kept out of the core library.
@@ -70,6 +78,8 @@ let package = Package(
         .product(name: "NIOPosix", package: "swift-nio"),
         // What it does in the background (retries, commits when a read's object closes) is logged here.
         .product(name: "Logging", package: "swift-log"),
+        .product(name: "Metrics", package: "swift-metrics"),
+        .product(name: "CoreMetrics", package: "swift-metrics"),
       ]
     ),
     // HLS playlists and DASH MPDs: parsing, segment enumeration, rewriting to proxy URLs, the proxy's URL forms.
@@ -89,6 +99,11 @@ let package = Package(
         .product(name: "UnixSignals", package: "swift-service-lifecycle"),
         .product(name: "Logging", package: "swift-log"),
         .product(name: "HTTPTypes", package: "swift-http-types"),
+        // /metrics: each server's own registry, and the library's metrics once `ProxyMetrics.bootstrapGlobal`
+        // made the same registry swift-metrics' backend.
+        .product(name: "Prometheus", package: "swift-prometheus"),
+        .product(name: "Metrics", package: "swift-metrics"),
+        .product(name: "CoreMetrics", package: "swift-metrics"),
       ]
     ),
     .executableTarget(
@@ -191,6 +206,9 @@ let package = Package(
         // suites, which share the process-wide I/O fault hook).
         "MediaCacheHTTP", "MediaCacheTestOrigin", "MediaCacheTestSupport",
         .product(name: "PropertyBased", package: "swift-property-based"),
+        // The library's metrics, recorded by one TestMetrics bootstrapped for the whole test process.
+        .product(name: "MetricsTestKit", package: "swift-metrics"),
+        .product(name: "Metrics", package: "swift-metrics"),
       ]
     ),
     .testTarget(
@@ -212,6 +230,9 @@ let package = Package(
         "MediaCacheStreaming",
         // The blocking-call check's test runs a call on an event loop.
         .product(name: "NIOPosix", package: "swift-nio"),
+        // /metrics of servers in this process, and the factory that puts the libraries' metrics on a registry.
+        .product(name: "Prometheus", package: "swift-prometheus"),
+        .product(name: "CoreMetrics", package: "swift-metrics"),
       ]
     ),
   ],

@@ -264,11 +264,24 @@ public final class MediaCache: Sendable {
   /// dropped and `StoreError.corruptChunk` thrown.
   public func data(for requested: String, policy: StoragePolicy = .memoryAndDisk) async throws -> Data? {
     let id = objectID(for: requested)
-    if policy.usesMemory, let data = memory.data(for: id) { return data }
-    guard policy.usesDisk else { return nil }
+    if policy.usesMemory, let data = memory.data(for: id) { return Self.noteHit(data) }
+    guard policy.usesDisk else {
+      CacheMetrics.noteMiss()
+      return nil
+    }
     await closing.wait(for: id)
-    guard let data = try await IOExecutor.shared.run({ [self] in try diskData(id) }) else { return nil }
+    guard let data = try await IOExecutor.shared.run({ [self] in try diskData(id) }) else {
+      CacheMetrics.noteMiss()
+      return nil
+    }
     if policy.usesMemory { memory.insert(data, for: id) }
+    return Self.noteHit(data)
+  }
+
+  /// `data`, counted as a hit and as bytes served from the cache (`CacheMetrics`).
+  private static func noteHit(_ data: Data) -> Data {
+    CacheMetrics.noteRead(fromCache: Int64(data.count), fromOrigin: 0)
+    CacheMetrics.noteServed(data.count, fromOrigin: false)
     return data
   }
 

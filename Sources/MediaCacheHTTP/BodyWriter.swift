@@ -157,6 +157,7 @@ final class BodyWriter: HTTPClientResponseDelegate, @unchecked Sendable {
       queuedBytes += count
       receivedOffset += Int64(count)
       bodyBytes += Int64(count)
+      ReaderMetrics.noteFetched(count)
       if !writing { writeQueue(task: task) }
     }
     if overlong {

@@ -52,6 +52,7 @@ public final class CachedBytes: AsyncSequence, Sendable {
   public var bytesFromOrigin: Int64 { originBytes.load(ordering: .relaxed) }
 
   func noteDelivered(_ count: Int, fromOrigin: Bool) {
+    CacheMetrics.noteServed(count, fromOrigin: fromOrigin)
     if fromOrigin {
       originBytes.add(Int64(count), ordering: .relaxed)
     } else {
@@ -64,6 +65,8 @@ public final class CachedBytes: AsyncSequence, Sendable {
   /// Ends the read: commits what was fetched and releases the object (also done on deinit).
   public func close() {
     guard !closed.exchange(true, ordering: .acquiringAndReleasing) else { return }
+    // A hit or a miss (`CacheMetrics`) by what the read delivered; a prefetch delivers nothing and is neither.
+    CacheMetrics.noteRead(fromCache: bytesFromCache, fromOrigin: bytesFromOrigin)
     if let flight = takeInitialFlight() { Task { await flight.detach() } }
     session.endRead()
   }

@@ -56,6 +56,8 @@ extension CachingReader {
         plan, from: manager, minimumCapacity: manager.wholeChunkExtent(of: bounds).count,
         onlyIfResident: !waitingForDisk)
     else { return nil }
+    CacheMetrics.noteRead(fromCache: Int64(bounds.count), fromOrigin: 0)
+    CacheMetrics.noteServed(Int(bounds.count), fromOrigin: false)
     return CachedRange(
       objectID: manager.objectID, buffer: buffer, range: bounds, length: length,
       contentType: manifest.contentType, etag: manifest.etag,

@@ -119,13 +119,15 @@ final class ObjectSession: Sendable {
       do {
         let slot = try await environment.scheduler.acquire(
           id: flight.id, host: host, priority: await flight.priority)
-        let result: Result<Void, any Error>
+        let started = ContinuousClock.now
+        var failure: (any Error)?
         do {
           try await fetchOnce(flight)
-          result = .success(())
         } catch {
-          result = .failure(error)
+          failure = error
         }
+        ReaderMetrics.noteRequest(duration: .now - started, error: failure)
+        let result: Result<Void, any Error> = failure.map { .failure($0) } ?? .success(())
         await environment.scheduler.release(id: flight.id, host: host, slot: slot)
         if case .failure(let failure) = result,
           case .truncatedBody(let expected, let received, _) = (failure as? OriginError)?.kind

@@ -165,7 +165,15 @@ public final class OriginClient: Sendable {
   /// What the origin says about the object, from a GET of its first byte (not HEAD: URLs signed for GET, and
   /// origins that refuse HEAD, answer a one-byte range like any other). The body is not read.
   func probe(_ url: String) async throws -> OriginMetadata {
-    try await get(url, start: 0, end: 1, ifRange: nil).metadata
+    let started = ContinuousClock.now
+    do {
+      let metadata = try await get(url, start: 0, end: 1, ifRange: nil).metadata
+      ReaderMetrics.noteRequest(duration: .now - started, error: nil)
+      return metadata
+    } catch {
+      ReaderMetrics.noteRequest(duration: .now - started, error: error)
+      throw error
+    }
   }
 
   /// GET of bytes `start..<end` (`end` nil: to the end of the object), with `If-Range` when a validator is

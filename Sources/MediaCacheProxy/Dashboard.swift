@@ -40,6 +40,8 @@ enum Dashboard {
       var ranges: [[Int64]]
       var lastUse: Double
       var pinned: Bool
+      /// The object's group (`MediaCache.remove(group:)`), left out when it has none.
+      var group: String?
     }
     struct Page: Encodable {
       var offset: Int
@@ -118,7 +120,7 @@ enum Dashboard {
             id: object.id.hex, contentType: manifest?.contentType, length: manifest?.contentLength,
             cachedBytes: ranges.reduce(0) { $0 + Int64($1.count) }, diskBytes: object.diskBytes,
             ranges: drawn(ranges).map { [$0.lowerBound, $0.upperBound] }, lastUse: object.lastAccess,
-            pinned: manifest?.isPinned ?? false)
+            pinned: manifest?.isPinned ?? false, group: manifest?.group)
         }))
   }
 

@@ -33,7 +33,7 @@ extension Dashboard {
     <h2>Objects, most recently used first</h2>
     <p id="paging"><button id="previous">previous</button> <span id="page"></span> <button id="next">next</button></p>
     <table>
-    <thead><tr><th>object</th><th>type</th><th>length</th><th>cached</th><th>cached ranges</th><th>last use</th><th>pinned</th></tr></thead>
+    <thead><tr><th>object</th><th>type</th><th>length</th><th>cached</th><th>cached ranges</th><th>last use</th><th>pinned</th><th>group</th></tr></thead>
     <tbody id="objects"></tbody>
     </table>
     <script>
@@ -134,7 +134,7 @@ extension Dashboard {
         row.append(id, element("td", object.contentType || "?"), element("td", human(object.length), "num"),
                    element("td", human(object.cachedBytes), "num"), chunks,
                    element("td", new Date(object.lastUse * 1000).toLocaleString()),
-                   element("td", object.pinned ? "pinned" : ""));
+                   element("td", object.pinned ? "pinned" : ""), element("td", object.group || ""));
         return row;
       }));
       const shown = page.items.length;

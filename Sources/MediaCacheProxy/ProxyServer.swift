@@ -6,6 +6,7 @@ import MediaCacheStreaming
 import NIOCore
 import NIOHTTP1
 import NIOPosix
+import Prometheus
 import ServiceLifecycle
 import Synchronization
 import UnixSignals
@@ -59,6 +60,12 @@ public final class ProxyServer: Sendable {
     /// object, status, bytes, duration, hit/partial/miss, origin bytes), origin and disk failures at `warning`
     /// with their cause. Default: a logger that drops everything.
     public var logger = Logger(label: "mediacache.proxy", factory: { _ in SwiftLogNoOpLogHandler() })
+    /// The registry the server creates its metrics on and `GET /metrics` emits (`ProxyMetrics.registry`). Nil
+    /// (the default): a new one per server, so several servers in a process keep their counts apart and
+    /// nothing process-wide is needed. Give the registry that `ProxyMetrics.bootstrapGlobal(_:)` made the
+    /// process's swift-metrics backend to show the libraries' metrics too; servers given one registry share
+    /// its counters.
+    public var metricsRegistry: PrometheusCollectorRegistry?
 
     /// A configuration listening on `host:port` (0: a free port), serving every origin host unless `allowedHosts`
     /// is given (compared case-insensitively), closing idle client connections after `clientTimeout` seconds,
@@ -116,7 +123,8 @@ public final class ProxyServer: Sendable {
   public init(reader: CachingReader, configuration: Configuration = Configuration()) {
     self.reader = reader
     self.configuration = configuration
-    let metrics = ProxyMetrics(cache: reader.cache)
+    let metrics = ProxyMetrics(
+      cache: reader.cache, registry: configuration.metricsRegistry ?? PrometheusCollectorRegistry())
     self.metrics = metrics
     self.preloader = Preloader(
       reader: reader, ledger: metrics.preloadLedger, onFetched: { metrics.notePreloaded($0) })

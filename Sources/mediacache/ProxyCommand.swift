@@ -189,6 +189,8 @@ struct ProxyCommand: AsyncParsableCommand {
       serverConfiguration.preloadCheckInterval = .seconds(preloadCheckInterval)
       serverConfiguration.logger = Logger(label: "mediacache.proxy")
       serverConfiguration.forwardedHeaderNames = Set(forwardHeader.map { $0.lowercased() })
+      // The libraries' swift-metrics go to the same registry as the proxy's own: one /metrics for both.
+      serverConfiguration.metricsRegistry = ProxyMetrics.bootstrapGlobal()
       let server = ProxyServer(reader: reader, configuration: serverConfiguration)
       if !["127.0.0.1", "::1", "localhost"].contains(host) {
         FileHandle.standardError.write(

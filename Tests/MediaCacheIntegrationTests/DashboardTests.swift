@@ -1,4 +1,5 @@
 import Foundation
+import MediaCache
 import MediaCacheTestSupport
 import Testing
 
@@ -6,11 +7,18 @@ import Testing
 /// `clean` fixture cache: it shows every object with a bar of its cached ranges (the partial object's gap
 /// drawn as two runs), and the browser logs no console message. The JSON is paged and bounded.
 @Suite(.serialized) struct DashboardTests {
-  /// A copy of the `clean` fixture (the proxy may write to it), with a proxy on it.
+  static let grouped = "f5455489a4efec86ed7d2372f22709009af0e97242ad096325e9d00870bf93d5"
+
+  /// A copy of the `clean` fixture (the proxy may write to it), one of its objects in group `file-7`, with a
+  /// proxy on it.
   func withFixtureProxy(_ body: (Int) async throws -> Void) async throws {
     try await withTemporaryDirectory { directory in
       try FileManager.default.copyItem(
         atPath: "\(cacheFixturesDirectory)/clean", toPath: "\(directory)/cache")
+      let manager = try FileHandleAssetDataManager(
+        store: try ShardedStore(root: "\(directory)/cache"), id: try #require(ObjectID(hex: Self.grouped)))
+      try manager.setGroup("file-7")
+      try manager.close()
       let (proxy, port) = try startProxy(cache: "\(directory)/cache", [])
       defer { proxy.kill() }
       try await body(port)
@@ -43,6 +51,7 @@ import Testing
         #expect(dom.contains("data-object=\"\(id)\""), "\(id)")
       }
       #expect(dom.contains("data-ranges=\"2\""))
+      #expect(dom.contains("<td>file-7</td>"), "the group column")
       #expect(dom.contains("1-4 of 4") && dom.contains("data-updated="))
       // (Not asserted: the status line of the last poll. When the virtual time runs out while a poll waits for
       // its answer, Chromium fails that fetch, and the page says it cannot reach the proxy.)

@@ -47,14 +47,7 @@ struct ImmediateHitTests {
   func startProxy(_ reader: CachingReader, _ configuration: ProxyServer.Configuration = .init()) async throws
     -> (port: Int, server: Task<Void, any Error>)
   {
-    let proxy = ProxyServer(reader: reader, configuration: configuration)
-    let (endpoints, continuation) = AsyncStream.makeStream(of: ProxyServer.Endpoint.self)
-    let server = Task { try await proxy.run { continuation.yield($0) } }
-    var iterator = endpoints.makeAsyncIterator()
-    guard let endpoint = await iterator.next() else {
-      try await server.value  // it stopped without listening: its error
-      throw CancellationError()
-    }
+    let (_, endpoint, server) = try await startInProcessProxy(reader, configuration)
     return (endpoint.port, server)
   }
 
@@ -300,12 +293,9 @@ struct ImmediateHitTests {
 
     @Test func theProxyAnswersHitsInThePageCacheOnItsEventLoop() async throws {
       try await withReader(linger: .seconds(60)) { reader, origin, cache in
-        let proxy = ProxyServer(reader: reader)
-        let (endpoints, continuation) = AsyncStream.makeStream(of: ProxyServer.Endpoint.self)
-        let server = Task { try await proxy.run { continuation.yield($0) } }
+        let (proxy, endpoint, server) = try await startInProcessProxy(reader)
         defer { server.cancel() }
-        var iterator = endpoints.makeAsyncIterator()
-        let port = try #require(await iterator.next()).port
+        let port = endpoint.port
         let size = 400_000
         let url = origin.url(.normal, "on-loop", size: size)
         let path = ProxyServer.proxyPath(for: url)
@@ -336,12 +326,9 @@ struct ImmediateHitTests {
         // answers, none on a loop.
         var configuration = ProxyServer.Configuration()
         configuration.loopHitConnections = 0
-        let offLoop = ProxyServer(reader: reader, configuration: configuration)
-        let (offEndpoints, offContinuation) = AsyncStream.makeStream(of: ProxyServer.Endpoint.self)
-        let offServer = Task { try await offLoop.run { offContinuation.yield($0) } }
+        let (offLoop, offEndpoint, offServer) = try await startInProcessProxy(reader, configuration)
         defer { offServer.cancel() }
-        var offIterator = offEndpoints.makeAsyncIterator()
-        let offPort = try #require(await offIterator.next()).port
+        let offPort = offEndpoint.port
         let offResponse = try await blocking {
           try rawRequest(port: offPort, path, headers: [("Range", "bytes=1000-100999")])
         }

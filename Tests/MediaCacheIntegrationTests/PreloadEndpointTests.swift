@@ -74,12 +74,12 @@ import Testing
     return report
   }
 
-  /// The value of an unlabelled sample in `/metrics`.
+  /// The value of an unlabelled sample in `/metrics` (a gauge's is written as a floating-point number).
   func metric(_ port: Int, _ name: String) async throws -> Int64? {
     let text = String(
       decoding: try await blocking { try rawRequest(port: port, "/metrics") }.body, as: UTF8.self)
     let line = text.split(separator: "\n").first { $0.hasPrefix("\(name) ") }
-    return line.flatMap { Int64($0.split(separator: " ")[1]) }
+    return line.flatMap { Double($0.split(separator: " ")[1]) }.map { Int64($0) }
   }
 
   /// The preloaded bytes are settled: those a player is then served count as served, the rest as evicted when

@@ -375,11 +375,8 @@ final class SilentListener: Sendable {
   func start(_ reader: CachingReader, port: Int) async throws -> (
     Task<Void, any Error>, ProxyServer, ProxyServer.Endpoint
   ) {
-    let proxy = ProxyServer(reader: reader, configuration: .init(port: port))
-    let (endpoints, continuation) = AsyncStream.makeStream(of: ProxyServer.Endpoint.self)
-    let server = Task { try await proxy.run { continuation.yield($0) } }
-    var iterator = endpoints.makeAsyncIterator()
-    return (server, proxy, try #require(await iterator.next()))
+    let (proxy, endpoint, server) = try await startInProcessProxy(reader, .init(port: port))
+    return (server, proxy, endpoint)
   }
 
   @Test func runsUntilCancelledAndServesThroughTheReader() async throws {

@@ -210,6 +210,9 @@ extension CacheChecker {
       change.dropped = outcome.bad
       change.droppedSpans = outcome.badSpans
       action = (try? store.commit(change, base: manifest, dataFile: lock)) != nil ? .repaired : .failed
+      if action == .repaired {
+        CacheMetrics.noteCRCFailures(outcome.bad.count + outcome.badSpans.count, during: .check)
+      }
     default:
       // The manifest cannot be read: the object goes, manifest first.
       action = unlink([files.manifest, files.data].compactMap { $0 })

@@ -148,6 +148,8 @@ public struct Compactor: Sendable {
       try scrub(Array(remaining).sorted(), into: &report, mustStop: mustStop)
     }
     report.duration = .seconds(Date().timeIntervalSince(started))
+    // Evictions, cuts and scrub drops to swift-metrics (`CacheMetrics`; no-op without a backend).
+    CacheMetrics.noteCompaction(report)
     return report
   }
 

@@ -136,6 +136,7 @@ struct VerifiedChunkReader: Sendable {
       BlockCRCTable.shared.remove(
         VerifiedChunkCache.Key(
           file: fileIdentity, version: plan.version, chunk: segment.chunk, crc: segment.crc))
+      CacheMetrics.noteCRCFailures(1, during: .read)
       try writer.dropChunk(
         segment.chunk, expected: segment.crc, version: plan.version, range: segment.chunkBytes)
       throw StoreError.corruptChunk(objectID, chunk: segment.chunk, expected: segment.crc, actual: actual)
@@ -261,6 +262,7 @@ struct VerifiedChunkReader: Sendable {
       }
     }
     guard let check, check.passed else {
+      CacheMetrics.noteCRCFailures(1, during: .read)
       writer.dropSpan(span)
       throw StoreError.corruptChunk(
         objectID, chunk: Int(span.range.lowerBound / Int64(chunkSize)), expected: span.crc,
@@ -299,6 +301,7 @@ struct VerifiedChunkReader: Sendable {
       }
     }
     guard let check, check.passed else {
+      CacheMetrics.noteCRCFailures(1, during: .read)
       try writer.dropChunk(index, expected: expected, version: plan.version, range: range)
       throw StoreError.corruptChunk(objectID, chunk: index, expected: expected, actual: check?.actual ?? 0)
     }
