@@ -305,15 +305,21 @@ public final class MediaCache: Sendable {
     return data
   }
 
-  /// The data file of a complete object, for APIs that want a file. The file may be evicted once no handle
-  /// holds it open; its bytes are not CRC-verified on this path.
+  /// A file URL of a complete object, for APIs that want a file: without a copy, named with the extension of
+  /// its content type (`files/<id>.mp4`, a symbolic link to the data file) when that type is a known media,
+  /// playlist or image type, else the data file itself. Nil when the object is not complete on disk. The file
+  /// may be evicted once no handle holds it open (the link then dangles until a compaction pass removes it);
+  /// its bytes are not CRC-verified on this path.
   public func fileURL(for requested: String) async throws -> URL? {
     let id = objectID(for: requested)
     await closing.wait(for: id)
-    guard let manifest = try await IOExecutor.shared.run({ [store] in try store.readManifest(id) }),
-      manifest.isComplete
-    else { return nil }
-    return URL(fileURLWithPath: store.paths(for: id).data)
+    return try await IOExecutor.shared.run { [store] () throws -> URL? in
+      guard let manifest = try store.readManifest(id), manifest.isComplete else { return nil }
+      guard let pathExtension = MediaFileExtension.forContentType(manifest.contentType) else {
+        return URL(fileURLWithPath: store.paths(for: id).data)
+      }
+      return URL(fileURLWithPath: try store.fileLink(id, pathExtension: pathExtension))
+    }
   }
 
   /// How much of the object is cached on disk (or `.complete` if it is held in memory only).

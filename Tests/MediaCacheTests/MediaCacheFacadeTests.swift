@@ -138,6 +138,32 @@ import Testing
     }
   }
 
+  @Test func aFileURLCarriesItsContentTypesExtensionWithoutACopy() async throws {
+    try await Self.withCache { cache, _ in
+      let data = randomBytes(count: 30_000, seed: 9)
+      try await cache.store(data, for: "clip", policy: .diskOnly, contentType: "video/MP4; codecs=avc1")
+      let id = cache.objectID(for: "clip")
+      let file = try #require(try await cache.fileURL(for: "clip"))
+      #expect(file.path == "\(cache.store.root)/files/\(id.hex).mp4")
+      #expect(try Data(contentsOf: file) == data)
+      let target = try FileManager.default.destinationOfSymbolicLink(atPath: file.path)
+      #expect(target.hasPrefix("../objects/") && target.hasSuffix("\(id.hex).data"), "a link, not a copy")
+      #expect(try await cache.fileURL(for: "clip") == file, "the same link again")
+      // An unknown type: the data file itself. No CheckFinding for the links.
+      try await cache.store(data, for: "blob", policy: .diskOnly, contentType: "application/x-unknown")
+      #expect(
+        try await cache.fileURL(for: "blob")?.path == cache.store.paths(for: cache.objectID(for: "blob")).data
+      )
+      #expect(try CacheChecker(root: FilePath(cache.store.root)).run().findings.isEmpty)
+      // Removed: the link dangles until a compaction pass unlinks it.
+      try await cache.remove("clip")
+      #expect(!FileManager.default.fileExists(atPath: file.path))
+      #expect((try? FileManager.default.destinationOfSymbolicLink(atPath: file.path)) != nil)
+      _ = try await cache.purge()
+      #expect((try? FileManager.default.destinationOfSymbolicLink(atPath: file.path)) == nil)
+    }
+  }
+
   @Test func statusOfAnUnknownLengthAndOfMemoryOnlyObjects() async throws {
     try await Self.withCache { cache, _ in
       let manager = try cache.assetDataManager(for: Self.url)

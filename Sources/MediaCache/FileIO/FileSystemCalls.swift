@@ -81,6 +81,19 @@ enum FileSystemCalls {
     }
   }
 
+  /// Creates a symbolic link at `path` whose target is `target` (relative to the link's directory); returns
+  /// false if `path` exists already.
+  ///
+  /// The corresponding C function is `symlink`.
+  @discardableResult
+  static func makeSymbolicLink(_ path: String, to target: String) throws -> Bool {
+    if BlockingCallCheck.isOn { BlockingCallCheck.check("symlink", path: path) }
+    if symlink(target, path) == 0 { return true }
+    let code = errnoValue()
+    if code == EEXIST { return false }
+    throw SystemCallError(syscall: "symlink", path: path, errno: Errno(rawValue: code))
+  }
+
   /// Flushes a directory's entries (after a rename or create in it).
   ///
   /// The corresponding C functions are `open` (`O_RDONLY | O_DIRECTORY`) and `fsync`.

@@ -139,6 +139,10 @@ public struct CacheChecker: Sendable {
       case "namespaces" where !entry.status.isDirectory:
         report.findings.append(
           wrongType(entry.name, expected: "directory", consequence: "no namespace can be used"))
+      case "files" where !entry.status.isDirectory:
+        report.findings.append(
+          wrongType(entry.name, expected: "directory", consequence: "fileURL(for:) cannot name objects"))
+      case "files": checkFileLinks(&report)
       case CacheFormat.fileName, "objects", "tmp", "groups", "namespaces", Compactor.scrubCursorName: continue
       case let name where name.hasPrefix(".FORMAT."):
         checkStaleFile(name, entry.status, now: now, &report)

@@ -270,7 +270,9 @@ public struct Compactor: Sendable {
   }
 
   private func reapTemporaryFiles(now: Double) throws -> Int {
-    try store.reapStaleTemporaryFiles(
+    // Links in files/ to objects removed since (`fileURL(for:)`): no report field of their own.
+    _ = try? store.reapDanglingFileLinks(dryRun: policy.dryRun)
+    return try store.reapStaleTemporaryFiles(
       olderThan: policy.tmpGracePeriod.seconds, now: now, dryRun: policy.dryRun)
   }
 
