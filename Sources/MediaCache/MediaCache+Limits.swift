@@ -67,9 +67,9 @@ extension MediaCache {
     try await status(for: requested).cachedBytes
   }
 
-  /// Bytes on disk as this process knows them, without a tree walk: the total its last compaction pass found,
-  /// plus the chunks it wrote since, less what it removed. Nil until a pass has run in this process
-  /// (`purge()`, or one a write over `maxSize` started). Other processes' writes and evictions are seen at the
-  /// next pass.
+  /// Bytes on disk as this process knows them, without a tree walk: the total the last compaction pass found
+  /// (this process's, or, when the cache was opened, the one any process's pass recorded in the root's `usage`
+  /// file: `cache-compactor` too), plus the chunks this process wrote since, less what it removed. Nil until a
+  /// pass has run on the cache. Other processes' writes and evictions are seen at the next pass.
   public var approximateBytes: Int64? { tracking.withLock { $0.approximateBytes } }
 }

@@ -176,7 +176,11 @@ public final class MediaCache: Sendable {
       create: configuration.createDirectory)
     self.memory = MemoryTier(costLimit: configuration.memoryCostLimit)
     self.namespaces = try Self.openNamespaces(configuration)
-    tracking.withLock { $0.limits = Limits(configuration) }
+    let recorded = store.recordedUsage()?.bytes
+    tracking.withLock {
+      $0.limits = Limits(configuration)
+      $0.approximateBytes = recorded
+    }
     // Staging files a crashed writer left behind; `tmp/` is small, so this is no tree walk.
     _ = try? store.reapStaleTemporaryFiles(olderThan: Self.temporaryFileGracePeriod.seconds)
   }

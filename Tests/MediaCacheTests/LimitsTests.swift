@@ -34,6 +34,13 @@ import Testing
       #expect(cache.approximateBytes == report.bytesAfter && report.bytesAfter > 14_000)
       try await cache.store(randomBytes(count: 8192, seed: 3), for: "more", policy: .diskOnly)
       #expect(cache.approximateBytes == report.bytesAfter + 8192)
+      // Another process opening the cache starts from the total the pass recorded in the root (no walk).
+      #expect(try open(directory).approximateBytes == report.bytesAfter)
+      let dryRun = try Compactor(
+        directory: FilePath("\(directory)/cache"), policy: CompactionPolicy(maxSize: 0, dryRun: true)
+      ).runPass()
+      #expect(dryRun.bytesAfter < report.bytesAfter)
+      #expect(try open(directory).approximateBytes == report.bytesAfter, "a dry run records nothing")
     }
   }
 

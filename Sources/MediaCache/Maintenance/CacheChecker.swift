@@ -143,7 +143,9 @@ public struct CacheChecker: Sendable {
         report.findings.append(
           wrongType(entry.name, expected: "directory", consequence: "fileURL(for:) cannot name objects"))
       case "files": checkFileLinks(&report)
-      case CacheFormat.fileName, "objects", "tmp", "groups", "namespaces", Compactor.scrubCursorName: continue
+      case CacheFormat.fileName, "objects", "tmp", "groups", "namespaces", Compactor.scrubCursorName,
+        ShardedStore.usageFileName:
+        continue
       case let name where name.hasPrefix(".FORMAT."):
         checkStaleFile(name, entry.status, now: now, &report)
       default:

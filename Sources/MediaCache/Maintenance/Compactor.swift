@@ -148,6 +148,8 @@ public struct Compactor: Sendable {
       try scrub(Array(remaining).sorted(), into: &report, mustStop: mustStop)
     }
     report.duration = .seconds(Date().timeIntervalSince(started))
+    // The total for processes that open the cache later (`usage`; a dry run or a cut-short pass says less).
+    if !policy.dryRun && !report.incomplete { try? store.recordUsage(report.bytesAfter) }
     // Evictions, cuts and scrub drops to swift-metrics (`CacheMetrics`; no-op without a backend).
     CacheMetrics.noteCompaction(report)
     return report

@@ -79,7 +79,7 @@ package final class ShardedStore: Sendable {
       throw StoreError.notACache(path: FilePath(root))
     } else {
       let entries = try FileSystemCalls.directoryEntries(root) ?? []
-      let ours: Set<String> = ["objects", "tmp", "groups", "namespaces", "files"]
+      let ours: Set<String> = ["objects", "tmp", "groups", "namespaces", "files", Self.usageFileName]
       guard entries.allSatisfy({ ours.contains($0) || $0.hasPrefix(".FORMAT.") }) else {
         throw StoreError.notACache(path: FilePath(root))
       }
