@@ -6,15 +6,12 @@ extension CacheChecker {
   /// Checks the group index (`GroupIndex.swift`) against the manifests of `ids`, the objects the walk found:
   /// every entry names an object whose manifest is in that group, and every object with a group has its entry.
   /// A repair removes stale entries and writes missing ones. Names the layout does not put there are warnings,
-  /// left alone. Reads each manifest once more; a manifest that cannot be read names no group (its own finding
-  /// comes from the object check).
-  func checkGroupIndex(_ ids: [ObjectID], _ report: inout CheckReport) {
+  /// left alone. `groupOf` holds the groups of the manifests the object checks read (a manifest that cannot
+  /// be read names no group: its own finding comes from the object check), so no manifest is read again.
+  func checkGroupIndex(_ ids: [ObjectID], groupOf: [ObjectID: String], _ report: inout CheckReport) {
     // A `groups` that is not a directory is a wrong-type finding of the root; it is not followed.
     guard (try? FileSystemCalls.status(store.groupsDirectory))??.isDirectory ?? true else { return }
-    var groupOf: [ObjectID: String] = [:]
-    for id in ids {
-      if let group = (try? store.readManifest(id, checkingFileTypes: true))??.group { groupOf[id] = group }
-    }
+    let known = Set(ids)
     var found: Set<String> = []
     for (relative, names) in (try? store.allGroupDirectories()) ?? [] {
       let parts = relative.split(separator: "/")
@@ -41,7 +38,7 @@ extension CacheChecker {
         }
         var finding = CheckFinding(
           path: path, kind: .staleGroupEntry, severity: .error,
-          message: groupOf[id] == nil && !ids.contains(id)
+          message: groupOf[id] == nil && !known.contains(id)
             ? "group entry for an object that is not in the cache"
             : "group entry for an object that is not in this group")
         if options.repair {

@@ -22,7 +22,8 @@ extension CacheChecker {
   /// verification and every repair is (re)done while holding the object's in-use lock exclusively, so a writer
   /// cannot be mid-way under it. An object another process has open is skipped, except for manifest decoding
   /// (manifests are replaced atomically, so a bad one is bad whoever is using the object).
-  func checkObject(_ id: ObjectID, files: inout ObjectFiles, _ report: inout CheckReport) {
+  @discardableResult
+  func checkObject(_ id: ObjectID, files: inout ObjectFiles, _ report: inout CheckReport) -> String? {
     let paths = store.paths(for: id)
     movePlaced(&files.data, to: paths.data, id: id, &report)
     movePlaced(&files.manifest, to: paths.manifest, id: id, &report)
@@ -31,7 +32,7 @@ extension CacheChecker {
       let quick = evaluate(id, files, dataFile: nil, dataSize: files.dataStatus?.size, busy: false)
       if quick.findings.isEmpty {
         add(quick.totals, to: &report.totals)
-        return
+        return quick.manifest?.group
       }
     }
 
@@ -48,7 +49,7 @@ extension CacheChecker {
         {
         case .locked(let file, _): lock = file
         case .held: busy = true
-        case .missing, .replaced: return
+        case .missing, .replaced: return nil
         }
       } catch let error as SystemCallError {
         // Not "busy": nobody holds it, this process may not open it (another owner, no permission).
@@ -56,7 +57,7 @@ extension CacheChecker {
           CheckFinding(
             path: data, kind: .unreadable, severity: .error,
             message: "data file cannot be opened: \(error.errno) (wrong owner or mode?); left alone"))
-        return
+        return nil
       } catch {
         busy = true
       }
@@ -70,7 +71,7 @@ extension CacheChecker {
       }
       add(outcome.totals, to: &report.totals)
       report.findings += outcome.findings
-      return
+      return outcome.manifest?.group
     }
     let dataStatus = try? lock?.status()
     if let dataStatus { files.dataStatus = dataStatus }
@@ -88,6 +89,7 @@ extension CacheChecker {
     add(outcome.totals, to: &report.totals)
     if options.repair { repair(&outcome, files: files, lock: lock) }
     report.findings += outcome.findings
+    return outcome.manifest?.group
   }
 
   func add(_ totals: CheckTotals, to sum: inout CheckTotals) {

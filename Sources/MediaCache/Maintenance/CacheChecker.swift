@@ -161,6 +161,7 @@ public struct CacheChecker: Sendable {
     checkTemporaryFiles(now: now, &report)
     defer { directories.closeAll() }
     let ids = objects.keys.sorted()
+    var groupOf: [ObjectID: String] = [:]  // from the manifests the checks read
     for (index, id) in ids.enumerated() {
       if isCancelled() {
         report.cancelled = true
@@ -169,14 +170,15 @@ public struct CacheChecker: Sendable {
       if let evaluation = walkEvaluations[id], evaluation.placed, evaluation.matches(objects[id]!) {
         // Looked at during the walk and found clean: what `checkObject` would find now.
         add(evaluation.totals, to: &report.totals)
+        groupOf[id] = evaluation.group
       } else {
-        checkObject(id, files: &objects[id]!, &report)
+        groupOf[id] = checkObject(id, files: &objects[id]!, &report)
       }
       progress(
         Progress(
           objectsChecked: index + 1, objectsTotal: ids.count, bytesVerified: report.totals.bytesVerified))
     }
-    if !report.cancelled { checkGroupIndex(ids, &report) }
+    if !report.cancelled { checkGroupIndex(ids, groupOf: groupOf, &report) }
     if !report.cancelled { checkNamespaces(now: now, isCancelled: isCancelled, &report) }
     return report
   }
@@ -228,6 +230,8 @@ public struct CacheChecker: Sendable {
     /// Both files are where the object's id puts them.
     var placed: Bool
     var totals: CheckTotals
+    /// The manifest's group (`CacheChecker+Groups`).
+    var group: String?
 
     func matches(_ files: ObjectFiles) -> Bool { files.data == data && files.manifest == manifest }
   }
@@ -336,7 +340,7 @@ public struct CacheChecker: Sendable {
           id,
           WalkEvaluation(
             data: objectFiles.data, manifest: manifest, placed: placed && objectFiles.data != nil,
-            totals: look.totals)
+            totals: look.totals, group: look.manifest?.group)
         ))
     }
   }
