@@ -201,6 +201,7 @@ public final class OriginClient: Sendable {
     if start > 0 || end != nil { headers.append(("Range", "bytes=\(Self.rangeText(start, end))")) }
     if let ifRange { headers.append(("If-Range", ifRange)) }
     headers.append(("Accept-Encoding", "identity"))
+    Self.requestCounter?.increment()  // one request is being made
     let forwarded = Self.forwardedHeaders
     let names = Set(forwarded.map { $0.name.lowercased() })
     let added = configuration.headers(url).filter { !names.contains($0.name.lowercased()) } + forwarded

@@ -1,3 +1,5 @@
+import Synchronization
+
 /// A header field the cache adds to its origin requests (credentials such as a bearer token, a cookie or a
 /// signed header): `OriginClient.Configuration.headers`, `--origin-header` of `mediacache proxy|fetch|preload`.
 ///
@@ -77,6 +79,23 @@ extension OriginClient {
   /// A request a flight started for another reader is not given them: two players of one object share its
   /// origin requests.
   @TaskLocal public static var forwardedHeaders: [OriginHeader] = []
+
+  /// Counts the origin requests started within the current task and the tasks it starts (a proxy's access
+  /// log: how many requests answering one player's request cost); nil: not counted.
+  @TaskLocal package static var requestCounter: OriginRequestCounter?
+}
+
+/// A count of origin requests (`OriginClient.requestCounter`).
+package final class OriginRequestCounter: Sendable {
+  private let count = Atomic<Int>(0)
+
+  /// A count at zero.
+  package init() {}
+
+  /// The requests counted so far.
+  package var value: Int { count.load(ordering: .relaxed) }
+
+  func increment() { count.add(1, ordering: .relaxed) }
 }
 
 extension String {

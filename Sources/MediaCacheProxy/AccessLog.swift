@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import MediaCache
+import MediaCacheHTTP
 import NIOCore
 import NIOHTTP1
 import Synchronization
@@ -14,6 +15,9 @@ final class AccessRecord: Sendable {
     var fromOrigin: Int64 = 0
   }
   private let state = Mutex(State())
+  /// The origin requests started while the response is made (`OriginClient.requestCounter`, taken when the
+  /// record is made, within the request's task).
+  private let originRequests = OriginClient.requestCounter
 
   /// Notes the object and the bytes served so far from the cache and from the origin.
   func note(_ objectID: ObjectID, fromCache: Int64, fromOrigin: Int64) {
@@ -22,7 +26,7 @@ final class AccessRecord: Sendable {
 
   /// The object, and `hit` (every byte from the cache), `miss` (every byte from the origin), `partial` (both)
   /// or `-` (no body bytes of an object).
-  var summary: (objectID: ObjectID?, cache: String, originBytes: Int64) {
+  var summary: (objectID: ObjectID?, cache: String, originBytes: Int64, originRequests: Int) {
     state.withLock { state in
       let cache =
         switch (state.fromCache > 0, state.fromOrigin > 0) {
@@ -31,14 +35,14 @@ final class AccessRecord: Sendable {
         case (true, true): "partial"
         case (false, false): "-"
         }
-      return (state.objectID, cache, state.fromOrigin)
+      return (state.objectID, cache, state.fromOrigin, originRequests?.value ?? 0)
     }
   }
 }
 
 /// One line per answered request through the proxy's logger at `info`: time, method, path (never its query,
 /// where signatures and tokens travel), object id, status, body bytes, duration, whether the bytes came from
-/// the cache (`hit`, `partial`, `miss`) and how many from the origin. Written on the I/O executor: a log
+/// the cache (`hit`, `partial`, `miss`), how many from the origin, and how many origin requests it started. Written on the I/O executor: a log
 /// handler's write is a blocking call, and the line is made on an event loop.
 struct AccessLog: Sendable {
   let logger: Logger
@@ -52,11 +56,11 @@ struct AccessLog: Sendable {
   ) {
     guard isOn else { return }
     let elapsed = Double((NIODeadline.now() - start).nanoseconds) / 1e6
-    let (objectID, cache, originBytes) = record?.summary ?? (nil, "-", 0)
+    let (objectID, cache, originBytes, originRequests) = record?.summary ?? (nil, "-", 0, 0)
     let metadata: Logger.Metadata = [
       "method": "\(method.rawValue)", "path": "\(path)", "object": "\(objectID?.hex ?? "-")",
       "status": "\(status)", "bytes": "\(bytes)", "duration_ms": "\(String(format: "%.3f", elapsed))",
-      "cache": "\(cache)", "origin_bytes": "\(originBytes)",
+      "cache": "\(cache)", "origin_bytes": "\(originBytes)", "origin_requests": "\(originRequests)",
     ]
     let logger = self.logger
     IOExecutor.shared.submit { logger.info("request", metadata: metadata) }

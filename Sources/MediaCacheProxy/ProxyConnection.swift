@@ -192,9 +192,12 @@ final class ProxyConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
   ) async -> (EventLoopFuture<Void>, keepAlive: Bool, ProxyResponse, ProxyBodyWriter)? {
     // The player's own fields the proxy passes on (`--forward-header`), for every origin request answering
     // this one: its head and its body's.
-    await OriginClient.$forwardedHeaders.withValue(responder.forwardedHeaders(of: request)) {
-      await answerForwarding(
-        request, version: version, keepAlive: keepAlive, responder: responder, channel: channel)
+    // And a count of those requests, for the access log (`AccessRecord` takes it).
+    await OriginClient.$requestCounter.withValue(OriginRequestCounter()) {
+      await OriginClient.$forwardedHeaders.withValue(responder.forwardedHeaders(of: request)) {
+        await answerForwarding(
+          request, version: version, keepAlive: keepAlive, responder: responder, channel: channel)
+      }
     }
   }
 

@@ -54,6 +54,7 @@ import Testing
         #expect(field["object"]?.count == 64 && Double(field["duration_ms"] ?? "") != nil, "\(line)")
       }
       #expect(fields(access[0])["origin_bytes"] == "100000" && fields(access[1])["origin_bytes"] == "0")
+      #expect(fields(access[0])["origin_requests"] == "1" && fields(access[1])["origin_requests"] == "0")
       let warning = try #require(lines.first { $0.contains("level=warning") })
       #expect(warning.contains("origin failed") && warning.contains("HTTP 400"), "\(warning)")
       #expect(!lines.contains { $0.contains(signature) }, "\(lines.filter { $0.contains(signature) })")
