@@ -349,6 +349,10 @@ public final class CachingReader: Sendable {
     prefetch(url.absoluteString, range: range)
   }
 
+  /// The objects this reader is fetching from an origin now, with the number of origin requests (flights)
+  /// running for each: what an operator's dashboard lists as live fetches.
+  public var liveOriginFetches: [ObjectID: Int] { registry.flightsByObject }
+
   /// This reader's reads waiting for bytes an origin has not sent yet, of requests a player waits for (a
   /// stalled player). `Preloader` does not start its next fetch while there are any.
   public var playersWaitingForOrigin: Int { environment.playerWaits.count }

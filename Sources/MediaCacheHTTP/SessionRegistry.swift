@@ -57,6 +57,13 @@ final class SessionRegistry: Sendable {
   }
 
   private let sessions = Mutex(Sessions())
+
+  /// The objects with origin flights running now, and how many each.
+  var flightsByObject: [ObjectID: Int] {
+    sessions.withLock { sessions in
+      sessions.open.compactMapValues { $0.flights > 0 ? $0.flights : nil }
+    }
+  }
   /// How long a session only read from stays open after its last read (`idleSessionLinger`).
   let linger: Duration
 

@@ -43,6 +43,12 @@ enum Dashboard {
       /// The object's group (`MediaCache.remove(group:)`), left out when it has none.
       var group: String?
     }
+    /// An object being fetched from the origin now.
+    struct Fetch: Encodable {
+      var id: String
+      /// Origin requests running for it.
+      var flights: Int
+    }
     struct Page: Encodable {
       var offset: Int
       var limit: Int
@@ -51,6 +57,8 @@ enum Dashboard {
     }
     var time: Double
     var totals: Totals
+    /// The live origin fetches, by object id.
+    var fetches: [Fetch]
     var objects: Page
   }
 
@@ -112,6 +120,9 @@ enum Dashboard {
         hitRatio: served == 0 ? 0 : Double(metrics.bytesFromCache) / Double(served),
         activeResponses: metrics.responsesActive,
         playersWaitingForOrigin: server.reader.playersWaitingForOrigin, originErrors: metrics.originFailures),
+      fetches: server.reader.liveOriginFetches.sorted { $0.key < $1.key }.map {
+        Snapshot.Fetch(id: $0.key.hex, flights: $0.value)
+      },
       objects: .init(
         offset: offset, limit: limit, total: ordered.count,
         items: manifests.map { object, manifest in

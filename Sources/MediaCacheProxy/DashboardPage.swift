@@ -30,6 +30,8 @@ extension Dashboard {
     <h2>Bytes served per 2 seconds, last 5 minutes</h2>
     <svg id="chart" width="600" height="120" role="img" aria-label="cache and origin bytes served"></svg>
     <p class="legend"><span style="background:#2b7bd6"></span>from the cache<span style="background:#e07b24"></span>from the origin</p>
+    <h2>Fetching from the origin now</h2>
+    <ul id="fetches"></ul>
     <h2>Objects, most recently used first</h2>
     <p id="paging"><button id="previous">previous</button> <span id="page"></span> <button id="next">next</button></p>
     <table>
@@ -144,6 +146,17 @@ extension Dashboard {
       document.getElementById("next").disabled = page.offset + shown >= page.total;
     }
 
+    function showFetches(fetches) {
+      const list = document.getElementById("fetches");
+      list.replaceChildren(...fetches.map((fetch) => {
+        const item = element("li");
+        item.dataset.fetch = fetch.id;
+        item.append(element("code", fetch.id.slice(0, 16)), " " + fetch.flights + " origin request" + (fetch.flights == 1 ? "" : "s"));
+        return item;
+      }));
+      if (fetches.length == 0) list.append(element("li", "none"));
+    }
+
     async function poll() {
       const status = document.getElementById("status");
       try {
@@ -152,6 +165,7 @@ extension Dashboard {
         const snapshot = await response.json();
         showTotals(snapshot.totals);
         showChart(snapshot);
+        showFetches(snapshot.fetches);
         showObjects(snapshot.objects);
         status.textContent = "";
         document.body.dataset.updated = String(snapshot.time);

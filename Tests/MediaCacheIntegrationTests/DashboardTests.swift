@@ -1,5 +1,7 @@
 import Foundation
 import MediaCache
+import MediaCacheProxy
+import MediaCacheTestOrigin
 import MediaCacheTestSupport
 import Testing
 
@@ -60,6 +62,39 @@ import Testing
     let (_, console) = try chromium(
       "data:text/html,<script>console.error('dashboard-check')</script>", seconds: 1)
     #expect(console.contains { $0.contains("dashboard-check") })
+  }
+
+  /// The JSON's `fetches` at one moment.
+  func fetches(_ port: Int) async throws -> [[String: Any]] {
+    let page = try await blocking { try rawRequest(port: port, "/dashboard.json?limit=1") }
+    let json = try #require(try JSONSerialization.jsonObject(with: Data(page.body)) as? [String: Any])
+    return try #require(json["fetches"] as? [[String: Any]])
+  }
+
+  @Test func liveOriginFetchesAreListedWhileTheyRun() async throws {
+    let origin = try await TestOrigin.start()
+    defer { Task { try? await origin.shutdown() } }
+    try await withFixtureProxy { port in
+      #expect(try await fetches(port).isEmpty)
+      // About 2.5 s of trickle: 16 KiB pieces 20 ms apart.
+      let url = origin.url(.slow, "live", size: 2_000_000, query: "delay-ms=20")
+      let player = Task { try await blocking { try rawRequest(port: port, ProxyServer.proxyPath(for: url)) } }
+      let id = CacheKey(url).objectID.hex
+      var listed: [String: Any]?
+      for _ in 0..<100 where listed == nil {
+        listed = try await fetches(port).first { $0["id"] as? String == id }
+        if listed == nil { try await Task.sleep(for: .milliseconds(50)) }
+      }
+      #expect((listed?["flights"] as? Int ?? 0) >= 1, "the fetch was never listed")
+      let response = try await player.value
+      #expect(response.status == 200 && response.body.count == 2_000_000)
+      var gone = false
+      for _ in 0..<100 where !gone {
+        gone = try await fetches(port).isEmpty
+        if !gone { try await Task.sleep(for: .milliseconds(50)) }
+      }
+      #expect(gone, "the fetch was still listed after it ended")
+    }
   }
 
   @Test func theJSONIsPagedAndBounded() async throws {
