@@ -28,7 +28,9 @@ import Testing
   @Test func aNewCacheIsCreatedWithPrivateModes() async throws {
     try await withTemporaryDirectory { directory in
       let root = "\(directory)/a/b/cache"
-      let cache = try MediaCache(configuration: .init(directory: FilePath(root), chunkSize: 4096))
+      // No size limit: no pass starts behind the test's back (one would write `usage` through tmp/).
+      let cache = try MediaCache(
+        configuration: .init(directory: FilePath(root), chunkSize: 4096, maxSize: nil, maxAge: nil))
       try await cache.store(randomBytes(count: 5000, seed: 51), for: "x", policy: .diskOnly)
       let paths = cache.store.paths(for: cache.objectID(for: "x"))
 
@@ -41,6 +43,11 @@ import Testing
       }
       #expect(try Self.entries(root) == ["FORMAT", "objects", "tmp"])
       #expect(try Self.entries("\(root)/tmp").isEmpty, "no staging file is left behind")
+      // A pass records the total in the root, private like the rest, through tmp/.
+      _ = try await cache.purge()
+      #expect(try Self.entries(root) == ["FORMAT", "objects", "tmp", "usage"])
+      #expect(try permissions("\(root)/usage") == 0o600)
+      #expect(try Self.entries("\(root)/tmp").isEmpty)
     }
   }
 
