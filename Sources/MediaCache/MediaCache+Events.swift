@@ -23,6 +23,7 @@ extension MediaCache {
     for object in report.removed { memory.remove(object.id) }
     tracking.withLock { tracking in
       tracking.approximateBytes = report.bytesAfter + tracking.writtenDuringPass
+      tracking.passHasRun = true
       tracking.lastPassMissedWrites = tracking.writtenDuringPass > 0
       tracking.writtenDuringPass = 0
     }
@@ -72,8 +73,9 @@ extension MediaCache {
         if let known = tracking.approximateBytes { tracking.approximateBytes = known + bytes }
         return (false, nil, 0)
       }
-      guard let known = tracking.approximateBytes else {
+      guard let known = tracking.approximateBytes, tracking.passHasRun else {
         // The total is learned by a pass, not by walking the tree at open.
+        if let recorded = tracking.approximateBytes { tracking.approximateBytes = recorded + bytes }
         if tracking.compactionRunning { return (false, nil, maxSize) }
         tracking.compactionRunning = true
         return (true, nil, maxSize)

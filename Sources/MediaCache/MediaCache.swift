@@ -141,8 +141,12 @@ public final class MediaCache: Sendable {
   let namespaces: [String: MediaCache]
 
   struct Tracking {
-    /// Bytes on disk as of the last pass plus chunks written since; nil until a pass has run.
+    /// Bytes on disk as of the last pass plus chunks written since; nil until a pass has run (here, or in any
+    /// process that recorded its total in `usage`).
     var approximateBytes: Int64?
+    /// A pass has run in this process: until then a total read from `usage` is shown, but a write under a size
+    /// limit still starts a pass to learn the total now (the file may be old, other processes may have written).
+    var passHasRun = false
     var compactionRunning = false
     /// Chunk bytes written while a pass ran: its scan may have missed them, so they are added to its total.
     var writtenDuringPass: Int64 = 0
