@@ -59,12 +59,13 @@ func checkAccepted(_ manifest: Manifest, _ raw: UnsafeRawBufferPointer) {
     fatalError("decode(encode(m)) != m:\n  m:     \(manifest)\n  again: \(again)")
   }
 
-  // 3. Canonical bytes. A manifest is written as 1.0 without spans and as 1.1 with them. Written at the minor
-  //    version it came in: identical. Otherwise: the same up to the end of the fields the writer knows (user
-  //    metadata, then any spans), with the minor version it writes, and a fresh CRC (the writer drops the
-  //    fields it does not know, and an empty span list).
+  // 3. Canonical bytes. A manifest is written at the oldest minor version that holds what it has: 1.2 with a
+  //    group, else 1.1 with spans, else 1.0. Written at the minor version it came in: identical. Otherwise:
+  //    the same up to the end of the fields the writer knows (user metadata, then any spans, then any group),
+  //    with the minor version it writes, and a fresh CRC (the writer drops the fields it does not know, an
+  //    empty span list and an empty group).
   let minor = raw[5]
-  let writtenMinor: UInt8 = manifest.allSpans.isEmpty ? 0 : 1
+  let writtenMinor: UInt8 = manifest.group != nil ? 2 : manifest.allSpans.isEmpty ? 0 : 1
   let expectedBodyCount = encoded.count - 4
   if minor == writtenMinor {
     guard encoded.elementsEqual(raw) else {
