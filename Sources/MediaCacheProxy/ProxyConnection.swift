@@ -192,8 +192,9 @@ final class ProxyConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
   ) async -> (EventLoopFuture<Void>, keepAlive: Bool, ProxyResponse, ProxyBodyWriter)? {
     // The player's own fields the proxy passes on (`--forward-header`), for every origin request answering
     // this one: its head and its body's.
-    // And a count of those requests, for the access log (`AccessRecord` takes it).
-    await OriginClient.$requestCounter.withValue(OriginRequestCounter()) {
+    // And a count of those requests when the access log is on (`AccessRecord` takes it).
+    let counter = responder.server.accessLog.isOn ? OriginRequestCounter() : nil
+    return await OriginClient.$requestCounter.withValue(counter) {
       await OriginClient.$forwardedHeaders.withValue(responder.forwardedHeaders(of: request)) {
         await answerForwarding(
           request, version: version, keepAlive: keepAlive, responder: responder, channel: channel)

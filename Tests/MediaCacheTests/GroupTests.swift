@@ -173,6 +173,30 @@ import Testing
     }
   }
 
+  @Test func aSymlinkedGroupDirectoryIsNeverFollowed() async throws {
+    try await withTemporaryDirectory { directory in
+      let cache = try open(directory)
+      try await cache.store(randomBytes(count: 3000, seed: 1), for: "a")
+      let id = cache.objectID(for: "a")
+      // Outside the cache, a file named like a member, behind a symlink where the group's directory belongs.
+      let outside = "\(directory)/outside"
+      try FileManager.default.createDirectory(atPath: outside, withIntermediateDirectories: true)
+      try Data("keep".utf8).write(to: URL(fileURLWithPath: "\(outside)/\(id.hex)"))
+      let (shard, groupDirectory) = cache.store.groupDirectories("g")
+      try FileManager.default.createDirectory(atPath: shard, withIntermediateDirectories: true)
+      try FileManager.default.createSymbolicLink(atPath: groupDirectory, withDestinationPath: outside)
+      #expect(try await cache.objects(inGroup: "g").isEmpty)
+      #expect(try await cache.remove(group: "g").objectsRemoved == 0)
+      #expect(try String(contentsOfFile: "\(outside)/\(id.hex)", encoding: .utf8) == "keep")
+      #expect(try await cache.data(for: "a")?.count == 3000)
+      let relative = String(groupDirectory.dropFirst(cache.store.root.count + 1))
+      let check = try CacheChecker(root: FilePath(cache.store.root), options: .init(repair: true)).run()
+      #expect(
+        check.findings.map(\.identity) == [.init(path: relative, kind: .unknownEntry, severity: .warning)])
+      #expect(FileManager.default.fileExists(atPath: "\(outside)/\(id.hex)"))
+    }
+  }
+
   @Test func theCheckerFindsAndRepairsTheIndex() async throws {
     try await withTemporaryDirectory { directory in
       let cache = try open(directory)

@@ -15,13 +15,13 @@ extension CacheChecker {
     var found: Set<String> = []
     for (relative, names) in (try? store.allGroupDirectories()) ?? [] {
       let parts = relative.split(separator: "/")
-      guard parts.count == 3, parts[2].count == 64, ObjectID(hex: parts[2]) != nil,
+      guard let names, parts.count == 3, parts[2].count == 64, ObjectID(hex: parts[2]) != nil,
         parts[2].hasPrefix(parts[1])
       else {
         report.findings.append(
           CheckFinding(
             path: relative, kind: .unknownEntry, severity: .warning,
-            message: "not a group directory (groups/gg/<64 hex>); left alone"))
+            message: "not a group directory (groups/gg/<64 hex>, a directory); left alone, not followed"))
         continue
       }
       for name in names.sorted() {

@@ -41,11 +41,18 @@ extension ShardedStore {
     }
   }
 
+  /// Whether `path` is a directory itself (`lstat`): a symlink or file where the index keeps a directory is
+  /// never followed (FORMAT.md section 1.4), and reads as an empty group.
+  private func isRealDirectory(_ path: String) throws -> Bool {
+    try mapIO { try FileSystemCalls.status(path)?.isDirectory ?? false }
+  }
+
   /// Removes `id`'s entry in `group`, and the group's directories when they are left empty. Returns whether
   /// there was an entry.
   @discardableResult
   package func removeGroupEntry(_ id: ObjectID, group: String) throws -> Bool {
     let (shard, directory) = groupDirectories(group)
+    guard try isRealDirectory(shard), try isRealDirectory(directory) else { return false }
     return try mapIO {
       let removed = try FileSystemCalls.unlinkFile("\(directory)/\(id.hex)")
       if FileSystemCalls.removeEmptyDirectory(directory) { FileSystemCalls.removeEmptyDirectory(shard) }
@@ -57,20 +64,31 @@ extension ShardedStore {
   /// one directory: the cost depends on the group's size, not the cache's. Entries are candidates (see the
   /// type's note): check the manifest's `group`.
   package func groupEntries(_ group: String) throws -> [ObjectID] {
-    let names = try mapIO { try FileSystemCalls.directoryEntries(groupDirectories(group).directory) } ?? []
+    let (shard, directory) = groupDirectories(group)
+    guard try isRealDirectory(groupsDirectory), try isRealDirectory(shard), try isRealDirectory(directory)
+    else { return [] }
+    let names = try mapIO { try FileSystemCalls.directoryEntries(directory) } ?? []
     return names.compactMap { ObjectID(hex: $0) }.sorted()
   }
 
-  /// Every group directory of the index with its entries' names, for the checker: `(relative path of the
-  /// group directory, names in it)`. Shard and group names that are not hex are returned too, so they can be
-  /// reported.
-  package func allGroupDirectories() throws -> [(relative: String, names: [String])] {
-    var result: [(String, [String])] = []
+  /// Every group directory of the index with its entries' names, for the checker: `(relative path, names in
+  /// it)`, names nil for an entry that is not a directory (never followed). Shard and group names that are not
+  /// hex are returned too, so they can be reported.
+  package func allGroupDirectories() throws -> [(relative: String, names: [String]?)] {
+    var result: [(String, [String]?)] = []
     for shard in try mapIO({ try FileSystemCalls.directoryEntries(groupsDirectory) }) ?? [] {
+      guard try isRealDirectory("\(groupsDirectory)/\(shard)") else {
+        result.append(("groups/\(shard)", nil))
+        continue
+      }
       for group in try mapIO({ try FileSystemCalls.directoryEntries("\(groupsDirectory)/\(shard)") }) ?? [] {
         let relative = "groups/\(shard)/\(group)"
-        let names = try mapIO { try FileSystemCalls.directoryEntries("\(root)/\(relative)") } ?? []
-        result.append((relative, names))
+        guard try isRealDirectory("\(root)/\(relative)") else {
+          result.append((relative, nil))
+          continue
+        }
+        result.append(
+          (relative, try mapIO { try FileSystemCalls.directoryEntries("\(root)/\(relative)") } ?? []))
       }
     }
     return result.sorted { $0.0 < $1.0 }
