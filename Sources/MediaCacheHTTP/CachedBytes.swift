@@ -23,6 +23,11 @@ public final class CachedBytes: AsyncSequence, Sendable {
   let manifestAtOpen: Manifest
   /// Who waits for this read's bytes: the flights it starts or joins are scheduled accordingly.
   let priority: ReadPriority
+  /// The manifest whose metadata (`length`, `count`, `etag`, `lastModified`, `contentType`) this read reported,
+  /// fixed by the first question: only that version's bytes are delivered after it (a proxy's head is made
+  /// first; a version change then ends the read with an error: found by tools/soak). Before it, a change before
+  /// the first byte is followed.
+  private let shown = Mutex<Manifest?>(nil)
 
   init(
     session: ObjectSession, range: Range<Int64>, initialFlight: Flight?, lengthHint: Int64? = nil,
@@ -35,6 +40,18 @@ public final class CachedBytes: AsyncSequence, Sendable {
     self.lengthHint = lengthHint
     self.manifestAtOpen = manifestAtOpen
   }
+
+  private func shownManifest() -> Manifest {
+    shown.withLock { shown in
+      if let shown { return shown }
+      let now = session.manager.manifest
+      shown = now
+      return now
+    }
+  }
+
+  /// The version whose metadata this read reported, if it was asked.
+  var shownVersion: UInt32? { shown.withLock { $0?.versionTag } }
 
   func takeInitialFlight() -> Flight? {
     initialFlight.withLock { flight in
@@ -81,18 +98,20 @@ public final class CachedBytes: AsyncSequence, Sendable {
   }
 
   /// The object's total length, once known.
-  public var length: Int64? { session.manager.contentLength ?? lengthHint }
+  public var length: Int64? { shownManifest().contentLength ?? liveLength }
+  /// The length as the cache knows it now, without fixing the version this read reports.
+  private var liveLength: Int64? { session.manager.contentLength ?? lengthHint }
   /// The bytes this read will deliver, once the length is known.
   public var count: Int64? {
     guard range.upperBound != .max else { return length.map { Swift.max(0, $0 - range.lowerBound) } }
     return Int64(range.count)
   }
-  /// What the cache recorded from the origin.
-  public var contentType: String? { session.manager.manifest.contentType }
-  /// The origin's entity tag, as the cache recorded it (quotes and any `W/` included).
-  public var etag: String? { session.manager.manifest.etag }
-  /// The origin's `Last-Modified` header value, as the cache recorded it.
-  public var lastModified: String? { session.manager.manifest.lastModified }
+  /// What the cache recorded from the origin, for the version this read delivers.
+  public var contentType: String? { shownManifest().contentType }
+  /// The origin's entity tag as the cache recorded it (quotes, any `W/`), for the version this read delivers.
+  public var etag: String? { shownManifest().etag }
+  /// The origin's `Last-Modified` header value, as the cache recorded it, for the version this read delivers.
+  public var lastModified: String? { shownManifest().lastModified }
 
   /// Bytes of the range cached now.
   var cachedBytes: Int64 { cachedBytes(in: session.manager.manifest) }
@@ -102,7 +121,7 @@ public final class CachedBytes: AsyncSequence, Sendable {
 
   /// The bytes of the range cached since the read opened (by its flights, or any other writer of the object).
   var rangesCachedSinceOpen: [Range<Int64>] {
-    let end = range.upperBound == .max ? (length ?? range.lowerBound) : range.upperBound
+    let end = range.upperBound == .max ? (liveLength ?? range.lowerBound) : range.upperBound
     guard end > range.lowerBound else { return [] }
     let now = session.manager.manifest.presentByteRanges.intersection(range.lowerBound..<end)
     return now.subtracting(manifestAtOpen.presentByteRanges).ranges
@@ -112,7 +131,7 @@ public final class CachedBytes: AsyncSequence, Sendable {
   package var objectID: ObjectID { session.manager.objectID }
 
   private func cachedBytes(in manifest: Manifest) -> Int64 {
-    let end = range.upperBound == .max ? (length ?? range.lowerBound) : range.upperBound
+    let end = range.upperBound == .max ? (liveLength ?? range.lowerBound) : range.upperBound
     guard end > range.lowerBound else { return 0 }
     return manifest.presentByteRanges.intersection(range.lowerBound..<end).count
   }
@@ -219,157 +238,6 @@ public enum CachedPiece: Sendable {
       var data = Data(capacity: count)
       for buffer in buffers { data.append(contentsOf: buffer.readableBytesView) }
       return data
-    }
-  }
-}
-
-/// One reader of a `CachedBytes` range: its `ReadCursorState` (where the next bytes come from) and the flight
-/// it is attached to.
-final class ReadCursor: @unchecked Sendable {
-  // Mutated only by the task iterating the sequence (an iterator is not shared between tasks).
-  private let owner: CachedBytes
-  private var state: ReadCursorState
-  private var flight: Flight?
-  /// Budget the last piece read from the cache holds (`ReadBudget`), given back when the next is asked for.
-  private var heldBudget: Int64 = 0
-  /// The buffer of the last piece read from the cache, given back to the pool when the next is asked for.
-  private var lastBuffer: ByteBuffer?
-
-  init(owner: CachedBytes) {
-    self.owner = owner
-    let flight = owner.takeInitialFlight()
-    self.flight = flight
-    self.state = ReadCursorState(range: owner.range, attached: flight != nil)
-  }
-
-  /// The caller takes the last piece's buffer (`Iterator.nextOwnedPiece`): it is not given back here.
-  func disownLastBuffer() { lastBuffer = nil }
-
-  deinit {
-    owner.session.environment.readBudget.release(heldBudget)
-    if let lastBuffer { owner.session.environment.bufferPool.give(lastBuffer) }
-    if let flight { Task { await flight.detach() } }
-  }
-
-  private func leaveFlight(finishingChunk: Bool = false) async {
-    if let flight { await flight.detach(finishingChunk: finishingChunk) }
-    flight = nil
-    state.setAttached(false)
-  }
-
-  /// `range` from the cache, read on the I/O executor into a new buffer and checked there (the whole chunks
-  /// holding it, or only their 16 KiB blocks that hold it once those chunks were verified whole:
-  /// `FileHandleAssetDataManager.planVerifiedRead`), the buffer's readable bytes set to the range (no copy),
-  /// after taking budget for the most the read may need. Bytes in a span (an incomplete chunk) are read by
-  /// `read(_:)` and copied.
-  private func readFromCache(_ range: Range<Int64>, manager: FileHandleAssetDataManager) async throws
-    -> ByteBuffer
-  {
-    let budget = owner.session.environment.readBudget
-    let pool = owner.session.environment.bufferPool
-    let extent = manager.wholeChunkExtent(of: range)
-    heldBudget = await budget.acquire(Int64(extent.count))
-    do {
-      let (buffer, read) = try await IOExecutor.shared.run { () throws -> (ByteBuffer, Int) in
-        do {
-          let plan = try manager.planVerifiedRead(range)
-          return (
-            try pool.readVerified(plan, from: manager, minimumCapacity: extent.count), plan.extent.count
-          )
-        } catch let error as StoreError where error.code == .notCached {
-          return (ByteBuffer(bytes: try manager.read(range)), range.count)
-        }
-      }
-      lastBuffer = buffer
-      // What the read did not need of the budget goes back at once (blocks instead of whole chunks).
-      let used = Int64(min(read, extent.count))
-      if used < heldBudget {
-        budget.release(heldBudget - used)
-        heldBudget = used
-      }
-      return buffer
-    } catch {
-      budget.release(heldBudget)
-      heldBudget = 0
-      throw error
-    }
-  }
-
-  func next() async throws -> CachedPiece? {
-    let session = owner.session
-    let manager = session.manager
-    session.environment.readBudget.release(heldBudget)
-    heldBudget = 0
-    if let buffer = lastBuffer {
-      session.environment.bufferPool.give(buffer)
-      lastBuffer = nil
-    }
-    while true {
-      try Task.checkCancellation()
-      let manifest = manager.manifest
-      let chunkSize = Int64(manifest.chunkSize)
-      let position = state.position
-      // What is cached from here, into the next chunk when it is present: a piece from the cache is a chunk's
-      // worth of bytes wherever it starts (one read of the two chunks it touches, one hop to the executor).
-      var run = manifest.cachedRun(at: position)
-      if run > 0, run < chunkSize, manifest.isPresent(Int((position + run) / chunkSize)) {
-        run += min(chunkSize - run, manifest.cachedRun(at: position + run))
-      }
-      let step = state.next(
-        ReadCursorState.Object(
-          contentLength: manifest.contentLength, versionTag: manifest.versionTag, cachedRun: run))
-      switch step {
-      case .finished:
-        await leaveFlight(finishingChunk: true)
-        return nil
-      case .versionChanged:
-        throw OriginError.inconsistentResponse(
-          url: session.url, reason: "the origin's object changed while it was being read")
-      case .readCache(let range):
-        do {
-          let buffer = try await readFromCache(range, manager: manager)
-          state.delivered(buffer.readableBytes, versionTag: manager.manifest.versionTag)
-          owner.noteDelivered(
-            buffer.readableBytes, fromOrigin: owner.manifestAtOpen.cachedRun(at: position) == 0)
-          return .disk(buffer)
-        } catch let error as StoreError where error.code == .corruptChunk || error.code == .notCached {
-          continue  // dropped or gone: fetch it again
-        }
-      case .findFlight:
-        await leaveFlight()
-        flight = await session.flight(
-          for: state.position, upTo: owner.range.upperBound == .max ? nil : owner.range.upperBound,
-          priority: owner.priority)
-        state.setAttached(flight != nil)
-        if flight == nil { continue }  // completed meanwhile: read it from the cache
-      case .checkFlight:
-        if let current = flight, !(await current.canServe(state.position)) {
-          await leaveFlight()
-          continue
-        }
-      }
-      guard let current = flight else { continue }
-      let piece: Flight.Piece
-      do {
-        piece = try await current.next(from: state.position, limit: Int(chunkSize))
-      } catch let error as StoreError where error.code == .versionChanged && state.versionSeen == nil {
-        // The object moved to a new version before this reader delivered anything: read the new one.
-        await leaveFlight()
-        continue
-      }
-      switch piece {
-      case .memory(let buffers):
-        let piece = CachedPiece.origin(state.trimmed(buffers, contentLength: manager.contentLength))
-        state.delivered(piece.count, versionTag: manager.manifest.versionTag)
-        owner.noteDelivered(piece.count, fromOrigin: true)
-        return piece
-      case .disk:
-        // The flight wrote these bytes; if the cache does not have them (dropped since), fetch anew.
-        state.flightWrotePosition(cached: manager.manifest.cachedRun(at: position) > 0)
-      case .end:
-        await leaveFlight()
-        if state.flightEnded(contentLength: manager.contentLength) { return nil }
-      }
     }
   }
 }

@@ -235,40 +235,43 @@ public final class CachingReader: Sendable {
     var length = session.manager.contentLength
     var started: Flight?
     if length == nil {
+      var start: Int64 = 0
+      var end: Int64?
       switch range {
       case .bounded(let bounds) where bounds.isEmpty: return (bounds, nil, nil)
-      case .suffix:
+      case .bounded(let bounds): (start, end) = (bounds.lowerBound, bounds.upperBound)
+      case .from(let from): start = from
+      case .all: break
+      case .suffix(let count):
         let head = try await client.probe(session.url)
         guard let total = head.length else {
           throw OriginError.inconsistentResponse(
             url: session.url, reason: "origin gives no length for a suffix range")
         }
         length = total
-      default:
-        let start: Int64 =
-          if case .bounded(let bounds) = range { bounds.lowerBound } else if case .from(let s) = range {
-            s
-          } else { 0 }
-        let end: Int64? = if case .bounded(let bounds) = range { bounds.upperBound } else { nil }
-        // A chunk completed meanwhile gives no flight; unless the length is known with it, one is needed.
-        // A prefetch (background) waits for its runs rather than reading them: not windowed.
-        let windowed = priority == .foreground
-        var flight = await session.flight(for: start, upTo: end, priority: priority, windowed: windowed)
-        if flight == nil, session.manager.contentLength == nil {
-          flight = await session.flight(
-            for: start, upTo: end, priority: priority, evenIfCached: true, windowed: windowed)
-        }
-        if let flight {
-          do {
-            _ = try await flight.waitForHead()
-          } catch {
-            await flight.detach()
-            throw error
-          }
-        }
-        started = flight
-        length = session.manager.contentLength
+        start = max(0, total - count)
       }
+      // The first bytes' flight, waited for until the origin's head is in, so the response's head has the
+      // object's validators and type (a suffix's probe is not recorded). A chunk completed meanwhile gives no
+      // flight: unless the length is known, one is needed. A prefetch waits for its runs: not windowed.
+      let windowed = priority == .foreground
+      let hasBytes = length.map { start < $0 } ?? true  // not an empty suffix
+      var flight =
+        hasBytes ? await session.flight(for: start, upTo: end, priority: priority, windowed: windowed) : nil
+      if flight == nil, session.manager.contentLength == nil, hasBytes {
+        flight = await session.flight(
+          for: start, upTo: end, priority: priority, evenIfCached: true, windowed: windowed)
+      }
+      if let flight {
+        do {
+          _ = try await flight.waitForHead()
+        } catch {
+          await flight.detach()
+          throw error
+        }
+      }
+      started = flight
+      length = session.manager.contentLength ?? length
     }
     do {
       return (try bounds(of: range, length: length, url: session.url), started, length)

@@ -35,7 +35,8 @@ struct ReadCursorState {
   /// Bytes this reader's range covers (upper bound `Int64.max` while the length is unknown).
   let range: Range<Int64>
   private(set) var position: Int64
-  /// The object's version tag when this reader delivered its first byte.
+  /// The object's version tag whose metadata the reader's consumer was given (`pin`), else the one when it
+  /// delivered its first byte.
   private(set) var versionSeen: UInt32?
   /// Whether a flight is attached.
   private(set) var attached: Bool
@@ -47,6 +48,10 @@ struct ReadCursorState {
     self.position = range.lowerBound
     self.attached = attached
   }
+
+  /// The consumer was told of version `version` (validators, length): bytes of another one are never delivered.
+  /// Does nothing once a version is seen.
+  mutating func pin(_ version: UInt32) { if versionSeen == nil { versionSeen = version } }
 
   /// The next step, given the object as the cache knows it now.
   mutating func next(_ object: Object) -> Step {

@@ -45,7 +45,10 @@ struct CacheCompactor: ParsableCommand {
   var keepHeads: String = "5s"
   @Option(help: ArgumentHelp("Verify the CRCs of up to this many chunk bytes per pass.", valueName: "SIZE"))
   var scrub: String?
-  @Option(help: ArgumentHelp("Run a pass every DURATION until SIGINT or SIGTERM.", valueName: "DURATION"))
+  @Option(
+    help: ArgumentHelp(
+      "Run a pass every DURATION until SIGINT or SIGTERM (then exit 0). A pass that fails is reported on "
+        + "standard error and the next one runs as planned.", valueName: "DURATION"))
   var interval: String?
   @Option(help: ArgumentHelp("Stop a pass after this long; the next one continues.", valueName: "DURATION"))
   var maxPassTime: String = "60s"
@@ -206,6 +209,9 @@ struct CacheCompactor: ParsableCommand {
       report = try compactor.runPass { stopRequested.load(ordering: .relaxed) }
     } catch {
       FileHandle.standardError.write(Data("cache-compactor: \(label)pass \(pass) failed: \(error)\n".utf8))
+      // With --interval the next pass tries again: a compactor that ended on one failed pass (a full disk, a
+      // tree being moved) would leave the cache to grow under its supervisor. A single pass reports it.
+      if interval != nil { return }
       throw ExitCode(1)
     }
     let line: String

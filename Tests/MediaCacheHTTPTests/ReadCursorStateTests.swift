@@ -76,6 +76,20 @@ import Testing
     #expect(r11 == .readCache(1000..<2000))
   }
 
+  /// A reader whose consumer was told of a version (a proxy's response head) takes no byte of another, even
+  /// before its first byte; a pin after a byte was delivered changes nothing.
+  @Test func aPinnedVersionIsTheOnlyOneDelivered() {
+    var pinned = ReadCursorState(range: 0..<5000, attached: false)
+    pinned.pin(8)
+    #expect(pinned.next(object(pinned, version: 9, present: true)) == .versionChanged)
+    #expect(pinned.next(object(pinned, version: 8, present: true)) == .readCache(0..<1000))
+    var unpinned = ReadCursorState(range: 0..<5000, attached: false)
+    #expect(unpinned.next(object(unpinned, version: 9, present: true)) == .readCache(0..<1000))
+    unpinned.delivered(1000, versionTag: 9)
+    unpinned.pin(8)
+    #expect(unpinned.versionSeen == 9)
+  }
+
   @Test func bytesTheFlightWroteButTheCacheLostNeedANewFlight() {
     var state = ReadCursorState(range: 0..<5000, attached: true)
     state.flightWrotePosition(cached: true)

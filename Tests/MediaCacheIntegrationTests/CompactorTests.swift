@@ -206,6 +206,37 @@ struct CompactorTests {
     #expect(!result.text.contains("pass 2"))
   }
 
+  /// Found by tools/soak: a pass that failed on a full disk ended `--interval` mode (exit 1), so the compactor a
+  /// supervisor ran was gone when the cache needed it most. A failed pass is reported; the next one runs.
+  @Test func intervalModeKeepsGoingAfterAFailedPass() throws {
+    let dir = try TemporaryDirectory()
+    defer { dir.cleanup() }
+    let cache = dir.file("cache")
+    _ = try makeTree(cache, count: 2, size: 5000)
+    let loop = try ChildProcess(compactor, [cache, "--min-free", "1", "--interval", "0.05s"])
+    #expect(loop.waitForLine { $0.hasPrefix("pass 1") })
+    // The cache moved away: each pass fails asking how much the file system has free (statvfs).
+    try FileManager.default.moveItem(atPath: cache, toPath: "\(cache).away")
+    let deadline = Date().addingTimeInterval(60)
+    while loop.errorsSoFar.components(separatedBy: " failed: ").count < 4 && loop.process.isRunning
+      && Date() < deadline
+    {
+      usleep(10_000)
+    }
+    #expect(loop.process.isRunning, "the compactor ended after a failed pass: \(loop.errorsSoFar)")
+    // Once the cache is back, the passes succeed again.
+    try FileManager.default.moveItem(atPath: "\(cache).away", toPath: cache)
+    let passesBefore = loop.outputSoFar.split(separator: "\n").count
+    let back = Date().addingTimeInterval(60)
+    while loop.outputSoFar.split(separator: "\n").count <= passesBefore && Date() < back { usleep(10_000) }
+    loop.kill(SIGTERM)
+    let result = loop.wait()
+    #expect(result.status == 0, "\(result.stderr)")
+    #expect(result.stderr.contains(" failed: "), "\(result.stderr)")
+    #expect(
+      result.text.split(separator: "\n").count > passesBefore, "no pass succeeded once the cache was back")
+  }
+
   @Test func scrubDropsExactlyTheCorruptChunk() throws {
     let dir = try TemporaryDirectory()
     defer { dir.cleanup() }

@@ -233,6 +233,12 @@ enum ResponsePlanner {
     default:
       break
     }
+    // A fault set by `TestOrigin.setFault` (normal mode only).
+    let fault = mode == .normal ? state.fault : nil
+    if fault == .serverErrors {
+      fail(.serviceUnavailable, "fault: server errors")
+      return plan
+    }
 
     let etag: String? = mode == .lastmod ? nil : TestOrigin.etag(name: name, version: version)
     let lastModified = TestOrigin.lastModified(version: version)
@@ -258,14 +264,19 @@ enum ResponsePlanner {
         chunked: chunked, shiftsRange: mode == .wrongrange)
     else { return plan }
 
-    let slow = mode == .slow
-    let delay =
+    var slow = mode == .slow
+    var delay =
       slow ? TimeAmount.milliseconds(Int64(queryInt("delay-ms") ?? defaultSlowDelayMilliseconds)) : nil
-    let limit = mode == .truncated ? range.count / 2 : nil
+    if case .slowBodies(let milliseconds) = fault {
+      slow = true
+      delay = .milliseconds(Int64(milliseconds))
+    }
+    let truncates = mode == .truncated || fault == .cutBodies
+    let limit = truncates ? range.count / 2 : nil
     if slow { plan.burst = queryInt("burst") ?? 0 }
     plan.body = .object(
       seed: seed, range: range, pieceSize: slow ? slowPieceSize : pieceSize, delay: delay, limit: limit)
-    if mode == .truncated {
+    if truncates {
       plan.truncates = true
       plan.closeAfter = true
     }

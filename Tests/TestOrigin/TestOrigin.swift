@@ -167,6 +167,35 @@ public final class TestOrigin: Sendable {
   /// Forgets how many requests each name got in `flaky` mode, so the next ones fail again.
   public func resetFlakyCounters() { state.resetFlakyCounters() }
 
+  // MARK: Faults
+
+  /// A misbehaviour the origin applies to every `normal`-mode request while it is set (a schedule of them is
+  /// how `tools/soak` makes the origin flap under load). Requests already being answered are not changed.
+  public enum Fault: Sendable, Equatable, CustomStringConvertible {
+    /// 503 with a short text body.
+    case serverErrors
+    /// The status, Content-Length and Content-Range of the request, half of the body, then the connection
+    /// closed (as `truncated`).
+    case cutBodies
+    /// The body in 16 KiB pieces with `delayMilliseconds` after each (as `slow`).
+    case slowBodies(delayMilliseconds: Int)
+
+    /// `server-errors`, `cut-bodies` or `slow-bodies`.
+    public var description: String {
+      switch self {
+      case .serverErrors: "server-errors"
+      case .cutBodies: "cut-bodies"
+      case .slowBodies: "slow-bodies"
+      }
+    }
+  }
+
+  /// Sets (or with nil ends) the fault applied to `normal`-mode requests from now on.
+  public func setFault(_ fault: Fault?) { state.setFault(fault) }
+
+  /// The fault applied now, if any.
+  public var fault: Fault? { state.fault }
+
   // MARK: Records
 
   /// Every request recorded since the start or the last `resetRecords()`, in arrival order.
@@ -209,6 +238,7 @@ final class OriginState: Sendable {
     var versions: [String: Int] = [:]
     var sizes: [String: Int] = [:]
     var flakyCounts: [String: Int] = [:]
+    var fault: TestOrigin.Fault?
     var records: [RecordedRequest] = []
     var recordIndex: [Int: Int] = [:]
     var nextRecordID = 1
@@ -227,6 +257,8 @@ final class OriginState: Sendable {
   func setSize(name: String, to size: Int?) { storage.withLock { $0.sizes[name] = size } }
   func sizeOverride(of name: String) -> Int? { storage.withLock { $0.sizes[name] } }
   func resetFlakyCounters() { storage.withLock { $0.flakyCounts = [:] } }
+  func setFault(_ fault: TestOrigin.Fault?) { storage.withLock { $0.fault = fault } }
+  var fault: TestOrigin.Fault? { storage.withLock { $0.fault } }
 
   /// The number of earlier `flaky` requests for `name`, counting this one for the next caller.
   func nextFlakyCount(for name: String) -> Int {

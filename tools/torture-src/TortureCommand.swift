@@ -2,12 +2,23 @@ import ArgumentParser
 import Foundation
 import MediaCacheTestSupport
 
-/// The command line of mediacache-torture (see TortureRun.swift): exit status 0 when nothing failed, 1
-/// otherwise, 2 on bad arguments.
+/// The command line of mediacache-torture: the trials (the default subcommand, see TortureRun.swift) and the
+/// soak (`soak`, see SoakRun.swift). Exit status 0 when nothing failed, 1 otherwise, 2 on bad arguments.
 @main
 struct TortureCommand: AsyncParsableCommand {
   static let configuration = CommandConfiguration(
     commandName: "mediacache-torture",
+    abstract: "Crash, fault and abuse trials and the soak against the real binaries (run them through "
+      + "tools/torture and tools/soak).",
+    subcommands: [TrialsCommand.self, SoakCommand.self], defaultSubcommand: TrialsCommand.self)
+
+  static func main() async { await main(usageStatus: 2) }
+}
+
+/// `mediacache-torture [trials] …`: the crash, fault and abuse trials.
+struct TrialsCommand: AsyncParsableCommand {
+  static let configuration = CommandConfiguration(
+    commandName: "trials",
     abstract: "Crash, fault and abuse trials against the real binaries (run it through tools/torture).")
 
   @Option(name: .customLong("bin"), help: "The directory of the built products.") var binaries: String
@@ -18,8 +29,6 @@ struct TortureCommand: AsyncParsableCommand {
   @Option(help: "Some of \(allClasses.joined(separator: ",")) (default all).") var classes: String?
   @Option(help: "Run only trial K of each class given.") var onlyTrial: Int?
   @Option(help: "Also write the figures as JSON to FILE.") var json: String?
-
-  static func main() async { await main(usageStatus: 2) }
 
   func validate() throws {
     guard trials >= 0 else { throw ValidationError("--trials needs N >= 0") }

@@ -45,8 +45,9 @@ public struct Compactor: Sendable {
   /// `incomplete` and leaves a consistent tree. `now` is seconds since the epoch (the clock ages are
   /// measured against).
   ///
-  /// Throws `StoreError` when the tree cannot be walked, `tmp/` cannot be listed or the scrub cursor cannot
-  /// be written; an error confined to one object is recorded in `CompactionReport.errors` instead.
+  /// Throws `StoreError` when the tree cannot be walked or `tmp/` cannot be listed; an error confined to one
+  /// object, or a scrub position that cannot be saved (a full disk), is recorded in `CompactionReport.errors`
+  /// instead.
   public func runPass(
     now: Double = Date().timeIntervalSince1970, isCancelled: @Sendable () -> Bool = { false }
   ) throws -> CompactionReport {
@@ -318,12 +319,15 @@ public struct Compactor: Sendable {
         break
       }
     }
-    if !policy.dryRun {
-      if let next {
-        try writeCursor(next.id, chunk: next.chunk)
-      } else {
-        try writeCursor(ids[start], chunk: 0)  // everything verified: start over where this pass began
-      }
+    guard !policy.dryRun else { return }
+    // Everything verified: start over where this pass began.
+    let position = next ?? (ids[start], 0)
+    do {
+      try writeCursor(position.id, chunk: position.chunk)
+    } catch {
+      // A full disk is when passes matter most: the pass stands, and the next one scrubs from the last position
+      // saved (some chunks twice).
+      report.errors.append("scrub position not saved: \(error)")
     }
   }
 
@@ -341,11 +345,16 @@ public struct Compactor: Sendable {
 
   private func writeCursor(_ id: ObjectID, chunk: Int) throws {
     let staging = "\(store.tmpDirectory)/compactor.cursor.\(getpid()).\(UInt32.random(in: 0...UInt32.max))"
-    try mapIO {
-      let file = try SystemFile(path: staging, writable: true, create: true)
-      try Array("\(id.hex) \(chunk)\n".utf8).withUnsafeBytes { try file.write($0, at: 0) }
-      file.close()
-      try FileSystemCalls.renameFile(staging, to: cursorPath)
+    do {
+      try mapIO {
+        let file = try SystemFile(path: staging, writable: true, create: true)
+        defer { file.close() }
+        try Array("\(id.hex) \(chunk)\n".utf8).withUnsafeBytes { try file.write($0, at: 0) }
+        try FileSystemCalls.renameFile(staging, to: cursorPath)
+      }
+    } catch {
+      _ = try? FileSystemCalls.unlinkFile(staging)
+      throw error
     }
   }
 }

@@ -1,0 +1,166 @@
+import MediaCache
+import NIOCore
+
+/// One reader of a `CachedBytes` range: its `ReadCursorState` (where the next bytes come from) and the flight
+/// it is attached to.
+final class ReadCursor: @unchecked Sendable {
+  // Mutated only by the task iterating the sequence (an iterator is not shared between tasks).
+  private let owner: CachedBytes
+  private var state: ReadCursorState
+  private var flight: Flight?
+  /// Budget the last piece read from the cache holds (`ReadBudget`), given back when the next is asked for.
+  private var heldBudget: Int64 = 0
+  /// The buffer of the last piece read from the cache, given back to the pool when the next is asked for.
+  private var lastBuffer: ByteBuffer?
+
+  init(owner: CachedBytes) {
+    self.owner = owner
+    let flight = owner.takeInitialFlight()
+    self.flight = flight
+    self.state = ReadCursorState(range: owner.range, attached: flight != nil)
+  }
+
+  /// The caller takes the last piece's buffer (`Iterator.nextOwnedPiece`): it is not given back here.
+  func disownLastBuffer() { lastBuffer = nil }
+
+  deinit {
+    owner.session.environment.readBudget.release(heldBudget)
+    if let lastBuffer { owner.session.environment.bufferPool.give(lastBuffer) }
+    if let flight { Task { await flight.detach() } }
+  }
+
+  private func leaveFlight(finishingChunk: Bool = false) async {
+    if let flight { await flight.detach(finishingChunk: finishingChunk) }
+    flight = nil
+    state.setAttached(false)
+  }
+
+  /// `range` from the cache, read on the I/O executor into a new buffer and checked there (the whole chunks
+  /// holding it, or only their 16 KiB blocks that hold it once those chunks were verified whole:
+  /// `FileHandleAssetDataManager.planVerifiedRead`), the buffer's readable bytes set to the range (no copy),
+  /// after taking budget for the most the read may need. Bytes in a span (an incomplete chunk) are read by
+  /// `read(_:)` and copied.
+  private func readFromCache(_ range: Range<Int64>, manager: FileHandleAssetDataManager) async throws
+    -> ByteBuffer
+  {
+    let budget = owner.session.environment.readBudget
+    let pool = owner.session.environment.bufferPool
+    let extent = manager.wholeChunkExtent(of: range)
+    heldBudget = await budget.acquire(Int64(extent.count))
+    do {
+      let (buffer, read) = try await IOExecutor.shared.run { () throws -> (ByteBuffer, Int) in
+        do {
+          let plan = try manager.planVerifiedRead(range)
+          return (
+            try pool.readVerified(plan, from: manager, minimumCapacity: extent.count), plan.extent.count
+          )
+        } catch let error as StoreError where error.code == .notCached {
+          return (ByteBuffer(bytes: try manager.read(range)), range.count)
+        }
+      }
+      lastBuffer = buffer
+      // What the read did not need of the budget goes back at once (blocks instead of whole chunks).
+      let used = Int64(min(read, extent.count))
+      if used < heldBudget {
+        budget.release(heldBudget - used)
+        heldBudget = used
+      }
+      return buffer
+    } catch {
+      budget.release(heldBudget)
+      heldBudget = 0
+      throw error
+    }
+  }
+
+  func next() async throws -> CachedPiece? {
+    let session = owner.session
+    let manager = session.manager
+    session.environment.readBudget.release(heldBudget)
+    heldBudget = 0
+    if let buffer = lastBuffer {
+      session.environment.bufferPool.give(buffer)
+      lastBuffer = nil
+    }
+    while true {
+      try Task.checkCancellation()
+      if let shown = owner.shownVersion { state.pin(shown) }
+      let manifest = manager.manifest
+      let chunkSize = Int64(manifest.chunkSize)
+      let position = state.position
+      // What is cached from here, into the next chunk when it is present: a piece from the cache is a chunk's
+      // worth of bytes wherever it starts (one read of the two chunks it touches, one hop to the executor).
+      var run = manifest.cachedRun(at: position)
+      if run > 0, run < chunkSize, manifest.isPresent(Int((position + run) / chunkSize)) {
+        run += min(chunkSize - run, manifest.cachedRun(at: position + run))
+      }
+      let step = state.next(
+        ReadCursorState.Object(
+          contentLength: manifest.contentLength, versionTag: manifest.versionTag, cachedRun: run))
+      switch step {
+      case .finished:
+        await leaveFlight(finishingChunk: true)
+        return nil
+      case .versionChanged:
+        throw OriginError.inconsistentResponse(
+          url: session.url, reason: "the origin's object changed while it was being read")
+      case .readCache(let range):
+        do {
+          let buffer = try await readFromCache(range, manager: manager)
+          if manager.manifest.versionTag != manifest.versionTag {
+            // Reset while it was read: look again (the buffer goes back with the next call, as any last piece's).
+            continue
+          }
+          state.delivered(buffer.readableBytes, versionTag: manager.manifest.versionTag)
+          owner.noteDelivered(
+            buffer.readableBytes, fromOrigin: owner.manifestAtOpen.cachedRun(at: position) == 0)
+          return .disk(buffer)
+        } catch let error as StoreError where error.code == .corruptChunk || error.code == .notCached {
+          continue  // dropped or gone: fetch it again
+        }
+      case .findFlight:
+        await leaveFlight()
+        flight = await session.flight(
+          for: state.position, upTo: owner.range.upperBound == .max ? nil : owner.range.upperBound,
+          priority: owner.priority)
+        state.setAttached(flight != nil)
+        if flight == nil { continue }  // completed meanwhile: read it from the cache
+      case .checkFlight:
+        if let current = flight, !(await current.canServe(state.position)) {
+          await leaveFlight()
+          continue
+        }
+      }
+      guard let current = flight else { continue }
+      let piece: Flight.Piece
+      do {
+        piece = try await current.next(from: state.position, limit: Int(chunkSize))
+      } catch let error as StoreError where error.code == .versionChanged {
+        await leaveFlight()
+        // A new version before any byte or metadata went out: read it. Else it is not this read's version.
+        if state.versionSeen == nil { continue }
+        throw OriginError.inconsistentResponse(
+          url: session.url, reason: "the origin's object changed while it was being read (\(error))")
+      }
+      switch piece {
+      case .memory(let buffers):
+        // A flight resets the object before it hands out a byte of another version (`BodyWriter.headChecked`).
+        if let seen = state.versionSeen, manager.manifest.versionTag != seen {
+          await leaveFlight()
+          throw OriginError.inconsistentResponse(
+            url: session.url, reason: "the origin's object changed while it was being read")
+        }
+        let piece = CachedPiece.origin(state.trimmed(buffers, contentLength: manager.contentLength))
+        state.delivered(piece.count, versionTag: manager.manifest.versionTag)
+        owner.noteDelivered(piece.count, fromOrigin: true)
+        return piece
+      case .disk:
+        // The flight wrote these bytes; if the cache does not have them (dropped since), fetch anew.
+        state.flightWrotePosition(cached: manager.manifest.cachedRun(at: position) > 0)
+      case .end:
+        await leaveFlight()
+        if state.flightEnded(contentLength: manager.contentLength) { return nil }
+      }
+    }
+  }
+}
