@@ -21,7 +21,9 @@ struct CacheCompactor: ParsableCommand {
     discussion: """
       Runs beside the apps that use the cache: objects open in any process are skipped, pinned objects are \
       kept. SIZE accepts 500M, 10G or plain bytes; DURATION accepts 90d, 12h, 30m, 45s. \
-      Exit status: 0 success, 1 the cache cannot be used (missing, unreadable, not a cache), 64 usage error.
+      Exit status: 0 success, 1 the cache cannot be used (missing, unreadable, not a cache) or a single pass \
+      failed, 64 usage error. With --interval a failed pass is reported on standard error and the next one \
+      runs; SIGINT or SIGTERM ends the loop with 0.
 
       Each pass covers the root's objects and then every namespace under DIRECTORY/namespaces/ (MediaCache's \
       Configuration.namespaces), each against its own limits: those --namespace gives it, else the ones \
@@ -45,10 +47,7 @@ struct CacheCompactor: ParsableCommand {
   var keepHeads: String = "5s"
   @Option(help: ArgumentHelp("Verify the CRCs of up to this many chunk bytes per pass.", valueName: "SIZE"))
   var scrub: String?
-  @Option(
-    help: ArgumentHelp(
-      "Run a pass every DURATION until SIGINT or SIGTERM (then exit 0). A pass that fails is reported on "
-        + "standard error and the next one runs as planned.", valueName: "DURATION"))
+  @Option(help: ArgumentHelp("Run a pass every DURATION until SIGINT or SIGTERM.", valueName: "DURATION"))
   var interval: String?
   @Option(help: ArgumentHelp("Stop a pass after this long; the next one continues.", valueName: "DURATION"))
   var maxPassTime: String = "60s"
