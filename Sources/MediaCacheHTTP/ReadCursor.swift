@@ -73,18 +73,30 @@ final class ReadCursor: @unchecked Sendable {
     }
   }
 
+  /// Gives back the last piece's read budget and buffer.
+  private func releaseLastPiece() {
+    owner.session.environment.readBudget.release(heldBudget)
+    heldBudget = 0
+    if let buffer = lastBuffer {
+      owner.session.environment.bufferPool.give(buffer)
+      lastBuffer = nil
+    }
+  }
+
+  /// The error that ends a read whose object moved to another version than the one it delivers.
+  private func versionChanged(_ cause: String = "") -> OriginError {
+    .inconsistentResponse(
+      url: owner.session.url, reason: "the origin's object changed while it was being read\(cause)")
+  }
+
   func next() async throws -> CachedPiece? {
     let session = owner.session
     let manager = session.manager
-    session.environment.readBudget.release(heldBudget)
-    heldBudget = 0
-    if let buffer = lastBuffer {
-      session.environment.bufferPool.give(buffer)
-      lastBuffer = nil
-    }
+    releaseLastPiece()
     while true {
       try Task.checkCancellation()
-      if let shown = owner.shownVersion { state.pin(shown) }
+      // Until a version is seen, the one the consumer was told of (a lock: not once a byte went out).
+      if state.versionSeen == nil, let shown = owner.shownVersion { state.pin(shown) }
       let manifest = manager.manifest
       let chunkSize = Int64(manifest.chunkSize)
       let position = state.position
@@ -102,13 +114,12 @@ final class ReadCursor: @unchecked Sendable {
         await leaveFlight(finishingChunk: true)
         return nil
       case .versionChanged:
-        throw OriginError.inconsistentResponse(
-          url: session.url, reason: "the origin's object changed while it was being read")
+        throw versionChanged()
       case .readCache(let range):
         do {
           let buffer = try await readFromCache(range, manager: manager)
           if manager.manifest.versionTag != manifest.versionTag {
-            // Reset while it was read: look again (the buffer goes back with the next call, as any last piece's).
+            releaseLastPiece()  // reset while it was read: look again
             continue
           }
           state.delivered(buffer.readableBytes, versionTag: manager.manifest.versionTag)
@@ -139,16 +150,14 @@ final class ReadCursor: @unchecked Sendable {
         await leaveFlight()
         // A new version before any byte or metadata went out: read it. Else it is not this read's version.
         if state.versionSeen == nil { continue }
-        throw OriginError.inconsistentResponse(
-          url: session.url, reason: "the origin's object changed while it was being read (\(error))")
+        throw versionChanged(" (\(error))")
       }
       switch piece {
       case .memory(let buffers):
         // A flight resets the object before it hands out a byte of another version (`BodyWriter.headChecked`).
         if let seen = state.versionSeen, manager.manifest.versionTag != seen {
           await leaveFlight()
-          throw OriginError.inconsistentResponse(
-            url: session.url, reason: "the origin's object changed while it was being read")
+          throw versionChanged()
         }
         let piece = CachedPiece.origin(state.trimmed(buffers, contentLength: manager.contentLength))
         state.delivered(piece.count, versionTag: manager.manifest.versionTag)
