@@ -29,11 +29,16 @@ struct TrialsCommand: AsyncParsableCommand {
   @Option(help: "Some of \(allClasses.joined(separator: ",")) (default all).") var classes: String?
   @Option(help: "Run only trial K of each class given.") var onlyTrial: Int?
   @Option(help: "Also write the figures as JSON to FILE.") var json: String?
+  @Option(help: "Trials run at once, each in its own directory (default 1).") var parallel = 1
+  @Option(
+    help: "Append each finished trial to FILE and skip the trials it already holds (resumes a stopped run).")
+  var journal: String?
 
   func validate() throws {
     guard trials >= 0 else { throw ValidationError("--trials needs N >= 0") }
     guard minutes >= 0 else { throw ValidationError("--minutes needs M >= 0") }
     if let onlyTrial, onlyTrial < 0 { throw ValidationError("--only-trial needs K >= 0") }
+    guard (1...64).contains(parallel) else { throw ValidationError("--parallel needs 1 <= P <= 64") }
     for name in classNames where !allClasses.contains(name) {
       throw ValidationError("unknown class \(name) (known: \(allClasses.joined(separator: ", ")))")
     }
@@ -48,7 +53,12 @@ struct TrialsCommand: AsyncParsableCommand {
     options.work = work
     options.trials = trials
     options.minutes = minutes
-    if let seed { options.seed = seed }
+    if let seed {
+      options.seed = seed
+      options.seedGiven = true
+    }
+    options.parallel = parallel
+    options.journal = journal
     options.classes = allClasses.filter { classNames.contains($0) }
     options.onlyTrial = onlyTrial
     options.json = json
