@@ -5,10 +5,15 @@ import MediaCacheTestSupport
 struct SoakObject: Sendable {
   let name: String
   let size: Int
-  /// `http://127.0.0.1:PORT/normal/<name>?size=<size>`.
+  /// `http://127.0.0.1:PORT/normal/<name>?size=<size>` (the test origin), or `https://` and the HTTPS
+  /// origin's port (the same object through `SoakTLSOrigin`).
   let url: String
   /// The proxy's path form of `url`.
-  var target: String { "/http/" + url.dropFirst("http://".count) }
+  var target: String {
+    url.hasPrefix("https://")
+      ? "/https/" + url.dropFirst("https://".count) : "/http/" + url.dropFirst("http://".count)
+  }
+  var isHTTPS: Bool { url.hasPrefix("https://") }
 }
 
 /// What the players play and where.
@@ -32,6 +37,7 @@ struct SoakWorld: Sendable {
     let proxyPrefix = "http://127.0.0.1:\(proxyPort)"
     if uri.hasPrefix(proxyPrefix + "/") { return String(uri.dropFirst(proxyPrefix.count)) }
     if uri.hasPrefix("http://") { return "/http/" + uri.dropFirst("http://".count) }
+    if uri.hasPrefix("https://") { return "/https/" + uri.dropFirst("https://".count) }
     if uri.hasPrefix("/") { return uri }
     let directory = base.split(separator: "?", maxSplits: 1)[0].split(
       separator: "/", omittingEmptySubsequences: false

@@ -16,6 +16,9 @@ struct SoakReport: Codable {
   var players: Int
   var seconds = 0.0
   var fileSystem: String
+  var httpsOrigin: String
+  /// The proxy's log lines of origin TLS failures (`TLS:`), from every run of the proxy.
+  var tlsFailuresLogged = 0
   var maxSizeBytes = SoakSizes.maxSize
   var workingSetBytes: Int
   var objects: Int
@@ -61,7 +64,8 @@ struct SoakReport: Codable {
   var problems: [String] = []
   var passed = false
 
-  init(options: SoakOptions, workingSet: SoakWorkingSet, fileSystem: SoakFileSystem) {
+  init(options: SoakOptions, workingSet: SoakWorkingSet, fileSystem: SoakFileSystem, httpsOrigin: String) {
+    self.httpsOrigin = httpsOrigin
     seed = options.seed
     minutes = options.minutes
     players = options.players
@@ -126,6 +130,7 @@ struct SoakReport: Codable {
     let files = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
     for file in files where file.hasSuffix("-proxy.err") {
       guard let text = try? String(contentsOfFile: "\(directory)/\(file)", encoding: .utf8) else { continue }
+      tlsFailuresLogged += text.split(separator: "\n").count { $0.contains("TLS:") }
       for line in text.split(separator: "\n") where line.contains(" cache=hit") {
         var fields: [Substring: Substring] = [:]
         for item in line.split(separator: " ") {
@@ -222,6 +227,10 @@ struct SoakReport: Codable {
       (
         "requests",
         "\(requestsTotal) (\(sorted(requests))); \(complete) complete, \(abandoned) abandoned by the player"
+      ),
+      (
+        "HTTPS origin",
+        "\(httpsOrigin); \(tlsFailuresLogged) origin TLS failures in the proxy's log"
       ),
       ("bytes verified", "\(bytesVerified) (\(bytesVerified >> 20) MiB)"),
       ("wrong bytes", "\(wrongBytes)"),

@@ -49,14 +49,23 @@ func runSoak(_ options: SoakOptions) async -> Int32 {
     log("cannot start the test origin: \(error)")
     return 1
   }
+  let tls: SoakTLSOrigin?
+  let tlsNote: String
+  do {
+    let started = try SoakTLSOrigin.start(
+      directory: "\(work)/https-origin", originPort: URLComponents(string: origin.baseURL)?.port ?? 0)
+    (tls, tlsNote) = (started, "nginx on port \(started.port) (TLS, a test CA) in front of the test origin")
+  } catch {
+    (tls, tlsNote) = (nil, "none (\(error)); no TLS handshake fault")
+  }
   let fileSystem = SoakFileSystem(path: "\(work)/fs", bytes: SoakSizes.fileSystem)
   let root = "\(fileSystem.path)/cache"
   let log = CommandLog(directory: "\(work)/logs")
   var random = SeededRandom(seed: options.seed)
-  let set = SoakWorkingSet.make(origin: origin, files: originFiles, random: &random)
-  let timeline = SoakTimeline()
+  let set = SoakWorkingSet.make(origin: origin, tls: tls, files: originFiles, random: &random)
+  let timeline = SoakTimeline(httpsObjects: Set(set.all.filter(\.isHTTPS).map(\.name)))
   let tally = SoakTally(timeline: timeline)
-  var report = SoakReport(options: options, workingSet: set, fileSystem: fileSystem)
+  var report = SoakReport(options: options, workingSet: set, fileSystem: fileSystem, httpsOrigin: tlsNote)
 
   // The pinned objects are cached whole and pinned first (which also creates the cache).
   for object in set.pinned {
@@ -80,7 +89,9 @@ func runSoak(_ options: SoakOptions) async -> Int32 {
     tally.problem("cannot start cache-compactor: \(error)")
     return report.finish(tally: tally, options: options, fileSystem: fileSystem, root: root, work: work)
   }
-  let proxyArguments = ["--max-size", "\(SoakSizes.maxSize)", "--log-level", "info", "--retries", "3"]
+  let proxyArguments =
+    ["--max-size", "\(SoakSizes.maxSize)", "--log-level", "info", "--retries", "3"]
+    + (tls.map { ["--ca-file", $0.caFile] } ?? [])
   let holder = ProxyHolder()
   let port: Int
   do {
@@ -120,8 +131,8 @@ func runSoak(_ options: SoakOptions) async -> Int32 {
   thread { sampleProxy(holder, port: port, began: began, stop: stop, into: samples) }
   thread {
     runOriginFaults(
-      origin: origin, set: set, fileSystem: fileSystem, timeline: timeline, world: world, began: began,
-      counters: counters, seed: faultSeed)
+      origin: origin, tls: tls, set: set, fileSystem: fileSystem, timeline: timeline, world: world,
+      began: began, counters: counters, tally: tally, seed: faultSeed)
   }
   thread {
     var random = SeededRandom(seed: killSeed)
@@ -189,6 +200,7 @@ func runSoak(_ options: SoakOptions) async -> Int32 {
     SoakReport.Fault(
       kind: window.kind.rawValue, start: window.start, end: window.end ?? window.start, object: window.object)
   }
+  tls?.stop()
   try? await origin.shutdown()
   return report.finish(tally: tally, options: options, fileSystem: fileSystem, root: root, work: work)
 }
@@ -231,12 +243,13 @@ func soakFsck(_ binaries: Binaries, _ root: String, log: CommandLog, tally: Soak
   return lines.isEmpty ? ["clean"] : lines
 }
 
-/// The origin's misbehaviour: a fault every 8–20 s (503 bursts, cut bodies, slow bodies, each a few seconds),
-/// one object's ETag changed at 35% of the run, and the cache's file system filled at 55% for 4 s.
+/// The origin's misbehaviour: a fault every 8–20 s (503 bursts, cut bodies, slow bodies, and with an HTTPS
+/// origin failed TLS handshakes, each a few seconds), one object's ETag changed at 35% of the run, and the
+/// cache's file system filled at 55% for 4 s.
 func runOriginFaults(
-  origin: TestOrigin, set: SoakWorkingSet, fileSystem: SoakFileSystem, timeline: SoakTimeline,
-  world: SoakWorld,
-  began: Double, counters: SoakCounters, seed: UInt64
+  origin: TestOrigin, tls: SoakTLSOrigin?, set: SoakWorkingSet, fileSystem: SoakFileSystem,
+  timeline: SoakTimeline, world: SoakWorld, began: Double, counters: SoakCounters, tally: SoakTally,
+  seed: UInt64
 ) {
   var random = SeededRandom(seed: seed)
   let duration = world.deadline - began
@@ -262,7 +275,20 @@ func runOriginFaults(
         fileSystem.fill(seconds: 4, timeline: timeline, counters: counters)
       }
     }
-    if monotonicSeconds() >= next {
+    if monotonicSeconds() >= next, let tls, Int.random(in: 0..<4, using: &random) == 0 {
+      // The HTTPS origin's certificate rollout gone wrong, for 3-6 s.
+      let window = timeline.begin(.tlsHandshake)
+      if !tls.present(trusted: false) {
+        tally.problem("the HTTPS origin did not present its self-signed certificate within 5 s")
+      }
+      wait(random.seconds(3...6))
+      if !tls.present(trusted: true) {
+        tally.problem("the HTTPS origin did not present its CA-issued certificate again within 5 s")
+      }
+      timeline.end(window)
+      counters.add(SoakTimeline.Kind.tlsHandshake.rawValue)
+      next = monotonicSeconds() + random.seconds(8...20)
+    } else if monotonicSeconds() >= next {
       let (fault, kind, seconds): (TestOrigin.Fault, SoakTimeline.Kind, Double) =
         switch Int.random(in: 0..<3, using: &random) {
         case 0: (.serverErrors, .serverErrors, random.seconds(2...4))

@@ -17,6 +17,8 @@ final class SoakTimeline: Sendable {
     case etagChange = "origin-etag-change"
     /// The cache's file system is full.
     case diskFull = "disk-full"
+    /// The HTTPS origin presents a self-signed certificate: every new handshake fails verification.
+    case tlsHandshake = "origin-tls-handshake"
   }
 
   struct Window: Sendable {
@@ -34,6 +36,10 @@ final class SoakTimeline: Sendable {
   static let killGrace = 1.0
 
   private let windows = Mutex<[Window]>([])
+  /// The objects read over HTTPS, the only ones a failed handshake concerns.
+  let httpsObjects: Set<String>
+
+  init(httpsObjects: Set<String> = []) { self.httpsObjects = httpsObjects }
 
   /// Records the start of a fault; returns its index for `end`.
   func begin(_ kind: Kind, object: String? = nil, at time: Double = now()) -> Int {
@@ -57,7 +63,8 @@ final class SoakTimeline: Sendable {
   /// The fault that explains a request on `object` that ran `[started, ended]` and failed as `failure`, or nil
   /// when none does (a failure then). A kill explains any failure of a request it overlapped; a full disk, 5xx
   /// bursts and cut bodies explain 5xx answers and cut responses up to `originGrace` after they end; a changed
-  /// ETag explains those on its object; slow bodies explain a timeout. A wrong answer (another status, a head
+  /// ETag explains those on its object, a failed TLS handshake those on the objects read over HTTPS; slow
+  /// bodies explain a timeout. A wrong answer (another status, a head
   /// that contradicts the request) is never explained.
   func explain(_ failure: SoakFailure, object: String?, started: Double, ended: Double) -> Kind? {
     guard failure != .wrongAnswer else { return nil }
@@ -72,6 +79,11 @@ final class SoakTimeline: Sendable {
           return window.start <= ended && end + Self.originGrace >= started ? window.kind : nil
         case .etagChange:
           guard failure == .serverError || failure == .cut || failure == .noResponse, window.object == object
+          else { return nil }
+          return window.start <= ended && end + Self.originGrace >= started ? window.kind : nil
+        case .tlsHandshake:
+          guard failure == .serverError || failure == .cut || failure == .noResponse,
+            object.map(httpsObjects.contains) == true
           else { return nil }
           return window.start <= ended && end + Self.originGrace >= started ? window.kind : nil
         case .slowBodies:

@@ -12,7 +12,8 @@ final class Shared<Value: Sendable>: Sendable {
 }
 
 /// The objects the soak's players read: progressive objects, an HLS playlist's and an MPD's segments (all the
-/// origin's `normal`-mode objects), together three times `SoakSizes.maxSize`; two of them pinned.
+/// origin's `normal`-mode objects), together three times `SoakSizes.maxSize`; two of them pinned. With an
+/// HTTPS origin, every third progressive object (none pinned, not the changed one) is read over HTTPS.
 struct SoakWorkingSet: Sendable {
   var objects: [SoakObject]
   var hlsSegments: [SoakObject]
@@ -28,7 +29,9 @@ struct SoakWorkingSet: Sendable {
 
   /// Makes the objects and writes the playlist and the MPD (whose segment URIs are absolute origin URLs,
   /// which the proxy rewrites) under `files`, the origin's file root.
-  static func make(origin: TestOrigin, files: String, random: inout SeededRandom) -> SoakWorkingSet {
+  static func make(origin: TestOrigin, tls: SoakTLSOrigin?, files: String, random: inout SeededRandom)
+    -> SoakWorkingSet
+  {
     func object(_ prefix: String, _ sizes: ClosedRange<Int>) -> SoakObject {
       let name = "\(prefix)-\(random.token())"
       let size = Int.random(in: sizes, using: &random)
@@ -41,6 +44,12 @@ struct SoakWorkingSet: Sendable {
     while total < 3 * SoakSizes.maxSize {
       objects.append(object("progressive", 2_000_000...9_000_000))
       total += objects.last!.size
+    }
+    if let tls {
+      objects = objects.enumerated().map { index, object in
+        index % 3 != 1
+          ? object : SoakObject(name: object.name, size: object.size, url: tls.url(for: object.url))
+      }
     }
     var playlist = "#EXTM3U\n#EXT-X-VERSION:3\n#EXT-X-TARGETDURATION:4\n#EXT-X-PLAYLIST-TYPE:VOD\n"
     for segment in hls { playlist += "#EXTINF:4.0,\n\(segment.url)\n" }
