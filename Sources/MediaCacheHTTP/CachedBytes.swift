@@ -117,7 +117,7 @@ public final class CachedBytes: AsyncSequence, Sendable {
   var cachedBytes: Int64 { cachedBytes(in: session.manager.manifest) }
 
   /// Bytes of the range that were cached when the read opened (before its first flight wrote anything).
-  var cachedBytesAtOpen: Int64 { cachedBytes(in: manifestAtOpen) }
+  package var cachedBytesAtOpen: Int64 { cachedBytes(in: manifestAtOpen) }
 
   /// The bytes of the range cached since the read opened (by its flights, or any other writer of the object).
   var rangesCachedSinceOpen: [Range<Int64>] {

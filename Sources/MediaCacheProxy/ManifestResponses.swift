@@ -23,9 +23,10 @@ extension ProxyResponder {
   ///
   /// Requested in path form, only what would not resolve to a proxied URL is rewritten (absolute URIs,
   /// see `ProxyPathForm.rewrittenReference`); in query form, every HLS URI is rewritten, and an MPD gets a
-  /// path-form top-level `BaseURL` (see `MPDRewriter.RequestForm.queryForm`).
+  /// path-form top-level `BaseURL` (see `MPDRewriter.RequestForm.queryForm`). `use` is how the request's
+  /// first read found the cache, which its `Cache-Status` says.
   func respondWithPlaylist(
-    _ origin: String, isPathForm: Bool, rangeHeader: RangeHeader, isHead: Bool
+    _ origin: String, isPathForm: Bool, rangeHeader: RangeHeader, isHead: Bool, use: CacheUse
   ) async throws -> ProxyResponse {
     let bytes = try await read(origin, .all)
     defer { bytes.close() }
@@ -82,7 +83,9 @@ extension ProxyResponder {
     }
     return Self.respondFromMemory(
       body, rangeHeader: rangeHeader, isHead: isHead,
-      headers: Self.headers(contentType: bytes.contentType, etag: etag, lastModified: bytes.lastModified))
+      headers: Self.headers(
+        contentType: bytes.contentType, etag: etag, lastModified: bytes.lastModified,
+        cacheStatus: cacheStatus(use)))
   }
 
   /// A live playlist or MPD changes: the next request must see the origin's new version. It is dropped from

@@ -44,7 +44,9 @@ extension ProxyResponder {
   /// have in flight) is given back once the body has reached the socket, or after `HitBudgetHold.longest`.
   func immediateResponse(_ hit: CachedRange, partial: Bool, hold: HitBudgetHold?) -> ProxyResponse {
     let count = Int64(hit.range.count)
-    var headers = Self.headers(contentType: hit.contentType, etag: hit.etag, lastModified: hit.lastModified)
+    var headers = Self.headers(
+      contentType: hit.contentType, etag: hit.etag, lastModified: hit.lastModified,
+      cacheStatus: cacheStatus(.hit))
     Self.addBodyFields(
       &headers, first: hit.range.lowerBound, count: count, length: hit.length, partial: partial,
       ifRange: false)

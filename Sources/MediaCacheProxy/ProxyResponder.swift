@@ -77,15 +77,17 @@ struct ProxyResponder: Sendable {
       bytes = try await read(origin, .all)
       partial = false
     }
+    let count = bytes.count
+    let use = CacheUse(cachedAtOpen: bytes.cachedBytesAtOpen, count: count)
     if Self.mayBePlaylist(contentType: bytes.contentType, url: origin) {
       bytes.close()
       return try await respondWithPlaylist(
-        origin, isPathForm: isPathForm, rangeHeader: partial ? rangeHeader : .none, isHead: isHead)
+        origin, isPathForm: isPathForm, rangeHeader: partial ? rangeHeader : .none, isHead: isHead, use: use)
     }
 
-    let count = bytes.count
     var headers = Self.headers(
-      contentType: bytes.contentType, etag: bytes.etag, lastModified: bytes.lastModified)
+      contentType: bytes.contentType, etag: bytes.etag, lastModified: bytes.lastModified,
+      cacheStatus: cacheStatus(use))
     Self.addBodyFields(
       &headers, first: bytes.range.lowerBound, count: count, length: bytes.length, partial: partial,
       ifRange: request.headers[.ifRange] != nil)
@@ -311,8 +313,11 @@ struct ProxyResponder: Sendable {
   /// Headers of every proxied body. Values from the origin are reduced to visible ASCII so nothing it sends can
   /// split or inject a header; `nosniff` and a sandbox policy keep a browser from running what an origin sends
   /// as a page of the proxy's own origin.
-  static func headers(contentType: String?, etag: String?, lastModified: String?) -> HTTPFields {
+  static func headers(contentType: String?, etag: String?, lastModified: String?, cacheStatus: String)
+    -> HTTPFields
+  {
     var headers = HTTPFields()
+    headers[.cacheStatus] = cacheStatus
     headers[.acceptRanges] = "bytes"
     headers[.contentType] = contentType.map(headerSafe) ?? "application/octet-stream"
     if let etag { headers[.eTag] = headerSafe(etag) }

@@ -66,6 +66,10 @@ public final class ProxyServer: Sendable {
     /// process's swift-metrics backend to show the libraries' metrics too; servers given one registry share
     /// its counters.
     public var metricsRegistry: PrometheusCollectorRegistry?
+    /// The proxy's name in the `Cache-Status` field of its responses (RFC 9211: `NAME; hit`,
+    /// `NAME; fwd=miss; stored`), which tells the caches of a tier apart. A structured-field token (see
+    /// `isValidCacheStatusName`); the server refuses to start with another. Default `MediaCache`.
+    public var cacheStatusName = "MediaCache"
 
     /// A configuration listening on `host:port` (0: a free port), serving every origin host unless `allowedHosts`
     /// is given (compared case-insensitively), closing idle client connections after `clientTimeout` seconds,
@@ -140,6 +144,12 @@ public final class ProxyServer: Sendable {
     shutdownSignals: [UnixSignal] = [],
     onListening: @escaping @Sendable (Endpoint) async -> Void = { _ in }
   ) async throws {
+    guard Configuration.isValidCacheStatusName(configuration.cacheStatusName) else {
+      throw ProxyConfigurationError(
+        field: "cacheStatusName",
+        reason: "'\(configuration.cacheStatusName.prefix(80))' is not a token (a letter or * first, then "
+          + "letters, digits and !#$%&'*+-.^_`|~:/, at most 64)")
+    }
     var logger = Logger(label: "mediacache.proxy")
     logger.logLevel = .critical
     var groupConfiguration = ServiceGroupConfiguration(

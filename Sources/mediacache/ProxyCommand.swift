@@ -113,6 +113,11 @@ struct ProxyCommand: AsyncParsableCommand {
         + "default) logs origin and disk failures with their cause.",
       valueName: "trace|debug|info|notice|warning|error|critical"))
   var logLevel = "warning"
+  @Option(
+    help: ArgumentHelp(
+      "The proxy's name in the Cache-Status field of its responses (RFC 9211), to tell the caches of a tier "
+        + "apart (default MediaCache).", valueName: "NAME"))
+  var cacheStatusName = "MediaCache"
   @OptionGroup var requestLimits: RequestLimitOptions
 
   func validate() throws {
@@ -122,6 +127,11 @@ struct ProxyCommand: AsyncParsableCommand {
       throw ValidationError("timeouts must be positive")
     }
     guard (0...20).contains(retries) else { throw ValidationError("--retries must be 0...20") }
+    guard ProxyServer.Configuration.isValidCacheStatusName(cacheStatusName) else {
+      throw ValidationError(
+        "--cache-status-name '\(cacheStatusName.prefix(80))' is not a token: a letter or * first, then letters, "
+          + "digits and !#$%&'*+-.^_`|~:/, at most 64 characters")
+    }
     if let hitBytesInFlight, hitBytesInFlight.bytes < 0 {
       throw ValidationError("--hit-bytes-in-flight must be at least 0")
     }
@@ -189,6 +199,7 @@ struct ProxyCommand: AsyncParsableCommand {
       serverConfiguration.preloadCheckInterval = .seconds(preloadCheckInterval)
       serverConfiguration.logger = Logger(label: "mediacache.proxy")
       serverConfiguration.forwardedHeaderNames = Set(forwardHeader.map { $0.lowercased() })
+      serverConfiguration.cacheStatusName = cacheStatusName
       // The libraries' swift-metrics go to the same registry as the proxy's own: one /metrics for both.
       serverConfiguration.metricsRegistry = ProxyMetrics.bootstrapGlobal()
       let server = ProxyServer(reader: reader, configuration: serverConfiguration)
