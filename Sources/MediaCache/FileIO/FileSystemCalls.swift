@@ -37,6 +37,27 @@ enum FileSystemCalls {
     }
   }
 
+  /// Creates `path` and its missing parents, each with mode 0700 (`makeDirectory`); existing ones are kept as
+  /// they are.
+  static func makeDirectories(_ path: String) throws {
+    var missing: [String] = []
+    var current = FilePath(path).lexicallyNormalized()
+    while !current.isEmpty, current != current.root.map({ FilePath(root: $0) }) {
+      // A link to a directory (`/tmp` on some systems, a cache path the user made a link) is a directory here.
+      if let info = try status(current.string, followingSymlink: true) {
+        guard info.isDirectory else {
+          throw SystemCallError(syscall: "mkdir", path: current.string, errno: .notDirectory)
+        }
+        break
+      }
+      missing.append(current.string)
+      let parent = current.removingLastComponent()
+      if parent == current { break }
+      current = parent
+    }
+    for directory in missing.reversed() { try makeDirectory(directory) }
+  }
+
   /// Removes a file. Returns false if it was already gone.
   ///
   /// The corresponding C function is `unlink`.

@@ -63,8 +63,9 @@ package final class ShardedStore: Sendable {
     } else if !create {
       throw StoreError.noSuchCache(path: FilePath(root))
     } else {
-      try FileManager.default.createDirectory(
-        atPath: root, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+      // Each missing directory is made 0700 by its mkdir: Foundation's createDirectory(attributes:) sets the
+      // mode after making the directory, and a kill in between left the default (0755) for good.
+      try mapIO { try FileSystemCalls.makeDirectories(root) }
     }
     if try FileSystemCalls.status(markerPath) != nil {
       let text = (try? String(contentsOfFile: markerPath, encoding: .utf8)) ?? ""
