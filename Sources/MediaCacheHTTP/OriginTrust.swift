@@ -33,11 +33,7 @@ enum OriginTrust {
   /// unreadable, or holds no certificate.
   static func file(_ path: String, source: String) throws(OriginError) -> [NIOSSLCertificate] {
     let invalid = invalidRoots(path, source: source)
-    switch kind(of: path) {
-    case nil: throw invalid("no such file")
-    case .directory?: throw invalid("is a directory, not a PEM file")
-    case .file?: break
-    }
+    try require(.file, at: path, invalid)
     let bytes: [UInt8]
     do {
       bytes = try [UInt8](Data(contentsOf: URL(fileURLWithPath: path)))
@@ -56,11 +52,7 @@ enum OriginTrust {
   /// them, and a directory without any adds nothing; a directory that is missing or unreadable is an error.
   static func directory(_ path: String, source: String) throws(OriginError) -> [NIOSSLCertificate] {
     let invalid = invalidRoots(path, source: source)
-    switch kind(of: path) {
-    case nil: throw invalid("no such directory")
-    case .file?: throw invalid("is not a directory")
-    case .directory?: break
-    }
+    try require(.directory, at: path, invalid)
     let names: [String]
     do {
       names = try FileManager.default.contentsOfDirectory(atPath: path).sorted()
@@ -85,6 +77,19 @@ enum OriginTrust {
     var isDirectory: ObjCBool = false
     guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else { return nil }
     return isDirectory.boolValue ? .directory : .file
+  }
+
+  /// Throws unless `path` exists and is of the `expected` kind (a PEM file, or a directory of them).
+  static func require(
+    _ expected: EntryKind, at path: String, _ invalid: (String) -> OriginError
+  ) throws(OriginError) {
+    switch (expected, kind(of: path)) {
+    case (.file, nil): throw invalid("no such file")
+    case (.directory, nil): throw invalid("no such directory")
+    case (.file, .directory?): throw invalid("is a directory, not a PEM file")
+    case (.directory, .file?): throw invalid("is not a directory")
+    case (.file, .file?), (.directory, .directory?): return
+    }
   }
 
   /// Builds the error that names `path` (from `source`) and says why it cannot be used.

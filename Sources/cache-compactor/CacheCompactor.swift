@@ -217,7 +217,7 @@ struct CacheCompactor: ParsableCommand {
     do {
       line =
         json
-        ? try ReportJSON.encode(PassReport(pass: pass, namespace: namespace, report: report))
+        ? try ReportJSON.encode(PassReport(Pass(pass: pass, namespace: namespace), report: report))
         : label + Self.summary(report, pass: pass)
     } catch {
       FileHandle.standardError.write(
@@ -243,32 +243,12 @@ struct CacheCompactor: ParsableCommand {
 
 /// One line of `cache-compactor --json`: the pass number and the namespace beside the compaction report's keys
 /// (the report's JSON as `mediacache purge --json` prints it, plus `pass` and `namespace`; docs/REPORTS.md).
-struct PassReport: Codable, Equatable {
+typealias PassReport = ReportWithContext<Pass, CompactionReport>
+
+/// What a line of `cache-compactor --json` says beside the compaction report's keys.
+struct Pass: Codable, Equatable {
   /// 1 for the first pass of this run.
   var pass: Int
-  /// The namespace the pass covered; nil for the root's own objects.
-  var namespace: String?
-  var report: CompactionReport
-
-  private enum CodingKeys: String, CodingKey { case pass, namespace }
-
-  init(pass: Int, namespace: String? = nil, report: CompactionReport) {
-    self.pass = pass
-    self.namespace = namespace
-    self.report = report
-  }
-
-  init(from decoder: any Decoder) throws {
-    report = try CompactionReport(from: decoder)
-    let container = try decoder.container(keyedBy: CodingKeys.self)
-    pass = try container.decode(Int.self, forKey: .pass)
-    namespace = try container.decodeIfPresent(String.self, forKey: .namespace)
-  }
-
-  func encode(to encoder: any Encoder) throws {
-    try report.encode(to: encoder)
-    var container = encoder.container(keyedBy: CodingKeys.self)
-    try container.encode(pass, forKey: .pass)
-    try container.encode(namespace, forKey: .namespace)
-  }
+  /// The namespace the pass covered; `null` for the root's own objects.
+  @NullWhenAbsent var namespace: String?
 }

@@ -155,42 +155,25 @@ struct CacheFsck: ParsableCommand {
 
 /// `cache-fsck --json` (docs/REPORTS.md): the check report's keys, plus the directory checked, the mode, whether
 /// it was `--fast`, and the exit status.
-struct FsckOutput: Codable, Equatable {
+typealias FsckOutput = ReportWithContext<FsckRun, CheckReport>
+
+/// What `cache-fsck --json` prints beside the check report's keys.
+struct FsckRun: Codable, Equatable {
   /// The cache directory as given.
   var root: String
   /// `check` or `repair`.
   var mode: String
+  /// Whether it was `--fast` (no chunk read).
   var fast: Bool
-  var report: CheckReport
   /// The exit status the run ends with (e2fsck's bits; see `CheckReport.exitStatus`).
   var exitCode: Int32
+}
 
-  private enum CodingKeys: String, CodingKey { case root, mode, fast, exitCode }
-
+extension ReportWithContext where Context == FsckRun, Report == CheckReport {
   init(root: String, repair: Bool, fast: Bool, report: CheckReport) {
-    self.root = root
-    mode = repair ? "repair" : "check"
-    self.fast = fast
-    self.report = report
-    exitCode = report.exitStatus
-  }
-
-  init(from decoder: any Decoder) throws {
-    report = try CheckReport(from: decoder)
-    let container = try decoder.container(keyedBy: CodingKeys.self)
-    root = try container.decode(String.self, forKey: .root)
-    mode = try container.decode(String.self, forKey: .mode)
-    fast = try container.decode(Bool.self, forKey: .fast)
-    exitCode = try container.decode(Int32.self, forKey: .exitCode)
-  }
-
-  func encode(to encoder: any Encoder) throws {
-    try report.encode(to: encoder)
-    var container = encoder.container(keyedBy: CodingKeys.self)
-    try container.encode(root, forKey: .root)
-    try container.encode(mode, forKey: .mode)
-    try container.encode(fast, forKey: .fast)
-    try container.encode(exitCode, forKey: .exitCode)
+    self.init(
+      FsckRun(root: root, mode: repair ? "repair" : "check", fast: fast, exitCode: report.exitStatus),
+      report: report)
   }
 }
 

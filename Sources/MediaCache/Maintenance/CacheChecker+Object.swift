@@ -53,10 +53,7 @@ extension CacheChecker {
         }
       } catch let error as SystemCallError {
         // Not "busy": nobody holds it, this process may not open it (another owner, no permission).
-        report.findings.append(
-          CheckFinding(
-            path: data, kind: .unreadable, severity: .error,
-            message: "data file cannot be opened: \(error.errno) (wrong owner or mode?); left alone"))
+        report.findings.append(.cannotOpen(data, what: "data file", error))
         return nil
       } catch {
         busy = true
@@ -134,10 +131,7 @@ extension CacheChecker {
     } catch let error as SystemCallError
       where error.errno == .permissionDenied || error.errno == .notPermitted
     {
-      outcome.findings.append(
-        CheckFinding(
-          path: manifestPath, kind: .unreadable, severity: .error,
-          message: "manifest cannot be opened: \(error.errno) (wrong owner or mode?); left alone"))
+      outcome.findings.append(.cannotOpen(manifestPath, what: "manifest", error))
       return outcome
     } catch {
       outcome.findings.append(
@@ -375,5 +369,15 @@ extension CacheChecker {
       break
     }
     return finding
+  }
+}
+
+extension CheckFinding {
+  /// A file this process may not open (another owner, no permission; not "busy": nobody holds it): an
+  /// `unreadable` error, and the object is left alone.
+  static func cannotOpen(_ path: String, what: String, _ error: SystemCallError) -> CheckFinding {
+    CheckFinding(
+      path: path, kind: .unreadable, severity: .error,
+      message: "\(what) cannot be opened: \(error.errno) (wrong owner or mode?); left alone")
   }
 }
