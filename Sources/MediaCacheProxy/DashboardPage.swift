@@ -160,7 +160,7 @@ extension Dashboard {
     async function poll() {
       const status = document.getElementById("status");
       try {
-        const response = await fetch("/dashboard.json?offset=" + offset + "&limit=" + limit, { cache: "no-store" });
+        const response = await fetch("dashboard.json?offset=" + offset + "&limit=" + limit, { cache: "no-store" });
         if (!response.ok) throw new Error("HTTP " + response.status);
         const snapshot = await response.json();
         showTotals(snapshot.totals);

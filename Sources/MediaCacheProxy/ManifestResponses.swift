@@ -23,7 +23,10 @@ extension ProxyResponder {
   ///
   /// Requested in path form, only what would not resolve to a proxied URL is rewritten (absolute URIs,
   /// see `ProxyPathForm.rewrittenReference`); in query form, every HLS URI is rewritten, and an MPD gets a
-  /// path-form top-level `BaseURL` (see `MPDRewriter.RequestForm.queryForm`). `use` is how the request's
+  /// path-form top-level `BaseURL` (see `MPDRewriter.RequestForm.queryForm`). In the reverse-proxy mode an
+  /// HLS URI whose target lies under an upstream is rewritten to its local path unless it is a relative path
+  /// without `..` (which resolves there as written), other targets are written absolute, and an MPD is
+  /// served as it is. `use` is how the request's
   /// first read found the cache, which its `Cache-Status` says.
   func respondWithPlaylist(
     _ origin: String, isPathForm: Bool, rangeHeader: RangeHeader, isHead: Bool, use: CacheUse
@@ -56,11 +59,21 @@ extension ProxyResponder {
       let text = String(data: body, encoding: .utf8), let playlistURL = URL(string: origin)
     {
       do {
+        let upstreams = server.upstreamMap
         let rewritten = try HLSPlaylist.rewrite(
           text, playlistURL: playlistURL,
-          keeping: { isPathForm && ProxyPathForm.keepsReference($0, base: origin) }
+          keeping: { reference in
+            // In the reverse-proxy mode a relative path without dot segments resolves through the request's
+            // path to the local path of its target, as it does in path form.
+            guard upstreams == nil || !reference.contains("..") else { return false }
+            return (isPathForm || upstreams != nil) && ProxyPathForm.keepsReference(reference, base: origin)
+          }
         ) { target in
-          ProxyServer.proxyPath(for: target.absoluteString)
+          if let upstreams {
+            // A target under an upstream goes through the proxy; any other is left to the player.
+            return upstreams.localPath(for: target) ?? target.absoluteString
+          }
+          return ProxyServer.proxyPath(for: target.absoluteString)
         }
         body = Data(rewritten.utf8)
       } catch {
@@ -72,8 +85,12 @@ extension ProxyResponder {
       do {
         let rewritten = try MPDRewriter.rewrite(
           body, manifestURL: origin, form: isPathForm ? .pathForm : .queryForm)
-        body = rewritten.body
-        etag = nil  // the rewritten document is not the origin's representation
+        if server.upstreamMap == nil {
+          body = rewritten.body
+          etag = nil  // the rewritten document is not the origin's representation
+        }
+        // In the reverse-proxy mode the MPD is served as the upstream sent it (its relative references resolve
+        // through the request's path); it was parsed to learn whether it is live.
         await noteLive(rewritten.isDynamic, origin, bytes)
       } catch  where error.code == .notAnMPD && !MPDRewriter.hasManifestContentType(bytes.contentType) {
         // A .mpd path whose body is not an MPD: served as it is.

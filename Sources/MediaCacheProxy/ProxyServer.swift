@@ -70,6 +70,11 @@ public final class ProxyServer: Sendable {
     /// `NAME; fwd=miss; stored`), which tells the caches of a tier apart. A structured-field token (see
     /// `isValidCacheStatusName`); the server refuses to start with another. Default `MediaCache`.
     public var cacheStatusName = "MediaCache"
+    /// The reverse-proxy mode's mappings (`Upstream`); empty (the default): the forward mode, where a request
+    /// names its origin URL in the path form or `?url=`. With mappings, every path is an upstream's except
+    /// those under `ProxyServer.adminPrefix`, where the proxy's own endpoints move. The server refuses to start
+    /// with two mappings of one prefix.
+    public var upstreams: [Upstream] = []
 
     /// A configuration listening on `host:port` (0: a free port), serving every origin host unless `allowedHosts`
     /// is given (compared case-insensitively), closing idle client connections after `clientTimeout` seconds,
@@ -119,6 +124,8 @@ public final class ProxyServer: Sendable {
   let hitBudget: ReadBudget?
   /// One line per request (`Configuration.logger` at `info`).
   let accessLog: AccessLog
+  /// The reverse-proxy mode's mappings; nil in the forward mode.
+  let upstreamMap: UpstreamMap?
 
   /// Where the proxy listens, once `run` has bound its socket (nil before and after).
   public var endpoint: Endpoint? { listening.withLock { $0 } }
@@ -133,6 +140,7 @@ public final class ProxyServer: Sendable {
     self.preloader = Preloader(
       reader: reader, ledger: metrics.preloadLedger, onFetched: { metrics.notePreloaded($0) })
     self.accessLog = AccessLog(logger: configuration.logger)
+    self.upstreamMap = configuration.upstreams.isEmpty ? nil : UpstreamMap(configuration.upstreams)
     self.hitBudget =
       configuration.hitBytesInFlight > 0 ? ReadBudget(limit: configuration.hitBytesInFlight) : nil
   }
@@ -150,6 +158,7 @@ public final class ProxyServer: Sendable {
         reason: "'\(configuration.cacheStatusName.prefix(80))' is not a token (a letter or * first, then "
           + "letters, digits and !#$%&'*+-.^_`|~:/, at most 64)")
     }
+    try UpstreamMap.check(configuration.upstreams)
     var logger = Logger(label: "mediacache.proxy")
     logger.logLevel = .critical
     var groupConfiguration = ServiceGroupConfiguration(

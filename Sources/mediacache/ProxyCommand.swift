@@ -118,7 +118,18 @@ struct ProxyCommand: AsyncParsableCommand {
       "The proxy's name in the Cache-Status field of its responses (RFC 9211), to tell the caches of a tier "
         + "apart (default MediaCache).", valueName: "NAME"))
   var cacheStatusName = "MediaCache"
+  @Option(
+    name: .customLong("upstream"),
+    help: ArgumentHelp(
+      "Reverse-proxy mode: serve GET /PATH from URL/PATH (path and query kept); /PREFIX=URL maps only paths "
+        + "under /PREFIX (the longest prefix wins; repeat for several). The path form and ?url= are then not "
+        + "interpreted, and the proxy's own endpoints move under /.mediacache/ (metrics, preload, dashboard).",
+      valueName: "URL|/PREFIX=URL"))
+  var upstreams: [String] = []
   @OptionGroup var requestLimits: RequestLimitOptions
+
+  /// `--upstream`, parsed (`validate` refused what cannot be).
+  var parsedUpstreams: [Upstream] { upstreams.compactMap { try? Upstream(argument: $0) } }
 
   func validate() throws {
     guard (0...65535).contains(port) else { throw ValidationError("--port must be 0...65535") }
@@ -131,6 +142,18 @@ struct ProxyCommand: AsyncParsableCommand {
       throw ValidationError(
         "--cache-status-name '\(cacheStatusName.prefix(80))' is not a token: a letter or * first, then letters, "
           + "digits and !#$%&'*+-.^_`|~:/, at most 64 characters")
+    }
+    for upstream in upstreams {
+      do {
+        _ = try Upstream(argument: upstream)
+      } catch {
+        throw ValidationError("--upstream \(error.reason)")
+      }
+    }
+    var prefixes = Set<String>()
+    for upstream in parsedUpstreams where !prefixes.insert(upstream.prefix).inserted {
+      throw ValidationError(
+        "--upstream: two upstreams for the prefix '\(upstream.prefix.isEmpty ? "/" : upstream.prefix)'")
     }
     if let hitBytesInFlight, hitBytesInFlight.bytes < 0 {
       throw ValidationError("--hit-bytes-in-flight must be at least 0")
@@ -200,6 +223,7 @@ struct ProxyCommand: AsyncParsableCommand {
       serverConfiguration.logger = Logger(label: "mediacache.proxy")
       serverConfiguration.forwardedHeaderNames = Set(forwardHeader.map { $0.lowercased() })
       serverConfiguration.cacheStatusName = cacheStatusName
+      serverConfiguration.upstreams = parsedUpstreams
       // The libraries' swift-metrics go to the same registry as the proxy's own: one /metrics for both.
       serverConfiguration.metricsRegistry = ProxyMetrics.bootstrapGlobal()
       let server = ProxyServer(reader: reader, configuration: serverConfiguration)
@@ -212,6 +236,9 @@ struct ProxyCommand: AsyncParsableCommand {
       do {
         try await server.run(shutdownSignals: [.sigterm, .sigint]) { endpoint in
           printOut("listening on \(endpoint)")
+          for upstream in server.configuration.upstreams {
+            printOut("upstream \(upstream.prefix.isEmpty ? "/" : upstream.prefix) -> \(upstream.base)")
+          }
         }
       } catch {
         try? await reader.client.shutdown()
