@@ -102,7 +102,7 @@ extension ProxyResponder {
       body, rangeHeader: rangeHeader, isHead: isHead,
       headers: Self.headers(
         contentType: bytes.contentType, etag: etag, lastModified: bytes.lastModified,
-        cacheStatus: cacheStatus(use)))
+        cacheStatus: cacheStatus(use), via: via))
   }
 
   /// A live playlist or MPD changes: the next request must see the origin's new version. It is dropped from

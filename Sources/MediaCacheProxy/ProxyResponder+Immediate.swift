@@ -24,7 +24,9 @@ extension ProxyResponder {
   /// runs on the loop that writes it, just before the write, so reads cannot run ahead of the loops, and a
   /// connection has one response in flight at a time. The budget bounds the hits read on the I/O executor.
   func hitNow(_ request: ProxyRequest) -> ProxyResponse? {
-    guard request.method == .GET, request.headers[.ifRange] == nil, !Self.isMetricsRequest(request),
+    guard request.method == .GET, request.headers[.ifRange] == nil,
+      !ConditionalRequest.isConditional(request.headers),
+      !Self.isMetricsRequest(request),
       let (origin, _, _, requested) = try? target(of: request), !live.contains(origin),
       let cached = reader.readCachedNow(
         origin, range: requested, maxBytes: Self.immediateMaxBytes, waitingForDisk: false)
@@ -46,7 +48,7 @@ extension ProxyResponder {
     let count = Int64(hit.range.count)
     var headers = Self.headers(
       contentType: hit.contentType, etag: hit.etag, lastModified: hit.lastModified,
-      cacheStatus: cacheStatus(.hit))
+      cacheStatus: cacheStatus(.hit), via: via)
     Self.addBodyFields(
       &headers, first: hit.range.lowerBound, count: count, length: hit.length, partial: partial,
       ifRange: false)

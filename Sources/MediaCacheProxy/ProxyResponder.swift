@@ -50,7 +50,7 @@ struct ProxyResponder: Sendable {
     let isHead = request.method == .HEAD
 
     // Only a range the cache holds now waits for its share of the hits' budget: a miss never waits behind hits.
-    if !isHead, request.headers[.ifRange] == nil,
+    if !isHead, request.headers[.ifRange] == nil, !ConditionalRequest.isConditional(request.headers),
       let bounds = reader.cachedBoundsNow(origin, range: requested, maxBytes: Self.immediateMaxBytes)
     {
       let hold = await HitBudgetHold.acquire(server.hitBudget, for: bounds)
@@ -87,9 +87,14 @@ struct ProxyResponder: Sendable {
         origin, isPathForm: isPathForm, rangeHeader: partial ? rangeHeader : .none, isHead: isHead, use: use)
     }
 
+    if ConditionalRequest.notModified(request.headers, etag: bytes.etag, lastModified: bytes.lastModified) {
+      bytes.close()
+      return notModified(etag: bytes.etag, lastModified: bytes.lastModified, use: use)
+    }
+
     var headers = Self.headers(
       contentType: bytes.contentType, etag: bytes.etag, lastModified: bytes.lastModified,
-      cacheStatus: cacheStatus(use))
+      cacheStatus: cacheStatus(use), via: via)
     Self.addBodyFields(
       &headers, first: bytes.range.lowerBound, count: count, length: bytes.length, partial: partial,
       ifRange: request.headers[.ifRange] != nil)
@@ -258,11 +263,12 @@ struct ProxyResponder: Sendable {
   /// Headers of every proxied body. Values from the origin are reduced to visible ASCII so nothing it sends can
   /// split or inject a header; `nosniff` and a sandbox policy keep a browser from running what an origin sends
   /// as a page of the proxy's own origin.
-  static func headers(contentType: String?, etag: String?, lastModified: String?, cacheStatus: String)
-    -> HTTPFields
-  {
+  static func headers(
+    contentType: String?, etag: String?, lastModified: String?, cacheStatus: String, via: String
+  ) -> HTTPFields {
     var headers = HTTPFields()
     headers[.cacheStatus] = cacheStatus
+    headers[.via] = via
     headers[.acceptRanges] = "bytes"
     headers[.contentType] = contentType.map(headerSafe) ?? "application/octet-stream"
     if let etag { headers[.eTag] = headerSafe(etag) }
@@ -270,6 +276,35 @@ struct ProxyResponder: Sendable {
     headers[.xContentTypeOptions] = "nosniff"
     headers[.contentSecurityPolicy] = "sandbox"
     return headers
+  }
+
+  /// `Via` (RFC 9110 §7.6.3) of the responses the proxy forwards: `1.1` and its `Cache-Status` name when that
+  /// is a token RFC 9110 allows there, else `mediacache`.
+  var via: String {
+    let name = server.configuration.cacheStatusName
+    let isPseudonym =
+      !name.isEmpty
+      && name.utf8.allSatisfy { byte in
+        (byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "z"))
+          || (byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z"))
+          || (byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9")) || "!#$%&'*+-.^_`|~".utf8.contains(byte)
+      }
+    return "1.1 \(isPseudonym ? name : "mediacache")"
+  }
+
+  /// `304 Not Modified` to a conditional GET or HEAD (`ConditionalRequest`): the `ETag` (or, without one, the
+  /// `Last-Modified`) of the representation the client holds, no body and no representation fields (RFC 9110
+  /// §15.4.5).
+  func notModified(etag: String?, lastModified: String?, use: CacheUse) -> ProxyResponse {
+    var headers = HTTPFields()
+    headers[.cacheStatus] = cacheStatus(use)
+    headers[.via] = via
+    if let etag {
+      headers[.eTag] = Self.headerSafe(etag)
+    } else if let lastModified {
+      headers[.lastModified] = Self.headerSafe(lastModified)
+    }
+    return ProxyResponse(status: .notModified, headers: headers, body: .empty)
   }
 
   static func headerSafe(_ value: String) -> String {

@@ -45,3 +45,32 @@ import Testing
     }
   }
 }
+
+@Suite struct HTTPDateParsingTests {
+  /// The three forms of RFC 9110 §5.6.7 give the same instant; formatting and parsing are inverses.
+  @Test func parsesTheThreeFormsAndInvertsFormat() {
+    #expect(HTTPDate.parse("Sun, 06 Nov 1994 08:49:37 GMT") == 784_111_777)
+    #expect(HTTPDate.parse("Sunday, 06-Nov-94 08:49:37 GMT") == 784_111_777)
+    #expect(HTTPDate.parse("Sun Nov  6 08:49:37 1994") == 784_111_777)
+    #expect(HTTPDate.parse("Thu, 01 Jan 1970 00:00:00 GMT") == 0)
+    #expect(HTTPDate.parse("Tue, 29 Feb 2000 23:59:59 GMT") == 951_868_799)
+    var generator = SystemRandomNumberGenerator()
+    for _ in 0..<2000 {
+      let seconds = Int64.random(in: 0..<7_258_118_400, using: &generator)
+      #expect(HTTPDate.parse(HTTPDate.format(secondsSinceEpoch: seconds)) == seconds, "\(seconds)")
+    }
+  }
+
+  /// What is not an HTTP-date is nil, not a guess.
+  @Test func refusesWhatIsNotAnHTTPDate() {
+    for text in [
+      "", "yesterday", "Sun, 06 Nov 1994 08:49:37 UTC", "Sun, 6 Nov 1994 08:49:37 GMT",
+      "Sun, 06 Nov 94 08:49:37 GMT", "Sun, 31 Nov 1994 08:49:37 GMT", "Sun, 29 Feb 1900 00:00:00 GMT",
+      "Sun, 06 Nov 1994 24:00:00 GMT", "Sun, 06 Nov 1994 08:49 GMT", "Sun, 06 Foo 1994 08:49:37 GMT",
+      "Sunday, 06-Nov-1994 08:49:37 GMT", "Sun Nov  6 08:49:37 94", "1994-11-06T08:49:37Z",
+      "Sun, 06 Nov 1994 08:4a:37 GMT",
+    ] {
+      #expect(HTTPDate.parse(text) == nil, "\(text)")
+    }
+  }
+}

@@ -1,0 +1,77 @@
+import Foundation
+import MediaCacheProxy
+import MediaCacheTestOrigin
+import MediaCacheTestSupport
+import Testing
+
+/// A client's `If-None-Match` and `If-Modified-Since` through the real binary (RFC 9110 §13): a copy that is
+/// current gets `304 Not Modified` with its validator and no body, from the cache when the object is there;
+/// `If-None-Match` decides alone when present (weak comparison, `*`); a date that does not parse is ignored; a
+/// condition beats a `Range`. Every forwarded response says `Via`.
+@Suite(.serialized) struct ConditionalRequestTests {
+  @Test func currentCopiesGet304FromTheCache() async throws {
+    try await withTemporaryDirectory { directory in
+      let origin = try await TestOrigin.start()
+      defer { Task { try? await origin.shutdown() } }
+      let proxy = try ProxyProcess(cache: "\(directory)/cache")
+      let size = 200_000
+      let path = ProxyServer.proxyPath(for: origin.url(.normal, "cond", size: size))
+      let etag = TestOrigin.etag(name: "cond")
+      let lastModified = TestOrigin.lastModified()
+      func get(_ headers: [(String, String)], method: String = "GET") async throws -> RawHTTPResponse {
+        try await blocking { try proxy.request(path, method: method, headers: headers) }
+      }
+      func expectNotModified(_ response: RawHTTPResponse, _ what: String) {
+        #expect(response.status == 304, "\(what): \(response.status)")
+        #expect(response.bodyCount == 0, "\(what)")
+        #expect(response.header("ETag") == etag, "\(what)")
+        #expect(response.header("Content-Length") == nil && response.header("Content-Type") == nil, "\(what)")
+        #expect(response.header("Via") == "1.1 MediaCache", "\(what)")
+      }
+
+      // Not cached yet: the origin is asked (for the validators), and the answer is still 304.
+      expectNotModified(try await get([("If-None-Match", etag)]), "a miss")
+      let whole = try await get([])
+      #expect(whole.status == 200 && sameBytes(whole.body, TestOrigin.bytes(name: "cond", size: size)).equal)
+      #expect(whole.header("Via") == "1.1 MediaCache")
+      let requests = origin.requests(for: "cond").count
+
+      for (headers, what) in [
+        ([("If-None-Match", etag)], "the ETag"),
+        ([("If-None-Match", "\"other\", W/\(etag)")], "a weak match in a list"),
+        ([("If-None-Match", "*")], "*"),
+        ([("If-Modified-Since", lastModified)], "If-Modified-Since the Last-Modified"),
+        ([("If-Modified-Since", "Monday, 01-Jan-24 00:00:01 GMT")], "a later date in the RFC 850 form"),
+        ([("If-None-Match", etag), ("Range", "bytes=0-99")], "a condition and a Range"),
+      ] {
+        let response = try await get(headers)
+        expectNotModified(response, what)
+        #expect(response.header("Cache-Status") == "MediaCache; hit", "\(what)")
+      }
+      expectNotModified(try await get([("If-None-Match", etag)], method: "HEAD"), "HEAD")
+      #expect(origin.requests(for: "cond").count == requests, "the 304s came from the cache")
+
+      for (headers, what) in [
+        ([("If-None-Match", "\"other\"")], "another ETag"),
+        (
+          [("If-None-Match", "\"other\""), ("If-Modified-Since", lastModified)], "If-None-Match decides alone"
+        ),
+        ([("If-Modified-Since", "Sun, 31 Dec 2023 23:59:59 GMT")], "an earlier date"),
+        ([("If-Modified-Since", "yesterday")], "a date that does not parse"),
+      ] {
+        let response = try await get(headers)
+        #expect(response.status == 200, "\(what): \(response.status)")
+        #expect(sameBytes(response.body, TestOrigin.bytes(name: "cond", size: size)).equal, "\(what)")
+      }
+
+      // Without an ETag the 304 carries the Last-Modified.
+      let dated = ProxyServer.proxyPath(for: origin.url(.lastmod, "dated", size: 1000))
+      let response = try await blocking {
+        try proxy.request(dated, headers: [("If-Modified-Since", "Tue, 02 Jan 2024 00:00:00 GMT")])
+      }
+      #expect(response.status == 304 && response.header("ETag") == nil)
+      #expect(response.header("Last-Modified") == lastModified)
+      #expect(proxy.stop().status == 0)
+    }
+  }
+}
