@@ -25,8 +25,8 @@ extension ProxyResponder {
   /// see `ProxyPathForm.rewrittenReference`); in query form, every HLS URI is rewritten, and an MPD gets a
   /// path-form top-level `BaseURL` (see `MPDRewriter.RequestForm.queryForm`). In the reverse-proxy mode an
   /// HLS URI whose target lies under an upstream is rewritten to its local path unless it is a relative path
-  /// without `..` (which resolves there as written), other targets are written absolute, and an MPD is
-  /// served as it is. `use` is how the request's
+  /// without `..` (which resolves there as written), other targets are written absolute; an MPD's
+  /// references likewise (`MPDRewriter.RequestForm.reverseProxy`). `use` is how the request's
   /// first read found the cache, which its `Cache-Status` says.
   func respondWithPlaylist(
     _ origin: String, isPathForm: Bool, rangeHeader: RangeHeader, isHead: Bool, use: CacheUse
@@ -83,14 +83,15 @@ extension ProxyResponder {
       await noteLive(text.contains("#EXTINF") && !text.contains("#EXT-X-ENDLIST"), origin, bytes)
     } else if MPDRewriter.mayBeManifest(contentType: bytes.contentType, url: origin) {
       do {
-        let rewritten = try MPDRewriter.rewrite(
-          body, manifestURL: origin, form: isPathForm ? .pathForm : .queryForm)
-        if server.upstreamMap == nil {
-          body = rewritten.body
-          etag = nil  // the rewritten document is not the origin's representation
+        let form: MPDRewriter.RequestForm
+        if let upstreams = server.upstreamMap {
+          form = .reverseProxy(localPath: { URL(string: $0).flatMap(upstreams.localPath(for:)) })
+        } else {
+          form = isPathForm ? .pathForm : .queryForm
         }
-        // In the reverse-proxy mode the MPD is served as the upstream sent it (its relative references resolve
-        // through the request's path); it was parsed to learn whether it is live.
+        let rewritten = try MPDRewriter.rewrite(body, manifestURL: origin, form: form)
+        body = rewritten.body
+        etag = nil  // the rewritten document is not the origin's representation
         await noteLive(rewritten.isDynamic, origin, bytes)
       } catch  where error.code == .notAnMPD && !MPDRewriter.hasManifestContentType(bytes.contentType) {
         // A .mpd path whose body is not an MPD: served as it is.

@@ -163,6 +163,16 @@ import Testing
           #expect(
             origin.requests(for: "hls/v0/\(segment)").count >= 1, "\(segment) was read through the proxy")
         }
+        // DASH too.
+        let dash = try run(
+          ffmpeg,
+          [
+            "-v", "error", "-i", "http://127.0.0.1:\(proxy.port)/media/dash/manifest.mpd", "-map", "0:v:0",
+            "-f",
+            "null", "-",
+          ])
+        #expect(dash.status == 0, "\(dash.stderr)")
+        #expect(origin.requests(for: "dash/chunk-stream0-00001.m4s").count >= 1)
         #expect(proxy.stop().status == 0)
       }
     }
@@ -190,6 +200,37 @@ import Testing
       #expect(lines == ["/m/hls/seg.ts", "https://elsewhere.example/x.ts", "/m/hls/seg.ts"], "\(lines)")
       let segment = try await get(proxy, String(lines[0]))
       #expect(String(decoding: segment.body, as: UTF8.self) == "segment")
+
+      // An MPD: a BaseURL under the upstream and a `..` reference become local paths, a relative template is
+      // kept, a BaseURL elsewhere is left absolute.
+      let mpd = """
+        <?xml version="1.0"?>
+        <MPD xmlns="urn:mpeg:dash:schema:mpd:2011" type="static" mediaPresentationDuration="PT2S" \
+        profiles="urn:mpeg:dash:profile:isoff-live:2011">
+          <BaseURL>\(origin.url(file: "dash/"))</BaseURL>
+          <Period>
+            <AdaptationSet>
+              <Representation id="v" bandwidth="1000">
+                <SegmentTemplate media="chunk-$Number$.m4s" initialization="../dash/init.mp4" duration="1"/>
+              </Representation>
+              <Representation id="w" bandwidth="2000"><BaseURL>https://elsewhere.example/w/</BaseURL></Representation>
+            </AdaptationSet>
+          </Period>
+        </MPD>
+
+        """
+      try FileManager.default.createDirectory(
+        atPath: "\(directory)/root/dash", withIntermediateDirectories: true)
+      try Data(mpd.utf8).write(to: URL(fileURLWithPath: "\(directory)/root/dash/abs.mpd"))
+      let manifest = try await get(proxy, "/m/dash/abs.mpd")
+      #expect(manifest.status == 200)
+      let text = String(decoding: manifest.body, as: UTF8.self)
+      for expected in [
+        "<BaseURL>/m/dash/</BaseURL>", "media=\"chunk-$Number$.m4s\"", "initialization=\"/m/dash/init.mp4\"",
+        "<BaseURL>https://elsewhere.example/w/</BaseURL>",
+      ] {
+        #expect(text.contains(expected), "\(expected) in \(text)")
+      }
       #expect(proxy.stop().status == 0)
     }
   }

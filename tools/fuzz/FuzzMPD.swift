@@ -164,7 +164,7 @@ func check(input: Data, output: MPDRewriter.Rewritten, form: MPDRewriter.Request
   guard output.isDynamic == (type == "dynamic") else {
     fatalError("isDynamic is wrong for type \(type ?? "-")")
   }
-  if form == .queryForm, !inNodes.contains(where: { $0.depth == 2 && $0.name == "BaseURL" }) {
+  if case .queryForm = form, !inNodes.contains(where: { $0.depth == 2 && $0.name == "BaseURL" }) {
     // The added top-level BaseURL: the path form of the MPD's directory.
     let added = outNodes.indices.filter { outNodes[$0].depth == 2 && outNodes[$0].name == "BaseURL" }
     guard added.count == 1, outNodes[added[0]].text == "/https/Origin.example:8443/live/v1/" else {
@@ -190,7 +190,7 @@ func checkURL(_ before: String, _ after: String, in element: String, form: MPDRe
   let lowered = before.lowercased()
   let isAbsoluteHTTP = lowered.hasPrefix("http://") || lowered.hasPrefix("https://")
   if before == after {
-    if form == .pathForm, isAbsoluteHTTP, ProxyPathForm.path(for: before) != nil {
+    if case .pathForm = form, isAbsoluteHTTP, ProxyPathForm.path(for: before) != nil {
       fatalError("\(element): the absolute URL \(before.debugDescription) was left as written")
     }
     return

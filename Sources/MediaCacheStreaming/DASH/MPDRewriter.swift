@@ -47,6 +47,11 @@ public enum MPDRewriter {
     /// form, or, without one, the path form of the MPD's own URL is added), and relative `Location` and
     /// `PatchLocation` are resolved and written in path form.
     case queryForm
+    /// The reverse-proxy mode: a relative path without `..` is kept (it resolves through the request's path);
+    /// any other reference is resolved and replaced by `localPath` of its target (the local path of an
+    /// upstream URL, nil for a target under no upstream, which is then written absolute). A template whose
+    /// identifiers resolving would change is kept as written.
+    case reverseProxy(localPath: @Sendable (String) -> String?)
   }
 
   // MARK: Recognising
@@ -165,6 +170,30 @@ private final class MPDWriter: NSObject, XMLParserDelegate {
   private var rootPrefix = ""
   private var insertedBaseURL = false
 
+  var isQueryForm: Bool {
+    if case .queryForm = form { true } else { false }
+  }
+
+  /// The text that replaces `reference` (found where `base` applies), or nil to keep it as written; `forced`
+  /// writes even a relative reference in path form (the query form's top-level `BaseURL`s and `Location`s).
+  func rewritten(_ reference: String, base: String, forced: Bool) -> String? {
+    guard case .reverseProxy(let localPath) = form else {
+      return forced
+        ? ProxyPathForm.forcedReference(reference, base: base)
+        : ProxyPathForm.rewrittenReference(reference, base: base)
+    }
+    let parts = URIReference(reference)
+    if parts.scheme == nil, parts.authority == nil, !parts.path.startsWithSlash, !reference.contains("..") {
+      return nil
+    }
+    let target = URIReference.resolve(reference, against: base)
+    guard
+      !reference.contains("$")
+        || ProxyPathForm.templateIdentifiers(target[...]) == ProxyPathForm.templateIdentifiers(reference[...])
+    else { return nil }
+    return localPath(target) ?? target
+  }
+
   init(manifestURL: String, form: MPDRewriter.RequestForm, rootHasBaseURL: Bool) {
     self.manifestURL = manifestURL
     self.form = form
@@ -187,7 +216,7 @@ private final class MPDWriter: NSObject, XMLParserDelegate {
     let base = frames.last?.base ?? manifestURL
     var attributes = attributes
     for attribute in MPDRewriter.urlAttributes[name] ?? [] {
-      if let value = attributes[attribute], let new = ProxyPathForm.rewrittenReference(value, base: base) {
+      if let value = attributes[attribute], let new = rewritten(value, base: base, forced: false) {
         attributes[attribute] = new
       }
     }
@@ -202,7 +231,7 @@ private final class MPDWriter: NSObject, XMLParserDelegate {
       let isLocation = name != "BaseURL"
       collecting = URLText(
         depth: depth + 1, base: isLocation ? manifestURL : base,
-        forced: form == .queryForm && (isLocation || depth == 1))
+        forced: isQueryForm && (isLocation || depth == 1))
     }
   }
 
@@ -212,10 +241,7 @@ private final class MPDWriter: NSObject, XMLParserDelegate {
     if let url = collecting, url.depth == frames.count {
       collecting = nil
       let reference = url.text.trimmingCharacters(in: .whitespacesAndNewlines)
-      let new =
-        url.forced
-        ? ProxyPathForm.forcedReference(reference, base: url.base)
-        : ProxyPathForm.rewrittenReference(reference, base: url.base)
+      let new = rewritten(reference, base: url.base, forced: url.forced)
       if localName(elementName) == "BaseURL", frames.count >= 2, !frames[frames.count - 2].sawBaseURL {
         frames[frames.count - 2].base = URIReference.resolve(reference, against: url.base)
         frames[frames.count - 2].sawBaseURL = true
@@ -292,7 +318,7 @@ private final class MPDWriter: NSObject, XMLParserDelegate {
   /// after any ProgramInformation (the schema's order), so relative references do not resolve against the
   /// proxy's `/name?url=` path.
   private func insertBaseURLIfNeeded() {
-    guard form == .queryForm, !rootHasBaseURL, !insertedBaseURL,
+    guard isQueryForm, !rootHasBaseURL, !insertedBaseURL,
       let own = ProxyPathForm.forcedReference("./", base: manifestURL)
     else { return }
     insertedBaseURL = true
