@@ -146,15 +146,18 @@ import Testing
         let masterText = String(decoding: master.body, as: UTF8.self)
         #expect(masterText.contains("\nv0/index.m3u8\n"), "relative URIs kept: \(masterText)")
 
+        // ffmpeg plays the first video stream of `path` through the proxy alone.
         let ffmpeg = try mediaTool("ffmpeg")
-        let played = try run(
-          ffmpeg,
-          [
-            "-v", "error", "-i", "http://127.0.0.1:\(proxy.port)/media/hls/master.m3u8", "-map", "0:v:0",
-            "-f",
-            "null", "-",
-          ])
-        #expect(played.status == 0, "\(played.stderr)")
+        func play(_ path: String) throws {
+          let played = try run(
+            ffmpeg,
+            [
+              "-v", "error", "-i", "http://127.0.0.1:\(proxy.port)\(path)", "-map", "0:v:0", "-f", "null",
+              "-",
+            ])
+          #expect(played.status == 0, "\(path): \(played.stderr)")
+        }
+        try play("/media/hls/master.m3u8")
         let variant = try String(
           contentsOfFile: "\(mediaFixturesDirectory)/hls/v0/index.m3u8", encoding: .utf8)
         let segments = variant.split(separator: "\n").filter { !$0.hasPrefix("#") }
@@ -164,14 +167,7 @@ import Testing
             origin.requests(for: "hls/v0/\(segment)").count >= 1, "\(segment) was read through the proxy")
         }
         // DASH too.
-        let dash = try run(
-          ffmpeg,
-          [
-            "-v", "error", "-i", "http://127.0.0.1:\(proxy.port)/media/dash/manifest.mpd", "-map", "0:v:0",
-            "-f",
-            "null", "-",
-          ])
-        #expect(dash.status == 0, "\(dash.stderr)")
+        try play("/media/dash/manifest.mpd")
         #expect(origin.requests(for: "dash/chunk-stream0-00001.m4s").count >= 1)
         #expect(proxy.stop().status == 0)
       }
