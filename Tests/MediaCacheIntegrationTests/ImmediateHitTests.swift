@@ -253,9 +253,17 @@ struct ImmediateHitTests {
           url, range: .bounded(range), maxBytes: 1 << 20, waitingForDisk: false)
         #expect(resident.map { Array($0.buffer.readableBytesView) } == want)
         // Out of the page cache: declined (the read would wait for the disk), served on the I/O executor.
-        try evictPages(cache, url)
-        #expect(
-          reader.readCachedNow(url, range: .bounded(range), maxBytes: 1 << 20, waitingForDisk: false) == nil)
+        // POSIX_FADV_DONTNEED is advice: pages still being written back, or read ahead by a read that was in
+        // flight, can stay. Evicted again until the kernel lets them go (it did at the first try in most
+        // runs; once in CI it did not).
+        var declined = false
+        for _ in 0..<50 where !declined {
+          try evictPages(cache, url)
+          declined =
+            reader.readCachedNow(url, range: .bounded(range), maxBytes: 1 << 20, waitingForDisk: false) == nil
+          if !declined { try await Task.sleep(for: .milliseconds(100)) }
+        }
+        #expect(declined, "the range was still read without waiting after 50 evictions")
         #expect(
           try await readNow(reader, url, .bounded(range)).map { Array($0.buffer.readableBytesView) } == want)
         // That read brought the pages back.

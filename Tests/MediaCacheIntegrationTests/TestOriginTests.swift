@@ -550,8 +550,11 @@ func streamLargeObject(
       #expect(stream.response.status == 200 && stream.response.isComplete)
       #expect(stream.response.bodyCount == size && stream.received == size)
       #expect(stream.mismatches == 0)
-      // Bounded well below the object: the suites beside it grew the process by up to 33.5 MiB in CI.
-      #expect(stream.rssGrowth < 64 << 20, "RSS grew by \(stream.rssGrowth >> 20) MiB streaming 256 MiB")
+      // Bounded below the object: the suites running beside it in this process (their in-process origins and
+      // readers) grew it by up to 33.5 MiB in one CI run and 65 MiB in another, so the bound here is half the
+      // object (a copy of the object would pass it); the precise bound (32 MiB) is checked on the standalone
+      // origin below, whose RSS nothing else disturbs.
+      #expect(stream.rssGrowth < size / 2, "RSS grew by \(stream.rssGrowth >> 20) MiB streaming 256 MiB")
       let record = try #require(try await origin.waitForCompletedRequests(for: "huge", count: 1).first)
       #expect(record.bodyBytesSent == size && !record.clientDisconnected)
     }
