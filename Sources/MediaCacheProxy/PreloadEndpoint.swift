@@ -124,7 +124,7 @@ extension ProxyResponder {
       }
       var origins: [String] = []
       for (index, item) in update.items.enumerated() {
-        let origin = item.hasPrefix("/") ? ProxyServer.originURL(inRequestTarget: item) : item
+        let origin = item.hasPrefix("/") ? originURL(ofTarget: item) : item
         do {
           origins.append(try checkedOriginURL(origin))
         } catch let refusal as Refusal {

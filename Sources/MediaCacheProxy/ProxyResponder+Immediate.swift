@@ -26,7 +26,7 @@ extension ProxyResponder {
   func hitNow(_ request: ProxyRequest) -> ProxyResponse? {
     guard request.method == .GET, request.headers[.ifRange] == nil,
       !ConditionalRequest.isConditional(request.headers),
-      !Self.isMetricsRequest(request),
+      server.upstreamMap != nil || !Self.isMetricsRequest(request),
       let (origin, _, _, requested) = try? target(of: request), !live.contains(origin),
       let cached = reader.readCachedNow(
         origin, range: requested, maxBytes: Self.immediateMaxBytes, waitingForDisk: false)

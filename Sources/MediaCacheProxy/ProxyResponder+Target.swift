@@ -29,6 +29,14 @@ extension ProxyResponder {
 
   // MARK: Origin URL
 
+  /// The origin URL of a request target the player would send (path and query): the upstream's in the
+  /// reverse-proxy mode, else that of the path form or `?url=`; nil if the proxy would not map it.
+  func originURL(ofTarget target: String) -> String? {
+    guard let upstreams = server.upstreamMap else { return ProxyServer.originURL(inRequestTarget: target) }
+    let (path, query) = Substring(target).splitOnce(at: "?")
+    return try? upstreams.url(path: path, query: query)
+  }
+
   /// Whether the request asks for the proxy's metrics (`/metrics` without `?url=`).
   static func isMetricsRequest(_ request: ProxyRequest) -> Bool {
     request.path == "/metrics" && (ProxyPathForm.isPathForm(request.path) || request.queryValue("url") == nil)

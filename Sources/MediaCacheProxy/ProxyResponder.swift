@@ -278,19 +278,8 @@ struct ProxyResponder: Sendable {
     return headers
   }
 
-  /// `Via` (RFC 9110 §7.6.3) of the responses the proxy forwards: `1.1` and its `Cache-Status` name when that
-  /// is a token RFC 9110 allows there, else `mediacache`.
-  var via: String {
-    let name = server.configuration.cacheStatusName
-    let isPseudonym =
-      !name.isEmpty
-      && name.utf8.allSatisfy { byte in
-        (byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "z"))
-          || (byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z"))
-          || (byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9")) || "!#$%&'*+-.^_`|~".utf8.contains(byte)
-      }
-    return "1.1 \(isPseudonym ? name : "mediacache")"
-  }
+  /// `Via` of the responses the proxy forwards (`ProxyServer.via`, made once).
+  var via: String { server.via }
 
   /// `304 Not Modified` to a conditional GET or HEAD (`ConditionalRequest`): the `ETag` (or, without one, the
   /// `Last-Modified`) of the representation the client holds, no body and no representation fields (RFC 9110

@@ -126,6 +126,9 @@ public final class ProxyServer: Sendable {
   let accessLog: AccessLog
   /// The reverse-proxy mode's mappings; nil in the forward mode.
   let upstreamMap: UpstreamMap?
+  /// The `Via` field of forwarded responses (RFC 9110 §7.6.3): `1.1` and the `Cache-Status` name when that is
+  /// a token RFC 9110 allows there (no `:` or `/`), else `mediacache`.
+  let via: String
 
   /// Where the proxy listens, once `run` has bound its socket (nil before and after).
   public var endpoint: Endpoint? { listening.withLock { $0 } }
@@ -141,6 +144,15 @@ public final class ProxyServer: Sendable {
       reader: reader, ledger: metrics.preloadLedger, onFetched: { metrics.notePreloaded($0) })
     self.accessLog = AccessLog(logger: configuration.logger)
     self.upstreamMap = configuration.upstreams.isEmpty ? nil : UpstreamMap(configuration.upstreams)
+    let name = configuration.cacheStatusName
+    let isToken =
+      !name.isEmpty
+      && name.utf8.allSatisfy { byte in
+        (byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "z"))
+          || (byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z"))
+          || (byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9")) || "!#$%&'*+-.^_`|~".utf8.contains(byte)
+      }
+    self.via = "1.1 \(isToken ? name : "mediacache")"
     self.hitBudget =
       configuration.hitBytesInFlight > 0 ? ReadBudget(limit: configuration.hitBytesInFlight) : nil
   }
@@ -158,7 +170,7 @@ public final class ProxyServer: Sendable {
         reason: "'\(configuration.cacheStatusName.prefix(80))' is not a token (a letter or * first, then "
           + "letters, digits and !#$%&'*+-.^_`|~:/, at most 64)")
     }
-    try UpstreamMap.check(configuration.upstreams)
+    try Upstream.checkDistinct(configuration.upstreams)
     var logger = Logger(label: "mediacache.proxy")
     logger.logLevel = .critical
     var groupConfiguration = ServiceGroupConfiguration(

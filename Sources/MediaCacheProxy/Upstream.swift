@@ -13,6 +13,8 @@ public struct Upstream: Sendable, Equatable, CustomStringConvertible {
   /// The upstream URL the prefix stands for: `http` or `https`, a host, an optional path, without a trailing
   /// `/`, a query or a fragment.
   public let base: String
+  /// Whether `base` has a path (else the bare prefix maps to `base/`).
+  private let baseHasPath: Bool
 
   /// A mapping of `prefix` (an absolute path; `/` or empty: every path) to `base`; throws
   /// `ProxyConfigurationError` naming the value when either cannot be used.
@@ -49,6 +51,7 @@ public struct Upstream: Sendable, Equatable, CustomStringConvertible {
     while trimmedBase.hasSuffix("/") { trimmedBase = trimmedBase.dropLast() }
     self.prefix = String(trimmedPrefix)
     self.base = String(trimmedBase)
+    baseHasPath = !(URL(string: self.base)?.path.isEmpty ?? true)
   }
 
   /// A mapping from its command-line form: `URL` (every path) or `PREFIX=URL`.
@@ -62,7 +65,20 @@ public struct Upstream: Sendable, Equatable, CustomStringConvertible {
   }
 
   /// `PREFIX=BASE` (`/` for the root).
-  public var description: String { "\(prefix.isEmpty ? "/" : prefix)=\(base)" }
+  public var description: String { "\(shownPrefix)=\(base)" }
+
+  /// The prefix as a person reads it: `/` for the root.
+  public var shownPrefix: String { prefix.isEmpty ? "/" : prefix }
+
+  /// Throws `ProxyConfigurationError` when two of `upstreams` have the same prefix (the server refuses to start
+  /// with them).
+  public static func checkDistinct(_ upstreams: [Upstream]) throws(ProxyConfigurationError) {
+    var seen = Set<String>()
+    for upstream in upstreams where !seen.insert(upstream.prefix).inserted {
+      throw ProxyConfigurationError(
+        field: "upstreams", reason: "two upstreams for the prefix '\(upstream.shownPrefix)'")
+    }
+  }
 
   /// Whether a request path belongs to this mapping: it is the prefix, or lies below it.
   func matches(_ path: Substring) -> Bool {
@@ -74,7 +90,7 @@ public struct Upstream: Sendable, Equatable, CustomStringConvertible {
   /// The upstream URL of a path this mapping `matches`, with the query.
   func url(path: Substring, query: Substring?) -> String {
     var rest = path.dropFirst(prefix.count)
-    if rest.isEmpty, URL(string: base)?.path.isEmpty ?? true { rest = "/" }
+    if rest.isEmpty, !baseHasPath { rest = "/" }
     return base + rest + (query.map { "?\($0)" } ?? "")
   }
 
@@ -94,27 +110,20 @@ extension ProxyServer {
 struct UpstreamMap: Sendable {
   let upstreams: [Upstream]
 
-  /// The mappings, the longest prefix first (`check` them first).
+  /// The mappings, the longest prefix first (`Upstream.checkDistinct` them first).
   init(_ upstreams: [Upstream]) {
     self.upstreams = upstreams.sorted { $0.prefix.count > $1.prefix.count }
   }
 
-  /// Throws when two mappings have the same prefix.
-  static func check(_ upstreams: [Upstream]) throws(ProxyConfigurationError) {
-    var seen = Set<String>()
-    for upstream in upstreams where !seen.insert(upstream.prefix).inserted {
-      throw ProxyConfigurationError(
-        field: "upstreams",
-        reason: "two upstreams for the prefix '\(upstream.prefix.isEmpty ? "/" : upstream.prefix)'")
-    }
-  }
-
   /// The upstream URL a request path and query stand for; throws the refusal for a path with a `.` or `..`
-  /// segment (plain or percent-encoded: the upstream could resolve it above the mapped path) or under no
-  /// prefix.
+  /// segment (plain or percent-encoded: the upstream could resolve it above the mapped path), under no prefix,
+  /// or under `ProxyServer.adminPrefix` (the proxy's own, never an upstream's).
   func url(path: Substring, query: Substring?) throws(Refusal) -> String {
     guard path.hasPrefix("/") else {
       throw Refusal(.badRequest, "the request target is not an absolute path")
+    }
+    guard !Upstream.isAdminPath(path) else {
+      throw Refusal(.notFound, "\(ProxyServer.adminPrefix) is the proxy's own")
     }
     for segment in path.split(separator: "/", omittingEmptySubsequences: false) {
       let decoded = ProxyRequest.percentDecoded(segment) ?? String(segment)

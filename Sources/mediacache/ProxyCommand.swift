@@ -150,10 +150,10 @@ struct ProxyCommand: AsyncParsableCommand {
         throw ValidationError("--upstream \(error.reason)")
       }
     }
-    var prefixes = Set<String>()
-    for upstream in parsedUpstreams where !prefixes.insert(upstream.prefix).inserted {
-      throw ValidationError(
-        "--upstream: two upstreams for the prefix '\(upstream.prefix.isEmpty ? "/" : upstream.prefix)'")
+    do {
+      try Upstream.checkDistinct(parsedUpstreams)
+    } catch {
+      throw ValidationError("--upstream: \(error.reason)")
     }
     if let hitBytesInFlight, hitBytesInFlight.bytes < 0 {
       throw ValidationError("--hit-bytes-in-flight must be at least 0")
@@ -237,7 +237,7 @@ struct ProxyCommand: AsyncParsableCommand {
         try await server.run(shutdownSignals: [.sigterm, .sigint]) { endpoint in
           printOut("listening on \(endpoint)")
           for upstream in server.configuration.upstreams {
-            printOut("upstream \(upstream.prefix.isEmpty ? "/" : upstream.prefix) -> \(upstream.base)")
+            printOut("upstream \(upstream.shownPrefix) -> \(upstream.base)")
           }
         }
       } catch {

@@ -86,6 +86,25 @@ import Testing
       #expect(page.status == 200 && page.header("Content-Type")?.hasPrefix("application/json") == true)
       let bare = try await get(proxy, "/.mediacache")
       #expect(bare.status == 308 && bare.header("Location") == "/.mediacache/")
+      // A preload item given as a local path is the upstream's URL.
+      let body = #"{"items": ["/page.txt"], "current": -1}"#
+      let put = try await blocking {
+        let connection = try RawHTTPConnection(port: proxy.port)
+        defer { connection.close() }
+        try connection.sendRequest(
+          "PUT", "/.mediacache/preload",
+          headers: [("Content-Type", "application/json"), ("Content-Length", "\(body.utf8.count)")])
+        try connection.send(body)
+        return try connection.readResponse()
+      }
+      #expect(put.status == 204, "\(String(decoding: put.body, as: UTF8.self))")
+      struct Window: Decodable {
+        struct Item: Decodable { var url: String }
+        var items: [Item]
+      }
+      let window = try JSONDecoder().decode(
+        Window.self, from: Data(try await get(proxy, "/.mediacache/preload").body))
+      #expect(window.items.map(\.url) == [origin.url(file: "page.txt")])
       let unknown = try await get(proxy, "/.mediacache/nothing")
       #expect(unknown.status == 404)
       #expect(
