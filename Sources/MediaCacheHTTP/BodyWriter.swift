@@ -95,7 +95,9 @@ final class BodyWriter: HTTPClientResponseDelegate, @unchecked Sendable {
     do {
       parsed = try OriginClient.interpret(
         status: head.status, headers: head.headers, url: url, start: requestedStart, end: requestedEnd,
-        sharedWithCredentials: sharedWithCredentials)
+        sharedWithCredentials: sharedWithCredentials,
+        freshness: session.environment.client.configuration.freshness,
+        sharedCache: session.environment.client.configuration.isSharedCache)
     } catch {
       // A length declared against the stored entity tag is checked even for a response refused for its range
       // (it may reset the object: on the executor).

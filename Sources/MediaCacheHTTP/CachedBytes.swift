@@ -31,8 +31,9 @@ public final class CachedBytes: AsyncSequence, Sendable {
 
   init(
     session: ObjectSession, range: Range<Int64>, initialFlight: Flight?, lengthHint: Int64? = nil,
-    manifestAtOpen: Manifest, priority: ReadPriority = .foreground
+    manifestAtOpen: Manifest, priority: ReadPriority = .foreground, revalidation: Revalidation = .notNeeded
   ) {
+    self.revalidation = revalidation
     self.priority = priority
     self.session = session
     self.range = range
@@ -112,6 +113,15 @@ public final class CachedBytes: AsyncSequence, Sendable {
   public var etag: String? { shownManifest().etag }
   /// The origin's `Last-Modified` header value, as the cache recorded it, for the version this read delivers.
   public var lastModified: String? { shownManifest().lastModified }
+  /// The origin response's end-to-end header fields as the cache stored them (nil: none recorded), for the
+  /// version this read delivers.
+  public var storedHeaders: StoredHeaders? { shownManifest().storedHeaders }
+  /// The response's age and freshness now (nil: none recorded), for the version this read delivers.
+  public var freshness: ObjectFreshness? {
+    session.freshness(of: shownManifest())?.view(at: Date())
+  }
+  /// What the read did about the freshness of the bytes it found cached.
+  public let revalidation: Revalidation
 
   /// Bytes of the range cached now.
   var cachedBytes: Int64 { cachedBytes(in: session.manager.manifest) }

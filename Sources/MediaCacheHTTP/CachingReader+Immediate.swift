@@ -1,3 +1,4 @@
+import Foundation
 import MediaCache
 import NIOCore
 
@@ -18,6 +19,10 @@ package struct CachedRange: Sendable {
   package var etag: String?
   /// The origin's `Last-Modified` value, as recorded.
   package var lastModified: String?
+  /// The origin response's end-to-end fields, as stored.
+  package var storedHeaders: StoredHeaders?
+  /// The response's age and freshness when read (nil: none recorded).
+  package var freshness: ObjectFreshness?
 }
 
 extension CachingReader {
@@ -48,7 +53,11 @@ extension CachingReader {
     defer { session.endRead() }
     let manager = session.manager
     let manifest = manager.manifest
-    guard let bounds = Self.cachedBounds(of: range, in: manifest, maxBytes: maxBytes),
+    // Stale bytes are not served from here: `read` revalidates them first.
+    let freshness = session.freshness(of: manifest)
+    let now = Date()
+    guard freshness.map({ $0.isFresh(at: now) }) ?? true,
+      let bounds = Self.cachedBounds(of: range, in: manifest, maxBytes: maxBytes),
       let length = manifest.contentLength,
       let plan = try? manager.planVerifiedRead(bounds, readingManifest: waitingForDisk),
       waitingForDisk || plan.extent.count <= Self.residentReadMaxBytes,
@@ -61,7 +70,8 @@ extension CachingReader {
     return CachedRange(
       objectID: manager.objectID, buffer: buffer, range: bounds, length: length,
       contentType: manifest.contentType, etag: manifest.etag,
-      lastModified: manifest.lastModified)
+      lastModified: manifest.lastModified, storedHeaders: manifest.storedHeaders,
+      freshness: freshness?.view(at: now))
   }
 
   /// The absolute bytes `readCachedNow` would read now for the same arguments (the same checks, without
@@ -70,7 +80,9 @@ extension CachingReader {
   package func cachedBoundsNow(_ url: String, range: RequestedRange, maxBytes: Int) -> Range<Int64>? {
     guard let session = registry.sessionIfOpen(cache.objectID(for: url)) else { return nil }
     defer { session.endRead() }
-    return Self.cachedBounds(of: range, in: session.manager.manifest, maxBytes: maxBytes)
+    let manifest = session.manager.manifest
+    guard session.freshness(of: manifest).map({ $0.isFresh(at: Date()) }) ?? true else { return nil }
+    return Self.cachedBounds(of: range, in: manifest, maxBytes: maxBytes)
   }
 
   /// `range` resolved against the object's length, if that is known, the range is not empty and at most

@@ -204,12 +204,14 @@ public final class CachingReader: Sendable {
   {
     try OriginClient.validate(url)
     let session = try await registry.openSession(url, environment: environment)
-    let manifestAtOpen = session.manager.manifest
     do {
+      // Stale bytes are revalidated before anything is read (RFC 9111 4.3); a new version resets the object.
+      let revalidation = try await session.revalidateIfStale()
+      let manifestAtOpen = session.manager.manifest
       let (resolved, flight, length) = try await resolve(range, session: session, priority: priority)
       return CachedBytes(
         session: session, range: resolved, initialFlight: flight, lengthHint: length,
-        manifestAtOpen: manifestAtOpen, priority: priority)
+        manifestAtOpen: manifestAtOpen, priority: priority, revalidation: revalidation)
     } catch {
       session.endRead()
       throw error

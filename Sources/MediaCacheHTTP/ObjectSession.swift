@@ -13,6 +13,8 @@ final class ObjectSession: Sendable {
   let manager: FileHandleAssetDataManager
   let environment: SessionEnvironment
   private let flights = Mutex<[Flight]>([])
+  /// The revalidation running for this object, which readers arriving meanwhile wait for (one request).
+  private let revalidation = Mutex<Task<Revalidation, any Error>?>(nil)
   private let selection = RequestLimiter(limit: 1)
 
   init(url: String, manager: FileHandleAssetDataManager, environment: SessionEnvironment) {
@@ -105,6 +107,71 @@ final class ObjectSession: Sendable {
 
   private func forget(_ flight: Flight) {
     flights.withLock { $0.removeAll { $0 === flight } }
+  }
+
+  // MARK: Freshness
+
+  /// The freshness of what the object holds now, from its stored response headers (nil: none recorded, as for
+  /// an object imported or stored before manifest 1.3: served as fresh).
+  var freshness: Freshness? { freshness(of: manager.manifest) }
+
+  /// The freshness of the response `manifest` records (nil: none recorded).
+  func freshness(of manifest: Manifest) -> Freshness? {
+    guard let stored = manifest.storedHeaders else { return nil }
+    let configuration = environment.client.configuration
+    return Freshness(
+      stored, lastModified: manifest.lastModified, policy: configuration.freshness,
+      shared: configuration.isSharedCache)
+  }
+
+  /// RFC 9111 4.3: if the object holds bytes and they are stale, asks the origin whether they are still
+  /// current (a conditional request; one for all readers arriving meanwhile). A `304`, or a response with the
+  /// same validators, makes them fresh again (the stored fields updated from it); another version resets the
+  /// object (its bytes are fetched again). When the origin cannot be reached or answers 5xx, stale bytes are
+  /// served where the response allows it (`Revalidation.staleAfterError`), else the error is thrown.
+  func revalidateIfStale() async throws -> Revalidation {
+    let manifest = manager.manifest
+    guard manifest.cachedBytes > 0, let freshness, !freshness.isFresh(at: Date()) else { return .notNeeded }
+    let task = revalidation.withLock { running in
+      if let running { return running }
+      let task = Task {
+        defer { self.revalidation.withLock { $0 = nil } }
+        return try await self.revalidate(manifest, mayServeStale: freshness.mayServeStale)
+      }
+      running = task
+      return task
+    }
+    return try await task.value
+  }
+
+  private func revalidate(_ manifest: Manifest, mayServeStale: Bool) async throws -> Revalidation {
+    let answer: OriginClient.RevalidationAnswer
+    do {
+      answer = try await environment.client.revalidate(
+        url, etag: manifest.etag, lastModified: manifest.lastModified)
+    } catch let error as OriginError {
+      if error.isRetryable && mayServeStale { return .staleAfterError }
+      if case .notStorable = error.kind {
+        // The origin now forbids storing it: the stored copy goes too.
+        _ = try? await IOExecutor.shared.run { [manager] in
+          try manager.reset(contentLength: nil, etag: nil, lastModified: nil)
+        }
+      }
+      throw error
+    }
+    switch answer {
+    case .notModified(let fields):
+      let updated = (manifest.storedHeaders ?? fields).updated(by: fields)
+      try await IOExecutor.shared.run { [manager] in try manager.setStoredHeaders(updated) }
+      return .notModified
+    case .modified(let head):
+      let tag = try await IOExecutor.shared.run { [self] in
+        try checkDeclaredLength(
+          etag: head.metadata.etag, declared: head.metadata.length, stored: manager.manifest)
+        return try reconcile(head, stored: manager.manifest)
+      }
+      return tag == manifest.versionTag ? .unchanged : .replaced
+    }
   }
 
   // MARK: Fetching
@@ -277,16 +344,20 @@ final class ObjectSession: Sendable {
   /// trusted, so the object is reset to know neither (nor the chunks sized by it). Checked before the range
   /// itself, so even a response that is refused for its range is noticed.
   func checkDeclaredLength(status: HTTPResponseStatus, headers: HTTPHeaders, stored: Manifest) throws {
-    guard let etag = headers.first(name: "ETag"), !etag.hasPrefix("W/"), stored.etag == etag,
-      let known = stored.contentLength
-    else { return }
     let declared: Int64? =
       switch status.code {
       case 206: headers.first(name: "Content-Range").flatMap { OriginClient.parseContentRange($0)?.total }
       case 200: headers.first(name: "Content-Length").flatMap { Int64($0) }
       default: nil
       }
-    guard let declared, declared != known else { return }
+    try checkDeclaredLength(etag: headers.first(name: "ETag"), declared: declared, stored: stored)
+  }
+
+  /// `checkDeclaredLength(status:headers:stored:)` for an entity tag and a declared total length.
+  func checkDeclaredLength(etag: String?, declared: Int64?, stored: Manifest) throws {
+    guard let etag, !etag.hasPrefix("W/"), stored.etag == etag, let known = stored.contentLength,
+      let declared, declared != known
+    else { return }
     try manager.reset(contentLength: nil, etag: nil, lastModified: nil)
     throw OriginError.inconsistentResponse(
       url: url, reason: "origin gave length \(declared) under ETag \(etag), which had length \(known)")
@@ -306,7 +377,10 @@ final class ObjectSession: Sendable {
       try manager.reset(
         contentLength: metadata.length, etag: metadata.etag, lastModified: metadata.lastModified)
       try manager.setContentType(metadata.contentType)
+      if let headers = metadata.headers { try manager.setStoredHeaders(headers) }
     } else {
+      // The latest response's fields are the object's (RFC 9111 3.4: a new response updates the stored one's).
+      if let headers = metadata.headers { try manager.setStoredHeaders(headers) }
       try manager.setValidators(etag: metadata.etag, lastModified: metadata.lastModified)
       if stored.contentType == nil, let type = metadata.contentType { try manager.setContentType(type) }
       if let length = metadata.length, stored.contentLength == nil {

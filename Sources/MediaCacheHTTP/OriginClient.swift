@@ -16,6 +16,9 @@ public struct OriginMetadata: Sendable, Equatable {
   public var lastModified: String?
   /// The `Content-Type` header value.
   public var contentType: String?
+  /// The response's end-to-end header fields but those above, and when it arrived (`OriginClient.storedFields`
+  /// says which are kept).
+  public var headers: StoredHeaders?
 }
 
 /// What a response head says, checked against the request.
@@ -70,6 +73,8 @@ public final class OriginClient: Sendable {
     /// response says `public`, `s-maxage` or `must-revalidate` (RFC 9111 3.5); other such responses fail with
     /// `OriginError.notStorable`. Default false: an app's cache stores what its own credentials fetch.
     public var isSharedCache = false
+    /// How `Cache-Control` and `Expires` are applied: what may be stored and how long it stays fresh.
+    public var freshness = FreshnessPolicy()
 
     /// A configuration with the given timeouts (seconds), redirect limit and extra trust roots (PEM files).
     public init(
@@ -186,7 +191,8 @@ public final class OriginClient: Sendable {
     let response = try await execute(request, url: url)
     let head = try Self.interpret(
       status: response.status, headers: response.headers, url: url, start: start, end: end,
-      sharedWithCredentials: fields.sharedWithCredentials)
+      sharedWithCredentials: fields.sharedWithCredentials, freshness: configuration.freshness,
+      sharedCache: configuration.isSharedCache)
     return OriginResponse(
       start: head.start, expectedBodyLength: head.expectedBodyLength, isPartial: head.isPartial,
       metadata: head.metadata, body: response.body)
@@ -220,7 +226,8 @@ public final class OriginClient: Sendable {
   /// be, and what the origin said; throws the `OriginError` for anything the cache cannot use.
   static func interpret(
     status: HTTPResponseStatus, headers: HTTPHeaders, url: String, start: Int64, end: Int64?,
-    sharedWithCredentials: Bool = false
+    sharedWithCredentials: Bool = false, freshness: FreshnessPolicy = FreshnessPolicy(),
+    sharedCache: Bool = false
   )
     throws(OriginError) -> ResponseHead
   {
@@ -234,6 +241,13 @@ public final class OriginClient: Sendable {
           "the response to a request with credentials says neither Cache-Control public, s-maxage nor "
           + "must-revalidate, so a shared cache may not store it (RFC 9111 3.5); mark it public at the "
           + "origin, or run a private cache (--private-cache)")
+    }
+    if status.code == 200 || status.code == 206,
+      let reason = storageRefusal(
+        cacheControl: headers[canonicalForm: "Cache-Control"].map(String.init),
+        vary: headers[canonicalForm: "Vary"].map(String.init), policy: freshness, shared: sharedCache)
+    {
+      throw .notStorable(url: url, reason: reason)
     }
     if let encoding = headers.first(name: "Content-Encoding"), encoding.lowercased() != "identity" {
       throw .unsupportedContentEncoding(url: url, encoding: encoding)
@@ -313,7 +327,7 @@ public final class OriginClient: Sendable {
   /// The deadline of a response head sent now.
   var headDeadline: NIODeadline { .now() + TimeAmount(configuration.headTimeout) }
 
-  private func execute(_ request: HTTPClientRequest, url: String) async throws -> HTTPClientResponse {
+  func execute(_ request: HTTPClientRequest, url: String) async throws -> HTTPClientResponse {
     do {
       // The deadline covers the head only: `execute` returns once the head is in, and the body is read later.
       return try await http.execute(request, deadline: headDeadline)
@@ -361,7 +375,32 @@ public final class OriginClient: Sendable {
   static func metadata(_ headers: HTTPHeaders) -> OriginMetadata {
     OriginMetadata(
       length: nil, etag: headers.first(name: "ETag"), lastModified: headers.first(name: "Last-Modified"),
-      contentType: headers.first(name: "Content-Type"))
+      contentType: headers.first(name: "Content-Type"), headers: storedFields(headers, receivedAt: Date()))
+  }
+
+  /// Fields a cache never stores (lowercased): hop-by-hop (RFC 9110 7.6.1), framing (the cache's responses
+  /// have their own), the validators and type (the manifest's own fields), `Set-Cookie` (one user's, not for a
+  /// shared copy) and `Cache-Status` (each cache adds its own).
+  static let unstoredFields = hopByHopFields.union([
+    "content-length", "content-range", "accept-ranges", "content-type", "etag", "last-modified", "set-cookie",
+    "set-cookie2", "cache-status",
+  ])
+
+  /// The end-to-end fields of a response worth storing with the object (all but `unstoredFields` and those
+  /// its `Connection` names), at most `StoredHeaders.maxBytes` of them.
+  static func storedFields(_ headers: HTTPHeaders, receivedAt: Date) -> StoredHeaders {
+    StoredHeaders(receivedAt: receivedAt, fields: fields(of: headers, without: unstoredFields))
+  }
+
+  /// The fields of `headers` but those named in `excluded` (lowercased) or by its `Connection` field.
+  static func fields(of headers: HTTPHeaders, without excluded: Set<String>) -> [StoredHeaders.Field] {
+    let named = Set(
+      headers[canonicalForm: "Connection"].map { $0.trimmingCharacters(in: .whitespaces).lowercased() })
+    return headers.compactMap { field in
+      let name = field.name.lowercased()
+      guard !excluded.contains(name), !named.contains(name) else { return nil }
+      return StoredHeaders.Field(name: field.name, value: field.value)
+    }
   }
 
   /// `bytes FIRST-LAST/TOTAL`, `bytes FIRST-LAST/*` or `bytes */TOTAL`.

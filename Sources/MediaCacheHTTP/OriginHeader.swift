@@ -1,3 +1,4 @@
+import MediaCache
 import Synchronization
 
 /// A header field the cache adds to its origin requests (credentials such as a bearer token, a cookie or a
@@ -61,15 +62,7 @@ public struct OriginHeader: Sendable, Equatable, CustomStringConvertible {
   /// The name and a placeholder: the value is never shown.
   public var description: String { "\(name): <\(value.utf8.count) bytes>" }
 
-  /// tchar of RFC 9110 5.6.2.
-  static func isTokenByte(_ byte: UInt8) -> Bool {
-    switch byte {
-    case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
-      UInt8(ascii: "0")...UInt8(ascii: "9"):
-      true
-    default: "!#$%&'*+-.^_`|~".utf8.contains(byte)
-    }
-  }
+  static func isTokenByte(_ byte: UInt8) -> Bool { StoredHeaders.isTokenByte(byte) }
 }
 
 extension OriginClient {
@@ -114,10 +107,8 @@ enum SharedStorage {
   /// Whether `cacheControl` (the response's `Cache-Control` values) allows a shared cache to store a response to
   /// a request with credentials.
   static func allowsCredentialedResponse(_ cacheControl: [String]) -> Bool {
-    let directives = cacheControl.flatMap { $0.split(separator: ",") }.map {
-      $0.split(separator: "=", maxSplits: 1).first.map { String($0).trimmingSpaces.lowercased() } ?? ""
-    }
-    if directives.contains("no-store") || directives.contains("private") { return false }
-    return directives.contains { $0 == "public" || $0 == "s-maxage" || $0 == "must-revalidate" }
+    let directives = CacheDirectives(cacheControl)
+    if directives.noStore || directives.isPrivate { return false }
+    return directives.isPublic || directives.sMaxAge != .absent || directives.mustRevalidate
   }
 }

@@ -29,14 +29,27 @@ enum CacheUse: Equatable {
 extension ProxyResponder {
   /// The `Cache-Status` value of a response: the proxy's name (`ProxyServer.Configuration.cacheStatusName`),
   /// then `hit`, or `fwd=miss`/`fwd=partial` and `stored`: what the origin sends is stored (a HEAD's too: the
-  /// length and validators, and the bytes its origin request brought before it was closed).
-  func cacheStatus(_ use: CacheUse) -> String {
-    let name = server.configuration.cacheStatusName
-    switch use {
-    case .hit: return "\(name); hit"
-    case .miss: return "\(name); fwd=miss; stored"
-    case .partial: return "\(name); fwd=partial; stored"
+  /// length and validators, and the bytes its origin request brought before it was closed). Stale bytes that
+  /// were revalidated say `fwd=stale` (with `fwd-status=304` when the origin confirmed them); stale bytes served
+  /// because the origin failed say `hit` with their (negative) `ttl`, the freshness left in seconds, and
+  /// `detail=stale-after-error`.
+  func cacheStatus(
+    _ use: CacheUse, _ revalidation: Revalidation = .notNeeded, _ freshness: ObjectFreshness? = nil
+  ) -> String {
+    var parts = [server.configuration.cacheStatusName]
+    switch (revalidation, use) {
+    case (.notModified, _): parts += ["fwd=stale", "fwd-status=304"] + (use == .hit ? [] : ["stored"])
+    case (.unchanged, _): parts += ["fwd=stale"] + (use == .hit ? [] : ["stored"])
+    case (.replaced, _): parts += ["fwd=stale", "stored"]
+    case (_, .hit): parts.append("hit")
+    case (_, .miss): parts += ["fwd=miss", "stored"]
+    case (_, .partial): parts += ["fwd=partial", "stored"]
     }
+    if revalidation == .staleAfterError {
+      if let freshness { parts.append("ttl=\(freshness.remaining)") }
+      parts.append("detail=stale-after-error")
+    }
+    return parts.joined(separator: "; ")
   }
 }
 

@@ -1,4 +1,5 @@
 import HTTPTypes
+import MediaCacheHTTP
 
 /// A client's `If-None-Match` and `If-Modified-Since` on a GET or HEAD (RFC 9110 §13.1.2, §13.1.3, evaluated in
 /// the order of §13.2.2): whether the copy the client holds is the one the cache would send, so it is answered

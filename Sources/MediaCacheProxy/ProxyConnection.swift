@@ -252,7 +252,8 @@ final class ProxyConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
   {
     var headers = HTTPHeaders()
     headers.reserveCapacity(response.headers.count + 3)
-    headers.add(name: "date", value: HTTPDate.now())
+    // A stored response keeps the origin's Date (its Age says how old it is); every other gets the time now.
+    if response.headers[.date] == nil { headers.add(name: "date", value: HTTPDate.now()) }
     headers.add(name: "server", value: "MediaCache")
     for field in response.headers { headers.add(name: field.name.rawName, value: field.value) }
     if !keepAlive {

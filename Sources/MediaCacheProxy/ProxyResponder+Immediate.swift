@@ -48,7 +48,8 @@ extension ProxyResponder {
     let count = Int64(hit.range.count)
     var headers = Self.headers(
       contentType: hit.contentType, etag: hit.etag, lastModified: hit.lastModified,
-      cacheStatus: cacheStatus(.hit), via: via)
+      stored: hit.storedHeaders, freshness: hit.freshness,
+      cacheStatus: cacheStatus(.hit, .notNeeded, hit.freshness), via: via)
     Self.addBodyFields(
       &headers, first: hit.range.lowerBound, count: count, length: hit.length, partial: partial,
       ifRange: false)

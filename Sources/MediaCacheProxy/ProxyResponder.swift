@@ -48,6 +48,7 @@ struct ProxyResponder: Sendable {
       _ = try? await reader.cache.remove(origin)
     }
     let isHead = request.method == .HEAD
+    if server.passMemo.contains(origin) { return try await passThrough(request, origin: origin) }
 
     // Only a range the cache holds now waits for its share of the hits' budget: a miss never waits behind hits.
     if !isHead, request.headers[.ifRange] == nil, !ConditionalRequest.isConditional(request.headers),
@@ -63,7 +64,15 @@ struct ProxyResponder: Sendable {
       hold?.release()
     }
 
-    var bytes = try await read(origin, requested)
+    var bytes: CachedBytes
+    do {
+      bytes = try await reader.read(origin, range: requested)
+    } catch let error as OriginError where error.code == .notStorable {
+      server.passMemo.note(origin)
+      return try await passThrough(request, origin: origin)
+    } catch {
+      throw refusal(for: error, url: origin)
+    }
     var partial = requested != .all
     if partial, let ifRange = request.headers[.ifRange],
       !Self.ifRangeMatches(ifRange, etag: bytes.etag, lastModified: bytes.lastModified)
@@ -89,12 +98,13 @@ struct ProxyResponder: Sendable {
 
     if ConditionalRequest.notModified(request.headers, etag: bytes.etag, lastModified: bytes.lastModified) {
       bytes.close()
-      return notModified(etag: bytes.etag, lastModified: bytes.lastModified, use: use)
+      return notModified(bytes, use: use)
     }
 
     var headers = Self.headers(
       contentType: bytes.contentType, etag: bytes.etag, lastModified: bytes.lastModified,
-      cacheStatus: cacheStatus(use), via: via)
+      stored: bytes.storedHeaders, freshness: bytes.freshness,
+      cacheStatus: cacheStatus(use, bytes.revalidation, bytes.freshness), via: via)
     Self.addBodyFields(
       &headers, first: bytes.range.lowerBound, count: count, length: bytes.length, partial: partial,
       ifRange: request.headers[.ifRange] != nil)
@@ -263,12 +273,25 @@ struct ProxyResponder: Sendable {
   /// Headers of every proxied body. Values from the origin are reduced to visible ASCII so nothing it sends can
   /// split or inject a header; `nosniff` and a sandbox policy keep a browser from running what an origin sends
   /// as a page of the proxy's own origin.
+  ///
+  /// The origin's other end-to-end fields (`stored`: `Cache-Control`, `Expires`, `Date`, `Content-Disposition`,
+  /// `Vary`, custom ones) go out as stored, but for those the proxy sets itself: its `Age` (from `freshness`),
+  /// `Via` (the stored one's hops, then the proxy's), `Server`, framing and security fields.
   static func headers(
-    contentType: String?, etag: String?, lastModified: String?, cacheStatus: String, via: String
+    contentType: String?, etag: String?, lastModified: String?, stored: StoredHeaders? = nil,
+    freshness: ObjectFreshness? = nil, cacheStatus: String, via: String
   ) -> HTTPFields {
     var headers = HTTPFields()
+    var hops: [String] = []
+    for field in stored?.fields ?? [] {
+      let lowercased = field.name.lowercased()
+      if lowercased == "via" { hops.append(field.value) }
+      guard !ownFieldNames.contains(lowercased), let name = HTTPField.Name(field.name) else { continue }
+      headers.append(HTTPField(name: name, value: headerSafe(field.value)))
+    }
+    if let freshness { headers[.age] = "\(freshness.age)" }
     headers[.cacheStatus] = cacheStatus
-    headers[.via] = via
+    headers[.via] = (hops.map(headerSafe) + [via]).joined(separator: ", ")
     headers[.acceptRanges] = "bytes"
     headers[.contentType] = contentType.map(headerSafe) ?? "application/octet-stream"
     if let etag { headers[.eTag] = headerSafe(etag) }
@@ -278,23 +301,43 @@ struct ProxyResponder: Sendable {
     return headers
   }
 
+  /// Stored fields the proxy sends its own of (lowercased): `headers(...)`.
+  static let ownFieldNames: Set<String> = [
+    "age", "via", "server", "cache-status", "accept-ranges", "x-content-type-options",
+    "content-security-policy",
+    "content-length", "content-range", "content-type", "etag", "last-modified",
+  ]
+
   /// `Via` of the responses the proxy forwards (`ProxyServer.via`, made once).
   var via: String { server.via }
 
   /// `304 Not Modified` to a conditional GET or HEAD (`ConditionalRequest`): the `ETag` (or, without one, the
   /// `Last-Modified`) of the representation the client holds, no body and no representation fields (RFC 9110
   /// §15.4.5).
-  func notModified(etag: String?, lastModified: String?, use: CacheUse) -> ProxyResponse {
-    var headers = HTTPFields()
-    headers[.cacheStatus] = cacheStatus(use)
-    headers[.via] = via
-    if let etag {
+  func notModified(_ bytes: CachedBytes, use: CacheUse) -> ProxyResponse {
+    let freshness = bytes.freshness
+    // The fields a 200 would have had that a 304 must repeat (RFC 9110 §15.4.5), from the stored ones.
+    let repeated = bytes.storedHeaders.map { stored in
+      StoredHeaders(
+        receivedAt: stored.receivedAt,
+        fields: stored.fields.filter { Self.repeatedIn304.contains($0.name.lowercased()) })
+    }
+    var headers = Self.headers(
+      contentType: nil, etag: nil, lastModified: nil, stored: repeated,
+      freshness: freshness, cacheStatus: cacheStatus(use, bytes.revalidation, freshness), via: via)
+    for name in [HTTPField.Name.acceptRanges, .contentType, .xContentTypeOptions, .contentSecurityPolicy] {
+      headers[name] = nil
+    }
+    if let etag = bytes.etag {
       headers[.eTag] = Self.headerSafe(etag)
-    } else if let lastModified {
+    } else if let lastModified = bytes.lastModified {
       headers[.lastModified] = Self.headerSafe(lastModified)
     }
     return ProxyResponse(status: .notModified, headers: headers, body: .empty)
   }
+
+  /// Stored fields a 304 repeats (RFC 9110 §15.4.5), lowercased.
+  static let repeatedIn304: Set<String> = ["cache-control", "content-location", "date", "expires", "vary"]
 
   static func headerSafe(_ value: String) -> String {
     // Most values are visible ASCII already: checked byte by byte, they are returned as they are.

@@ -129,6 +129,8 @@ public final class ProxyServer: Sendable {
   /// The `Via` field of forwarded responses (RFC 9110 §7.6.3): `1.1` and the `Cache-Status` name when that is
   /// a token RFC 9110 allows there (no `:` or `/`), else `mediacache`.
   let via: String
+  /// URLs whose responses may not be stored, relayed without the cache for a while (`PassMemo`).
+  let passMemo = PassMemo()
 
   /// Where the proxy listens, once `run` has bound its socket (nil before and after).
   public var endpoint: Endpoint? { listening.withLock { $0 } }

@@ -101,6 +101,19 @@ struct ProxyCommand: AsyncParsableCommand {
       "The proxy serves one user (an app's own proxy): cache responses to requests with credentials "
         + "(--origin-header Authorization or Cookie) even when they are not marked public."))
   var privateCache = false
+  @Flag(
+    help: ArgumentHelp(
+      "Ignore the origin's Cache-Control, Expires and Vary: store every response, fresh for --default-ttl "
+        + "(nginx: proxy_ignore_headers Cache-Control Expires Vary). For media origins that send no-store or max-age=0 "
+        + "on files that never change."))
+  var ignoreCacheControl = false
+  @Option(
+    name: .customLong("default-ttl"),
+    help: ArgumentHelp(
+      "How long a response without max-age, s-maxage or Expires stays fresh, in seconds, before it is "
+        + "revalidated (nginx: proxy_cache_valid). Default: a tenth of its age since Last-Modified, from 120 "
+        + "to 86400; 120 without Last-Modified.", valueName: "SECONDS"))
+  var defaultTTL: Int64?
   @Option(
     help: ArgumentHelp(
       "How often preloaded bytes no player got yet are checked against the disk, so that another process's "
@@ -172,6 +185,9 @@ struct ProxyCommand: AsyncParsableCommand {
     guard preloadCheckInterval > 0, preloadCheckInterval <= 86400 else {
       throw ValidationError("--preload-check-interval must be more than 0 and at most 86400 seconds")
     }
+    if let defaultTTL, !(0...2_147_483_648).contains(defaultTTL) {
+      throw ValidationError("--default-ttl must be 0...2147483648 seconds, not \(defaultTTL)")
+    }
     if let loopHitConnections, loopHitConnections < 0 {
       throw ValidationError("--loop-hit-connections must be at least 0, not \(loopHitConnections)")
     }
@@ -194,6 +210,8 @@ struct ProxyCommand: AsyncParsableCommand {
         connectTimeout: .seconds(connectTimeout), idleTimeout: .seconds(idleTimeout),
         headTimeout: .seconds(headTimeout))
       clientConfiguration.isSharedCache = !privateCache
+      clientConfiguration.freshness = FreshnessPolicy(
+        ignoresCacheControl: ignoreCacheControl, defaultTTL: defaultTTL.map { .seconds($0) })
       let client = try origin.client(clientConfiguration)
       var configuration = cache.configuration(
         chunkSize: chunkSize, durability: durability,

@@ -2,6 +2,7 @@ import Foundation
 import NIOHTTP1
 import Testing
 
+@testable import MediaCacheHTTP
 @testable import MediaCacheProxy
 
 @Suite struct HTTPDateTests {

@@ -133,12 +133,12 @@ import Testing
     #expect(grouped.count == plain.count + 4 + 1 + 10, "span count, group length, group")
     #expect(try ManifestCodec.decode(grouped, expectedID: id) == manifest)
     #expect(try ManifestCodec.decode(plain, expectedID: id).group == nil)
-    // A reader of 1.2 refuses bytes after the group; 1.3 may append some.
+    // A reader of 1.2 refuses bytes after the group; 1.4 may append some after 1.3's stored headers.
     var trailing = Array(grouped.dropLast(4)) + [0xAA]
     trailing += withUnsafeBytes(of: CRC32.checksum(trailing).littleEndian, Array.init)
     #expect(throws: ManifestError.trailingBytes(count: 1)) { try ManifestCodec.decode(Data(trailing)) }
-    trailing[5] = 3
-    trailing = Array(trailing.dropLast(4))
+    trailing = Array(grouped.dropLast(4)) + [UInt8](repeating: 0, count: 10) + [0xAA]
+    trailing[5] = 4
     trailing += withUnsafeBytes(of: CRC32.checksum(trailing).littleEndian, Array.init)
     #expect(try ManifestCodec.decode(Data(trailing)).group == "account-42")
     // A group of invalid UTF-8 is a typed error.

@@ -239,9 +239,19 @@ struct RawManifest {
     #expect(decodeError(raw) == .trailingBytes(count: 1))
     raw.trailing = [0, 0, 0, 0, 4, 0x61]
     #expect(decodeError(raw) == .truncated(needed: 4, available: 1, field: "group"))
-    // A newer minor version may append fields this build skips (after 1.2's group).
+    // Version 1.3 appends the stored headers (time, block length, block); time 0 and no block mean none, and
+    // bytes after them are refused as well.
     raw.minor = 3
+    let noHeaders: [UInt8] = [0, 0, 0, 0, 0] + [UInt8](repeating: 0, count: 10)
+    raw.trailing = noHeaders
+    #expect(try ManifestCodec.decode(raw.bytes) == noSpans)
+    raw.trailing = noHeaders + [9]
+    #expect(decodeError(raw) == .trailingBytes(count: 1))
     raw.trailing = [0, 0, 0, 0, 0, 9, 9, 9]
+    #expect(decodeError(raw) == .truncated(needed: 8, available: 3, field: "stored headers time"))
+    // A newer minor version may append fields this build skips (after 1.3's stored headers).
+    raw.minor = 4
+    raw.trailing = noHeaders + [9, 9, 9]
     let decoded = try ManifestCodec.decode(raw.bytes)
     raw.minor = 0
     raw.trailing = []

@@ -249,6 +249,14 @@ enum ResponsePlanner {
     if let value = query.last(where: { $0.0 == "cache-control" })?.1 {
       plan.headers.add(name: "Cache-Control", value: value.removingPercentEncoding ?? value)
     }
+    // `header=NAME:VALUE` (percent-encoded, repeatable), then the fields `TestOrigin.setHeaders` set.
+    for (key, value) in query where key == "header" {
+      let field = value.removingPercentEncoding ?? value
+      guard let colon = field.firstIndex(of: ":") else { continue }
+      let fieldValue = field[field.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+      plan.headers.add(name: String(field[..<colon]), value: fieldValue)
+    }
+    for (name, value) in state.headers(of: name) { plan.headers.add(name: name, value: value) }
 
     if mode == .gzip {
       plan.headers.add(name: "Content-Encoding", value: "gzip")

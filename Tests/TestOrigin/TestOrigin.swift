@@ -12,7 +12,8 @@ import Synchronization
 /// (see `Mode.files` and `url(file:)`).
 ///
 /// In every mode but `files`, `auth=TOKEN` answers 401 unless the request has `Authorization: Bearer TOKEN`,
-/// and `cache-control=VALUE` (percent-encoded) adds that `Cache-Control` to the response.
+/// `cache-control=VALUE` (percent-encoded) adds that `Cache-Control` to the response, and each
+/// `header=NAME:VALUE` (percent-encoded) that field (see also `setHeaders(name:_:)`).
 ///
 /// All work happens on SwiftNIO event loops (no Swift tasks), so tests that block threads of the
 /// cooperative pool (a blocking socket client, waiting for a child process) cannot starve the origin.
@@ -167,6 +168,11 @@ public final class TestOrigin: Sendable {
   /// Forgets how many requests each name got in `flaky` mode, so the next ones fail again.
   public func resetFlakyCounters() { state.resetFlakyCounters() }
 
+  /// Header fields added to every answer for object `name` from now on (304s and errors included), after the
+  /// query's `cache-control` and `header` ones (empty: none): a test changes what the origin says about an
+  /// object between requests.
+  public func setHeaders(name: String, _ fields: [(String, String)]) { state.setHeaders(name: name, fields) }
+
   // MARK: Faults
 
   /// A misbehaviour the origin applies to every `normal`-mode request while it is set (a schedule of them is
@@ -237,6 +243,7 @@ final class OriginState: Sendable {
   private struct Storage {
     var versions: [String: Int] = [:]
     var sizes: [String: Int] = [:]
+    var headers: [String: [(String, String)]] = [:]
     var flakyCounts: [String: Int] = [:]
     var fault: TestOrigin.Fault?
     var records: [RecordedRequest] = []
@@ -256,6 +263,10 @@ final class OriginState: Sendable {
   func version(of name: String) -> Int { storage.withLock { $0.versions[name] ?? 0 } }
   func setSize(name: String, to size: Int?) { storage.withLock { $0.sizes[name] = size } }
   func sizeOverride(of name: String) -> Int? { storage.withLock { $0.sizes[name] } }
+  func setHeaders(name: String, _ fields: [(String, String)]) {
+    storage.withLock { $0.headers[name] = fields }
+  }
+  func headers(of name: String) -> [(String, String)] { storage.withLock { $0.headers[name] ?? [] } }
   func resetFlakyCounters() { storage.withLock { $0.flakyCounts = [:] } }
   func setFault(_ fault: TestOrigin.Fault?) { storage.withLock { $0.fault = fault } }
   var fault: TestOrigin.Fault? { storage.withLock { $0.fault } }

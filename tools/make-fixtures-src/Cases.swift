@@ -55,12 +55,21 @@ func allCases() -> [FixtureCase] {
     FixtureCase(
       name: "clean",
       exercises:
-        "a healthy cache (complete object with every manifest field set, partial object whose missing chunk is "
-        + "zeros, empty object, unknown-length object, compactor cursor): no findings, exit 0 throughout"
+        "a healthy cache (complete object with every manifest field set, stored response headers (manifest 1.3) "
+        + "among them, partial object whose missing chunk is zeros, empty object, unknown-length object, "
+        + "compactor cursor): no findings, exit 0 throughout"
     ) { tree in
       let complete = try tree.object(
         key("clean", "complete"), length: 8400, etag: "\"a1\"", lastModified: lastModified,
-        userMetadata: Array("fixture".utf8), versionTag: 0x1234_ABCD)
+        userMetadata: Array("fixture".utf8), versionTag: 0x1234_ABCD,
+        storedHeaders: StoredHeaders(
+          receivedAt: fixedCreatedAt,
+          fields: [
+            .init(name: "Cache-Control", value: "public, max-age=86400"),
+            .init(name: "Date", value: "Sat, 01 Jun 2024 12:00:00 GMT"),
+            .init(name: "Content-Disposition", value: "inline; filename=\"fixture.mp4\""),
+            .init(name: "X-Origin-Id", value: "fixture-1"),
+          ]))
       let partial = try tree.object(key("clean", "partial"), length: 8400, present: [0, 2])
       let empty = try tree.object(key("clean", "empty"), length: 0, contentType: nil)
       let unknownLength = try tree.object(
@@ -139,16 +148,17 @@ func allCases() -> [FixtureCase] {
       name: "future-version",
       exercises:
         "manifest of major version 2 (CRC valid): unsupported-version, repair removes the object; beside it a "
-        + "manifest of minor version 1.3 with 1.1's (empty) span list, 1.2's (empty) group and 6 extension bytes "
-        + "appended, which must be read and not reported"
+        + "manifest of minor version 1.4 with 1.1's (empty) span list, 1.2's (empty) group, 1.3's (empty) stored "
+        + "headers and 6 extension bytes appended, which must be read and not reported"
     ) { tree in
       var future = try tree.object(key("future-version", "major-2"), length: 8400)
       future.manifestBytes[4] = 2
       future.resealManifest()
       var newer = try tree.object(key("future-version", "minor-1"), length: 3000)
       newer.manifestBytes =
-        Array(newer.manifestBytes.dropLast(4)) + [0, 0, 0, 0] + [0] + [0xE1, 0xE2, 0xE3, 0xE4, 0xE5, 0xE6]
-      newer.manifestBytes[5] = 3
+        Array(newer.manifestBytes.dropLast(4)) + [0, 0, 0, 0] + [0] + [UInt8](repeating: 0, count: 8 + 2)
+        + [0xE1, 0xE2, 0xE3, 0xE4, 0xE5, 0xE6]
+      newer.manifestBytes[5] = 4
       newer.manifestBytes += [0, 0, 0, 0]
       newer.resealManifest()
       try tree.put(future)

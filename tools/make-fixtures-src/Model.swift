@@ -136,7 +136,8 @@ final class CaseTree {
   func object(
     _ key: String, length: Int?, dataLength: Int? = nil, present: [Int]? = nil, seed: UInt32? = nil,
     pinned: Bool = false, unlistedSeed: UInt32? = nil, contentType: String? = "video/mp4",
-    etag: String? = nil, lastModified: String? = nil, userMetadata: [UInt8] = [], versionTag: UInt32 = 0
+    etag: String? = nil, lastModified: String? = nil, userMetadata: [UInt8] = [], versionTag: UInt32 = 0,
+    storedHeaders: StoredHeaders? = nil
   ) throws -> FixtureObject {
     let id = ObjectID(CacheKey(key))
     let size = length ?? dataLength!
@@ -147,6 +148,7 @@ final class CaseTree {
       createdAt: fixedCreatedAt, contentType: contentType, etag: etag, lastModified: lastModified,
       isPinned: pinned, userMetadata: Data(userMetadata))
     manifest.versionTag = versionTag
+    manifest.storedHeaders = storedHeaders
     let full = content(size, seed: seed ?? fnv1a(key))
     let other = unlistedSeed.map { content(size, seed: $0) } ?? [UInt8](repeating: 0, count: size)
     var data = [UInt8](repeating: 0, count: size)

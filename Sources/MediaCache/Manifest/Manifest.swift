@@ -58,6 +58,10 @@ public struct Manifest: Sendable, Equatable {
   /// from each `reset` (a replaced object or a changed origin). Writers of different tags are never merged,
   /// even when the origin gave no validators.
   public var versionTag: UInt32 = 0
+  /// The end-to-end header fields of the origin response the object was stored or last revalidated from, and
+  /// when it arrived (nil: none recorded, as for objects written by plain writes or by builds before manifest
+  /// 1.3).
+  public var storedHeaders: StoredHeaders?
 
   /// An empty manifest for a new object.
   public init(

@@ -1,6 +1,6 @@
 import Foundation
 
-/// The binary manifest format, versions 1.0, 1.1 and 1.2 (byte by byte in `docs/FORMAT.md`).
+/// The binary manifest format, versions 1.0 to 1.3 (byte by byte in `docs/FORMAT.md`).
 ///
 /// The decoder checks every length and count against the bytes that remain before it allocates, and refuses
 /// with a `ManifestError` anything out of bounds; it never traps on input.
@@ -9,11 +9,12 @@ public enum ManifestCodec {
   public static let magic: [UInt8] = [0x4D, 0x43, 0x4D, 0x46]
   /// The major version written and the only one read.
   public static let majorVersion: UInt8 = 1
-  /// The newest minor version written: 1 adds spans (bytes of incomplete chunks), 2 the group. A manifest is
+  /// The newest minor version written: 1 adds spans (bytes of incomplete chunks), 2 the group, 3 the stored
+  /// response headers (`StoredHeaders`). A manifest is
   /// written with the oldest minor version that holds its fields: without spans or group it is 1.0, byte for
   /// byte what earlier builds wrote. A reader accepts any minor version of its major
   /// version and ignores the bytes a newer minor version appends after the last field it knows.
-  public static let minorVersion: UInt8 = 2
+  public static let minorVersion: UInt8 = 3
   /// Bytes of one span entry: chunk index, offset in the chunk, length, CRC-32 (four u32).
   static let spanEntrySize = 16
   /// Size of the fixed header.
@@ -58,7 +59,7 @@ public enum ManifestCodec {
     out.append(magic)
     out.append(majorVersion)
     // The oldest minor version that holds what this manifest has: 1.0 bytes for 1.0 content (section 3.5).
-    let minor: UInt8 = !group.isEmpty ? 2 : spans.isEmpty ? 0 : 1
+    let minor: UInt8 = manifest.storedHeaders != nil ? 3 : !group.isEmpty ? 2 : spans.isEmpty ? 0 : 1
     out.append(minor)
     var flags: UInt16 = 0
     if manifest.isPinned { flags |= flagPinned }
@@ -97,6 +98,17 @@ public enum ManifestCodec {
     if minor >= 2 {
       out.append(UInt8(group.count))
       out.append(group)
+    }
+    if minor >= 3, let stored = manifest.storedHeaders {
+      // `StoredHeaders` keeps only valid fields within the bound, so the block always fits its u16 length.
+      out.append(UInt64(bitPattern: Int64((stored.receivedAt.timeIntervalSince1970 * 1000).rounded())))
+      out.append(UInt16(stored.encodedSize))
+      for field in stored.fields {
+        out.append(UInt8(field.name.utf8.count))
+        out.append(Array(field.name.utf8))
+        out.append(UInt16(field.value.utf8.count))
+        out.append(Array(field.value.utf8))
+      }
     }
     out.append(CRC32.checksum(out.bytes))
     return Data(out.bytes)
@@ -238,8 +250,52 @@ public enum ManifestCodec {
     if minor >= 2 {
       manifest.group = try reader.readString(lengthBytes: 1, limit: Manifest.maxGroupBytes, "group")
     }
+    if minor >= 3 {
+      // Time 0 and an empty block: none (what a later minor version writes for an object without them).
+      let stored = try decodeStoredHeaders(&reader)
+      if stored.receivedAt.timeIntervalSince1970 != 0 || !stored.fields.isEmpty {
+        manifest.storedHeaders = stored
+      }
+    }
     if minor <= minorVersion && reader.remaining != 0 { throw .trailingBytes(count: reader.remaining) }
     return manifest
+  }
+
+  /// Version 1.3's stored response headers: an i64 time (ms), a u16 block length, then per field a u8 name
+  /// length, the name (an HTTP token), a u16 value length and the value (UTF-8 without control characters but
+  /// tab). A block that breaks any rule is refused whole: headers half read could misstate the object's
+  /// freshness.
+  private static func decodeStoredHeaders(_ reader: inout ByteReader) throws(ManifestError) -> StoredHeaders {
+    let millis = Int64(bitPattern: try reader.read("stored headers time") as UInt64)
+    guard millis >= 0 && millis <= 1 << 50 else {
+      throw .invalidField(name: "stored headers time", reason: "\(millis) ms is not a plausible time")
+    }
+    let size = Int(try reader.read("stored headers length") as UInt16)
+    guard size <= StoredHeaders.maxBytes else {
+      throw .invalidField(name: "stored headers", reason: "\(size) bytes exceeds \(StoredHeaders.maxBytes)")
+    }
+    let block = try reader.readBytes(size, "stored headers")
+    var fields: [StoredHeaders.Field] = []
+    var offset = 0
+    func take(_ count: Int) throws(ManifestError) -> ArraySlice<UInt8> {
+      guard count <= block.count - offset else {
+        throw .invalidField(name: "stored header \(fields.count)", reason: "runs past the block's end")
+      }
+      defer { offset += count }
+      return block[offset..<(offset + count)]
+    }
+    while offset < block.count {
+      let name = try take(Int(try take(1).first!))
+      let valueLength = try take(2)
+      let value = try take(Int(valueLength.first!) | Int(valueLength.last!) << 8)
+      guard !name.isEmpty, name.allSatisfy(StoredHeaders.isTokenByte),
+        StoredHeaders.isValidValue(value), let text = String(validating: value, as: UTF8.self)
+      else {
+        throw .invalidField(name: "stored header \(fields.count)", reason: "not a valid header field")
+      }
+      fields.append(StoredHeaders.Field(name: String(decoding: name, as: UTF8.self), value: text))
+    }
+    return StoredHeaders(receivedAt: Date(timeIntervalSince1970: Double(millis) / 1000), fields: fields)
   }
 
   /// Version 1.1's spans: a u32 count, then per span its chunk index, offset in the chunk, length and CRC

@@ -273,6 +273,15 @@ public final class FileHandleAssetDataManager: Sendable {
     }
   }
 
+  /// Records the origin response's header fields and when it arrived (committed with the next batch): the
+  /// response that stored the object, or a `304` that revalidated it. They replace the recorded ones.
+  public func setStoredHeaders(_ headers: StoredHeaders) throws {
+    try writer.setMetadata { manifest, pending in
+      manifest.storedHeaders = headers
+      pending.storedHeaders = headers
+    }
+  }
+
   /// Pins or unpins the object: a pinned object is never evicted.
   public func setPinned(_ pinned: Bool) throws {
     try writer.setMetadata { manifest, pending in

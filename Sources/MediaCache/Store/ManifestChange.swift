@@ -24,6 +24,8 @@ struct ManifestChange: Sendable {
   /// Validators this writer learned (the merge takes them from the writer's view where the disk has none).
   var etag: String?
   var lastModified: String?
+  /// The origin response's header fields this writer recorded (replacing the disk's).
+  var storedHeaders: StoredHeaders?
   /// True when this writer started a new origin version: its identity replaces the disk's and the disk's
   /// chunks are discarded.
   var reset = false
@@ -31,7 +33,7 @@ struct ManifestChange: Sendable {
   var isEmpty: Bool {
     added.isEmpty && dropped.isEmpty && spans.isEmpty && droppedSpans.isEmpty && isPinned == nil
       && userMetadata == nil && contentType == nil && group == nil
-      && contentLength == nil && etag == nil && lastModified == nil && !reset
+      && contentLength == nil && etag == nil && lastModified == nil && storedHeaders == nil && !reset
   }
 
   /// Takes back `earlier`, a change that was handed to a commit that failed, under this later one: what this
@@ -54,6 +56,7 @@ struct ManifestChange: Sendable {
     contentLength = contentLength ?? earlier.contentLength
     etag = etag ?? earlier.etag
     lastModified = lastModified ?? earlier.lastModified
+    storedHeaders = storedHeaders ?? earlier.storedHeaders
     reset = reset || earlier.reset
   }
 
@@ -107,6 +110,8 @@ struct ManifestChange: Sendable {
     if let userMetadata { result.userMetadata = userMetadata }
     if let contentType { result.contentType = contentType.isEmpty ? nil : contentType }
     if let group { result.group = group.isEmpty ? nil : group }
+    // Headers of another version than the disk's now are not that version's.
+    if let storedHeaders, !superseded { result.storedHeaders = storedHeaders }
     return CommitResult(manifest: result, superseded: superseded)
 
     func addSpans(to result: inout Manifest) {

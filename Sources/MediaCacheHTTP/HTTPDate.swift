@@ -3,11 +3,11 @@ import Synchronization
 
 /// The `Date` header's value (RFC 9110 §5.6.7 IMF-fixdate, `Sun, 06 Nov 1994 08:49:37 GMT`), formatted at most
 /// once a second: every response carries it (RFC 9110 §6.6.1: an origin server with a clock must send it).
-enum HTTPDate {
+package enum HTTPDate {
   private static let cached = Mutex<(second: Int64, text: String)>((-1, ""))
 
   /// Now, as IMF-fixdate.
-  static func now() -> String {
+  package static func now() -> String {
     let second = Int64(Date().timeIntervalSince1970.rounded(.down))
     return cached.withLock { cache in
       if cache.second != second { cache = (second, format(secondsSinceEpoch: second)) }
@@ -23,7 +23,7 @@ enum HTTPDate {
 
   /// `seconds` since 1970-01-01T00:00:00Z (not before it) as IMF-fixdate, by the proleptic Gregorian calendar
   /// (days to civil date as in Howard Hinnant's `civil_from_days`), without a formatter or the C library.
-  static func format(secondsSinceEpoch seconds: Int64) -> String {
+  package static func format(secondsSinceEpoch seconds: Int64) -> String {
     let days = seconds / 86_400
     let secondOfDay = seconds % 86_400
     let shifted = days + 719_468
@@ -47,7 +47,7 @@ extension HTTPDate {
   /// (RFC 9110 §5.6.7): IMF-fixdate `Sun, 06 Nov 1994 08:49:37 GMT`, the obsolete RFC 850 form
   /// `Sunday, 06-Nov-94 08:49:37 GMT` (a two-digit year more than 50 years ahead is taken in the past century)
   /// and asctime `Sun Nov  6 08:49:37 1994`; nil for anything else. The weekday is not checked.
-  static func parse(_ text: String) -> Int64? {
+  package static func parse(_ text: String) -> Int64? {
     let words = text.split(separator: " ", omittingEmptySubsequences: true)
     let day: Int64
     let month: Int64

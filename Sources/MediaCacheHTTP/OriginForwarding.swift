@@ -1,0 +1,65 @@
+import AsyncHTTPClient
+import Foundation
+import MediaCache
+import NIOCore
+import NIOHTTP1
+
+/// An origin response relayed as it comes and never stored (`OriginClient.forward`): what a proxy sends a
+/// player for a response the cache may not store (`Cache-Control: no-store`, or `private` in a shared cache).
+package struct ForwardedResponse: Sendable {
+  /// The origin's status code.
+  package var status: Int
+  /// The origin's end-to-end fields, framing ones included (`Content-Length`, `Content-Range`) but no
+  /// hop-by-hop field (RFC 9110 7.6.1, and those its `Connection` names).
+  package var fields: [StoredHeaders.Field]
+  /// The body, in the pieces the origin sends.
+  package var body: ForwardedBody
+}
+
+/// The body of a `ForwardedResponse`, read by one task.
+package final class ForwardedBody: @unchecked Sendable {
+  private var iterator: HTTPClientResponse.Body.AsyncIterator
+
+  init(_ body: HTTPClientResponse.Body) { iterator = body.makeAsyncIterator() }
+
+  /// The next piece, nil at the end; throws the `OriginError` of a broken connection.
+  package func next() async throws -> ByteBuffer? { try await iterator.next() }
+}
+
+extension OriginClient {
+  /// Hop-by-hop fields (RFC 9110 7.6.1), lowercased: never relayed.
+  static let hopByHopFields: Set<String> = [
+    "connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade",
+    "proxy-authenticate", "proxy-authorization",
+  ]
+
+  /// A `method` (GET or HEAD) request for `url` sent as the cache sends its own (the configured and forwarded
+  /// headers, `Accept-Encoding: identity`) plus `fields` (the player's `Range`, `If-Range` and conditional
+  /// fields), whose response is handed back unread and unchecked but for its hop-by-hop fields: nothing of it
+  /// is stored. Redirects are followed as for the cache's requests; nothing is retried.
+  package func forward(_ url: String, method: String, fields: [(String, String)]) async throws
+    -> ForwardedResponse
+  {
+    if let trustFailure { throw trustFailure }
+    try Self.validate(url)
+    var request = HTTPClientRequest(url: url)
+    request.method = method == "HEAD" ? .HEAD : .GET
+    for (name, value) in requestHeaders(for: url, start: 0, end: nil, ifRange: nil).headers {
+      request.headers.add(name: name, value: value)
+    }
+    for (name, value) in fields { request.headers.add(name: name, value: value) }
+    let started = ContinuousClock.now
+    let response: HTTPClientResponse
+    do {
+      response = try await execute(request, url: url)
+      ReaderMetrics.noteRequest(duration: .now - started, error: nil)
+    } catch {
+      ReaderMetrics.noteRequest(duration: .now - started, error: error)
+      throw error
+    }
+    return ForwardedResponse(
+      status: Int(response.status.code),
+      fields: Self.fields(of: response.headers, without: Self.hopByHopFields),
+      body: ForwardedBody(response.body))
+  }
+}

@@ -1,0 +1,125 @@
+import Foundation
+import HTTPTypes
+import MediaCacheHTTP
+import NIOCore
+import Synchronization
+
+// Responses the cache may not store (RFC 9111 3: `Cache-Control: no-store`, or `private` in a shared cache) are
+// relayed from the origin as they come, and nothing of them is written to disk. A URL found not storable is
+// remembered for a while (`PassMemo`, Varnish's "hit-for-pass"), so its next requests go straight to the
+// origin instead of costing a refused cache fetch first.
+
+extension ProxyResponder {
+  /// The player's fields relayed to the origin in a pass-through (its range and conditions).
+  static let relayedRequestFields: [HTTPField.Name] = [
+    .range, .ifRange, .ifNoneMatch, .ifModifiedSince, .ifMatch, .ifUnmodifiedSince,
+  ]
+
+  /// Relays `request` for `origin` to the origin and its response to the player, storing nothing.
+  func passThrough(_ request: ProxyRequest, origin: String) async throws -> ProxyResponse {
+    let fields = Self.relayedRequestFields.compactMap { name in
+      request.headers[name].map { (name.rawName, $0) }
+    }
+    let isHead = request.method == .HEAD
+    let forwarded: ForwardedResponse
+    do {
+      forwarded = try await reader.client.forward(origin, method: isHead ? "HEAD" : "GET", fields: fields)
+    } catch {
+      throw refusal(for: error, url: origin)
+    }
+    func values(_ name: String) -> [String] {
+      forwarded.fields.filter { $0.name.lowercased() == name }.map(\.value)
+    }
+    if (200..<300).contains(forwarded.status),
+      !reader.client.forbidsStoring(cacheControl: values("cache-control"), vary: values("vary"))
+    {
+      // Storable again: the next request goes through the cache.
+      server.passMemo.forget(origin)
+    }
+    var headers = HTTPFields()
+    var hops: [String] = []
+    var declaredLength: Int64?
+    for field in forwarded.fields {
+      let lowercased = field.name.lowercased()
+      if lowercased == "via" { hops.append(field.value) }
+      if lowercased == "content-length" { declaredLength = Int64(field.value) }
+      guard !Self.passOwnFieldNames.contains(lowercased), let name = HTTPField.Name(field.name) else {
+        continue
+      }
+      headers.append(HTTPField(name: name, value: Self.headerSafe(field.value)))
+    }
+    headers[.cacheStatus] = "\(server.configuration.cacheStatusName); fwd=miss; detail=not-storable"
+    headers[.via] = (hops.map(Self.headerSafe) + [via]).joined(separator: ", ")
+    headers[.xContentTypeOptions] = "nosniff"
+    headers[.contentSecurityPolicy] = "sandbox"
+    let status = HTTPResponse.Status(code: forwarded.status)
+    metrics.noteRequest(hit: false)
+    if isHead || forwarded.status == 204 || forwarded.status == 304 {
+      return ProxyResponse(status: status, headers: headers, body: .empty)
+    }
+    let body = forwarded.body
+    let metrics = self.metrics
+    let declared = declaredLength
+    metrics.responseStarted()
+    return ProxyResponse(
+      status: status, headers: headers,
+      body: .stream { writer in
+        defer { metrics.responseEnded() }
+        var sent: Int64 = 0
+        while let piece = try await body.next() {
+          sent += Int64(piece.readableBytes)
+          metrics.noteServed(fromCache: 0, fromOrigin: Int64(piece.readableBytes))
+          try await writer.write(piece)
+        }
+        if let declared, sent < declared {
+          // The origin's body ended short: the player's connection is cut, not kept for a next request.
+          throw ShortBody(missing: declared - sent)
+        }
+      })
+  }
+
+  /// Fields of a relayed response the proxy sets itself (lowercased).
+  static let passOwnFieldNames: Set<String> = [
+    "via", "server", "cache-status", "x-content-type-options", "content-security-policy",
+  ]
+}
+
+/// URLs whose responses the cache may not store, remembered for `PassMemo.duration` (at most `capacity` of
+/// them): their requests are relayed at once.
+final class PassMemo: Sendable {
+  /// How long a URL is remembered (Varnish's hit-for-pass lasts two minutes too).
+  static let duration: Duration = .seconds(120)
+  /// The most URLs remembered; past it the oldest entries go.
+  static let capacity = 4096
+
+  private let entries = Mutex<[String: ContinuousClock.Instant]>([:])
+
+  /// Whether `url` was found not storable less than `duration` ago.
+  func contains(_ url: String) -> Bool {
+    entries.withLock { entries in
+      guard let until = entries[url] else { return false }
+      if until > .now { return true }
+      entries[url] = nil
+      return false
+    }
+  }
+
+  /// Remembers `url` as not storable.
+  func note(_ url: String) {
+    entries.withLock { entries in
+      let now = ContinuousClock.now
+      if entries.count >= Self.capacity {
+        entries = entries.filter { $0.value > now }
+        while entries.count >= Self.capacity, let oldest = entries.min(by: { $0.value < $1.value }) {
+          entries[oldest.key] = nil
+        }
+      }
+      entries[url] = now + Self.duration
+    }
+  }
+
+  /// Forgets `url`.
+  func forget(_ url: String) {
+    _ = entries.withLock { $0.removeValue(forKey: url) }
+  }
+}

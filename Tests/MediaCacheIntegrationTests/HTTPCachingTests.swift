@@ -1,0 +1,305 @@
+import Foundation
+import MediaCacheHTTP
+import MediaCacheProxy
+import MediaCacheTestOrigin
+import MediaCacheTestSupport
+import Testing
+
+/// RFC 9111 through the real binary, one rule per test, against a test origin that sends each header: what may
+/// be stored (`no-store`, `private`), how long it stays fresh (`max-age`, `s-maxage`, `Expires`, `no-cache`,
+/// `Age`), how a stale copy is revalidated (a 304 keeps the bytes and updates the stored fields; another
+/// version replaces them; an unreachable origin leaves a stale copy served unless `must-revalidate`), the
+/// end-to-end fields kept and stored, and `--ignore-cache-control` / `--default-ttl`.
+@Suite(.serialized) struct HTTPCachingTests {
+  static let size = 100_000
+
+  /// A proxy process on a fresh cache with `arguments`, and an origin.
+  func withProxy(
+    _ arguments: [String] = [], _ body: (TestOrigin, ProxyProcess, String) async throws -> Void
+  ) async throws {
+    try await withTemporaryDirectory { directory in
+      try await withOrigin { origin in
+        let cache = "\(directory)/cache"
+        let proxy = try ProxyProcess(cache: cache, arguments)
+        try await body(origin, proxy, cache)
+        #expect(proxy.stop().status == 0)
+      }
+    }
+  }
+
+  /// The proxy path of object `name` in the `normal` mode, with `query` items (percent-encoded here).
+  func path(_ origin: TestOrigin, _ name: String, _ query: [(String, String)] = []) -> String {
+    let encoded = query.map {
+      "\($0.0)=\($0.1.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? $0.1)"
+    }
+    let url = origin.url(.normal, name, size: Self.size, query: encoded.joined(separator: "&"))
+    return ProxyServer.proxyPath(for: url)
+  }
+
+  func get(_ proxy: ProxyProcess, _ path: String, _ headers: [(String, String)] = []) async throws
+    -> RawHTTPResponse
+  {
+    try await blocking { try proxy.request(path, headers: headers) }
+  }
+
+  /// The response is the object's bytes (of `version`), whole.
+  func expectBytes(_ response: RawHTTPResponse, _ name: String, version: Int = 0, _ what: String) {
+    #expect(response.status == 200, "\(what): \(response.status)")
+    let expected = TestOrigin.bytes(name: name, size: Self.size, version: version)
+    #expect(sameBytes(response.body, expected).equal, "\(what)")
+  }
+
+  /// Waits until `seconds` have passed since `start` (freshness is counted in whole seconds).
+  func waitUntil(_ start: ContinuousClock.Instant, plus seconds: Double) async throws {
+    let deadline = start + .milliseconds(Int(seconds * 1000))
+    if deadline > .now { try await Task.sleep(until: deadline) }
+  }
+
+  @Test func endToEndFieldsAreStoredWithTheObjectAndHopByHopOnesAreNot() async throws {
+    try await withTemporaryDirectory { directory in
+      try await withOrigin { origin in
+        let cache = "\(directory)/cache"
+        let query = [
+          ("cache-control", "public, max-age=600"),
+          ("header", "Content-Disposition: attachment; filename=\"clip.mp4\""),
+          ("header", "X-Origin-Tag: tag-1"), ("header", "X-Origin-Tag: tag-2"),
+          ("header", "Set-Cookie: session=secret"), ("header", "Connection: X-Hop"), ("header", "X-Hop: 1"),
+          ("header", "Vary: Accept-Encoding"), ("header", "Date: Tue, 01 Jan 2030 00:00:00 GMT"),
+        ]
+        let path = path(origin, "fields", query)
+        func check(_ response: RawHTTPResponse, _ what: String) {
+          expectBytes(response, "fields", what)
+          #expect(response.header("Content-Disposition") == "attachment; filename=\"clip.mp4\"", "\(what)")
+          #expect(response.headerCount("X-Origin-Tag") == 2, "\(what)")
+          #expect(response.header("Cache-Control") == "public, max-age=600", "\(what)")
+          #expect(response.header("Vary") == "Accept-Encoding", "\(what)")
+          #expect(response.header("Date") == "Tue, 01 Jan 2030 00:00:00 GMT", "\(what): the origin's Date")
+          #expect(response.headerCount("Date") == 1, "\(what)")
+          #expect(response.header("Set-Cookie") == nil && response.header("X-Hop") == nil, "\(what)")
+          #expect(response.header("Content-Type") == "video/mp4", "\(what)")
+          #expect(response.header("Content-Length") == "\(Self.size)", "\(what)")
+          #expect(response.header("X-Content-Type-Options") == "nosniff", "\(what)")
+          #expect(response.header("Age") != nil, "\(what)")
+        }
+        let proxy = try ProxyProcess(cache: cache)
+        check(try await get(proxy, path), "the miss")
+        check(try await get(proxy, path), "the hit")
+        #expect(origin.requests(for: "fields").count == 1)
+        #expect(proxy.stop().status == 0)
+        // Another process serves them from the manifest (1.3).
+        let second = try ProxyProcess(cache: cache)
+        let hit = try await get(second, path)
+        check(hit, "the hit of a new process")
+        #expect(hit.header("Cache-Status") == "MediaCache; hit")
+        #expect(origin.requests(for: "fields").count == 1)
+        let manifests = try FileManager.default.subpathsOfDirectory(atPath: "\(cache)/objects")
+          .filter { $0.hasSuffix(".manifest") }
+        #expect(manifests.count == 1)
+        let bytes = try Data(contentsOf: URL(fileURLWithPath: "\(cache)/objects/\(manifests[0])"))
+        #expect(bytes[5] == 3, "manifest minor version")
+        #expect(
+          !String(decoding: bytes, as: UTF8.self).contains("session=secret"), "Set-Cookie is not stored")
+        #expect(second.stop().status == 0)
+      }
+    }
+  }
+
+  @Test func noStoreIsRelayedFromTheOriginAndNeverStored() async throws {
+    try await withProxy { origin, proxy, cache in
+      let path = path(origin, "nostore", [("cache-control", "no-store")])
+      for round in 1...3 {
+        let response = try await get(proxy, path)
+        expectBytes(response, "nostore", "round \(round)")
+        #expect(response.header("Cache-Status") == "MediaCache; fwd=miss; detail=not-storable")
+        #expect(response.header("Cache-Control") == "no-store")
+      }
+      // A range is relayed with the origin's own 206.
+      let range = try await get(proxy, path, [("Range", "bytes=100-199")])
+      #expect(range.status == 206 && range.header("Content-Range") == "bytes 100-199/\(Self.size)")
+      #expect(Array(range.body) == Array(TestOrigin.bytes(name: "nostore", size: Self.size)[100..<200]))
+      // Each request went to the origin: the first as the cache's refused fetch and its relay, the rest
+      // relayed at once (remembered as not storable).
+      #expect(origin.requests(for: "nostore").filter { $0.status == 200 || $0.status == 206 }.count == 5)
+      let data = try FileManager.default.subpathsOfDirectory(atPath: "\(cache)/objects")
+        .filter { $0.hasSuffix(".data") }
+      for file in data {
+        let size = try FileManager.default.attributesOfItem(atPath: "\(cache)/objects/\(file)")[.size] as? Int
+        #expect(size == 0, "no byte of a no-store response is on disk: \(file)")
+      }
+    }
+  }
+
+  @Test func aResponseThatVariesOnARequestFieldIsRelayedNotStored() async throws {
+    for (arguments, stored) in [([String](), false), (["--ignore-cache-control"], true)] {
+      try await withProxy(arguments) { origin, proxy, _ in
+        let path = path(
+          origin, "varies", [("cache-control", "max-age=600"), ("header", "Vary: Accept-Language")])
+        expectBytes(try await get(proxy, path, [("Accept-Language", "fr")]), "varies", "first")
+        let second = try await get(proxy, path, [("Accept-Language", "de")])
+        expectBytes(second, "varies", "second")
+        #expect(second.header("Vary") == "Accept-Language")
+        #expect(
+          second.header("Cache-Status")
+            == (stored ? "MediaCache; hit" : "MediaCache; fwd=miss; detail=not-storable"), "\(arguments)")
+      }
+    }
+  }
+
+  @Test func privateIsRelayedByASharedProxyAndStoredByAPrivateOne() async throws {
+    for (arguments, stored) in [([String](), false), (["--private-cache"], true)] {
+      try await withProxy(arguments) { origin, proxy, _ in
+        let path = path(origin, "private", [("cache-control", "private, max-age=600")])
+        expectBytes(try await get(proxy, path), "private", "first")
+        let second = try await get(proxy, path)
+        expectBytes(second, "private", "second")
+        #expect(
+          second.header("Cache-Status")
+            == (stored ? "MediaCache; hit" : "MediaCache; fwd=miss; detail=not-storable"), "\(arguments)")
+      }
+    }
+  }
+
+  @Test func aStaleCopyIsRevalidatedAndA304UpdatesItsStoredFields() async throws {
+    try await withProxy { origin, proxy, _ in
+      let name = "revalidated"
+      origin.setHeaders(name: name, [("Cache-Control", "max-age=2"), ("X-Generation", "1")])
+      let path = path(origin, name)
+      let start = ContinuousClock.now
+      expectBytes(try await get(proxy, path), name, "miss")
+      let fresh = try await get(proxy, path)
+      #expect(fresh.header("Cache-Status") == "MediaCache; hit")
+      let requests = origin.requests(for: name).count
+      // Stale after two seconds: the next read asks the origin with the stored ETag first.
+      origin.setHeaders(name: name, [("Cache-Control", "max-age=600"), ("X-Generation", "2")])
+      try await waitUntil(start, plus: 3.5)
+      let revalidated = try await get(proxy, path)
+      expectBytes(revalidated, name, "revalidated")
+      #expect(revalidated.header("Cache-Status") == "MediaCache; fwd=stale; fwd-status=304")
+      #expect(
+        revalidated.header("X-Generation") == "2" && revalidated.header("Cache-Control") == "max-age=600")
+      let conditional = Array(origin.requests(for: name).dropFirst(requests))
+      #expect(conditional.count == 1)
+      #expect(conditional.first?.headers["if-none-match"] == TestOrigin.etag(name: name))
+      #expect(conditional.first?.status == 304)
+      // Fresh for 600 s now: no more origin requests.
+      let after = try await get(proxy, path)
+      #expect(after.header("Cache-Status") == "MediaCache; hit" && after.header("X-Generation") == "2")
+      #expect(origin.requests(for: name).count == requests + 1)
+    }
+  }
+
+  @Test func aStaleCopyOfAChangedObjectIsReplaced() async throws {
+    try await withProxy { origin, proxy, _ in
+      let name = "replaced"
+      let path = path(origin, name, [("cache-control", "max-age=2")])
+      let start = ContinuousClock.now
+      expectBytes(try await get(proxy, path), name, "version 0")
+      origin.setVersion(name: name, to: 1)
+      #expect(
+        try await get(proxy, path).header("ETag") == TestOrigin.etag(name: name), "fresh: still version 0")
+      try await waitUntil(start, plus: 3.5)
+      let replaced = try await get(proxy, path)
+      expectBytes(replaced, name, version: 1, "version 1")
+      #expect(replaced.header("ETag") == TestOrigin.etag(name: name, version: 1))
+      #expect(replaced.header("Cache-Status") == "MediaCache; fwd=stale; stored")
+      expectBytes(try await get(proxy, path), name, version: 1, "version 1 from the cache")
+    }
+  }
+
+  @Test func freshnessComesFromSMaxAgeMaxAgeExpiresAndAge() async throws {
+    // Each object: its query, whether it is still fresh 2 s after it was stored in a shared cache, and in a
+    // private one (which ignores s-maxage).
+    let cases: [(String, [(String, String)], shared: Bool, private: Bool)] = [
+      ("max-age-600", [("cache-control", "max-age=600")], true, true),
+      ("s-maxage-1", [("cache-control", "max-age=600, s-maxage=1")], false, true),
+      ("max-age-0", [("cache-control", "max-age=0")], false, false),
+      ("no-cache", [("cache-control", "no-cache, max-age=600")], false, false),
+      ("invalid-max-age", [("cache-control", "max-age=soon")], false, false),
+      ("absurd-max-age", [("cache-control", "max-age=99999999999999999999999")], true, true),
+      ("expired", [("header", "Expires: Thu, 01 Jan 1970 00:00:00 GMT")], false, false),
+      ("expires-invalid", [("header", "Expires: 0")], false, false),
+      ("expires-later", [("header", "Expires: Fri, 01 Jan 2100 00:00:00 GMT")], true, true),
+      ("aged", [("cache-control", "max-age=100"), ("header", "Age: 99")], false, false),
+      ("heuristic", [], true, true),  // Last-Modified in 2024: a day, heuristically
+    ]
+    for isPrivate in [false, true] {
+      try await withProxy(isPrivate ? ["--private-cache"] : []) { origin, proxy, _ in
+        let start = ContinuousClock.now
+        for (name, query, _, _) in cases {
+          expectBytes(try await get(proxy, path(origin, name, query)), name, name)
+        }
+        try await waitUntil(start, plus: 2.2)
+        for (name, query, shared, privately) in cases {
+          let fresh = isPrivate ? privately : shared
+          let before = origin.requests(for: name).count
+          let response = try await get(proxy, path(origin, name, query))
+          expectBytes(response, name, name)
+          let status = response.header("Cache-Status") ?? ""
+          #expect(
+            status == (fresh ? "MediaCache; hit" : "MediaCache; fwd=stale; fwd-status=304"),
+            "\(name), \(isPrivate ? "private" : "shared"): \(status)")
+          #expect(origin.requests(for: name).count == before + (fresh ? 0 : 1), "\(name)")
+          if name == "aged", let age = response.header("Age").flatMap(Int.init) {
+            // Revalidated: the 304's Age (99 again) plus the time since.
+            #expect(age >= 99, "Age \(age)")
+          }
+        }
+      }
+    }
+  }
+
+  @Test func aStaleCopyIsServedWhenTheOriginFailsUnlessMustRevalidate() async throws {
+    try await withProxy { origin, proxy, _ in
+      let lenient = path(origin, "lenient", [("cache-control", "max-age=1")])
+      let strict = path(origin, "strict", [("cache-control", "max-age=1, must-revalidate")])
+      let start = ContinuousClock.now
+      expectBytes(try await get(proxy, lenient), "lenient", "lenient")
+      expectBytes(try await get(proxy, strict), "strict", "strict")
+      try await waitUntil(start, plus: 2.2)
+      origin.setFault(.serverErrors)
+      let stale = try await get(proxy, lenient)
+      expectBytes(stale, "lenient", "stale")
+      let status = stale.header("Cache-Status") ?? ""
+      #expect(
+        status.hasPrefix("MediaCache; hit; ttl=-") && status.hasSuffix("; detail=stale-after-error"),
+        "\(status)")
+      let refused = try await get(proxy, strict)
+      #expect(refused.status >= 500, "must-revalidate: no stale copy (\(refused.status))")
+      origin.setFault(nil)
+      let recovered = try await get(proxy, strict)
+      expectBytes(recovered, "strict", "after the origin recovered")
+      #expect(recovered.header("Cache-Status") == "MediaCache; fwd=stale; fwd-status=304")
+    }
+  }
+
+  @Test func ignoreCacheControlStoresWhatTheOriginForbidsAndDefaultTTLSetsFreshness() async throws {
+    try await withProxy(["--ignore-cache-control", "--default-ttl", "2"]) { origin, proxy, _ in
+      let path = path(origin, "ignored", [("cache-control", "no-store, max-age=600")])
+      let start = ContinuousClock.now
+      expectBytes(try await get(proxy, path), "ignored", "miss")
+      #expect(try await get(proxy, path).header("Cache-Status") == "MediaCache; hit")
+      try await waitUntil(start, plus: 3.5)
+      let revalidated = try await get(proxy, path)
+      expectBytes(revalidated, "ignored", "after the default TTL")
+      #expect(revalidated.header("Cache-Status") == "MediaCache; fwd=stale; fwd-status=304")
+    }
+    for bad in ["-1", "2147483649", "soon"] {
+      let result = try run(binary("mediacache"), ["proxy", "--default-ttl", bad, "--port", "0"])
+      #expect(result.status == 64, "--default-ttl \(bad): \(result.status) \(result.stderr)")
+    }
+  }
+
+  @Test func aClientsConditionalRequestGetsA304WithTheStoredCachingFields() async throws {
+    try await withProxy { origin, proxy, _ in
+      let name = "conditional"
+      let query = [("cache-control", "max-age=600"), ("header", "Expires: Fri, 01 Jan 2100 00:00:00 GMT")]
+      expectBytes(try await get(proxy, path(origin, name, query)), name, "miss")
+      let response = try await get(
+        proxy, path(origin, name, query), [("If-None-Match", TestOrigin.etag(name: name))])
+      #expect(response.status == 304 && response.bodyCount == 0)
+      #expect(response.header("Cache-Control") == "max-age=600")
+      #expect(response.header("Expires") == "Fri, 01 Jan 2100 00:00:00 GMT")
+      #expect(response.header("Age") != nil && response.header("Content-Type") == nil)
+    }
+  }
+}
