@@ -115,14 +115,31 @@ final class ObjectSession: Sendable {
   /// an object imported or stored before manifest 1.3: served as fresh).
   var freshness: Freshness? { freshness(of: manager.manifest) }
 
-  /// The freshness of the response `manifest` records (nil: none recorded).
+  /// The freshness of the response `manifest` records (nil: none recorded). Worked out once per stored
+  /// response (a hit asks for it twice, and parsing the fields and dates each time cost hits per second).
   func freshness(of manifest: Manifest) -> Freshness? {
     guard let stored = manifest.storedHeaders else { return nil }
+    let key = FreshnessKey(
+      receivedAt: stored.receivedAt, fieldCount: stored.fields.count, versionTag: manifest.versionTag,
+      lastModified: manifest.lastModified)
+    if let memo = freshnessMemo.withLock({ $0 }), memo.key == key { return memo.value }
     let configuration = environment.client.configuration
-    return Freshness(
+    let value = Freshness(
       stored, lastModified: manifest.lastModified, policy: configuration.freshness,
       shared: configuration.isSharedCache)
+    freshnessMemo.withLock { $0 = (key, value) }
+    return value
   }
+
+  /// What identifies a stored response for `freshnessMemo`: its arrival, its field count, the version.
+  private struct FreshnessKey: Equatable {
+    var receivedAt: Date
+    var fieldCount: Int
+    var versionTag: UInt32
+    var lastModified: String?
+  }
+
+  private let freshnessMemo = Mutex<(key: FreshnessKey, value: Freshness)?>(nil)
 
   /// RFC 9111 4.3: if the object holds bytes and they are stale, asks the origin whether they are still
   /// current (a conditional request; one for all readers arriving meanwhile). A `304`, or a response with the
