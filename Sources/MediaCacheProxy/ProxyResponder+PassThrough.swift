@@ -15,7 +15,12 @@ extension ProxyResponder {
     .range, .ifRange, .ifNoneMatch, .ifModifiedSince, .ifMatch, .ifUnmodifiedSince,
   ]
 
-  /// Relays `request` for `origin` to the origin and its response to the player, storing nothing.
+  /// The largest body of a relayed status other than 2xx (an error page): it is read whole before it is sent.
+  static let maxRelayedErrorBody = 1 << 20
+
+  /// Relays `request` for `origin` to the origin and its response to the player, storing nothing. A status
+  /// other than 2xx (the origin's 404, 410, 503 ...) goes with its body, read whole first, up to
+  /// `maxRelayedErrorBody` (past it the player gets 502).
   func passThrough(_ request: ProxyRequest, origin: String) async throws -> ProxyResponse {
     let fields = Self.relayedRequestFields.compactMap { name in
       request.headers[name].map { (name.rawName, $0) }
@@ -48,7 +53,12 @@ extension ProxyResponder {
       }
       headers.append(HTTPField(name: name, value: Self.headerSafe(field.value)))
     }
-    headers[.cacheStatus] = "\(server.configuration.cacheStatusName); fwd=miss; detail=not-storable"
+    let isSuccess = (200..<300).contains(forwarded.status)
+    // A 200 or 206 was relayed because it may not be stored; any other status is never stored.
+    headers[.cacheStatus] =
+      "\(server.configuration.cacheStatusName); fwd=miss; "
+      + (forwarded.status == 200 || forwarded.status == 206
+        ? "detail=not-storable" : "fwd-status=\(forwarded.status)")
     headers[.via] = (hops.map(Self.headerSafe) + [via]).joined(separator: ", ")
     headers[.xContentTypeOptions] = "nosniff"
     headers[.contentSecurityPolicy] = "sandbox"
@@ -58,6 +68,21 @@ extension ProxyResponder {
       return ProxyResponse(status: status, headers: headers, body: .empty)
     }
     let body = forwarded.body
+    if !isSuccess {
+      // An error page: bounded, read whole, sent with the proxy's own framing.
+      var page = ByteBuffer()
+      while let piece = try await body.next() {
+        guard page.readableBytes + piece.readableBytes <= Self.maxRelayedErrorBody else {
+          throw Refusal(
+            .badGateway,
+            "origin answered \(forwarded.status) with a body over \(Self.maxRelayedErrorBody) bytes")
+        }
+        page.writeImmutableBuffer(piece)
+      }
+      headers[.contentLength] = "\(page.readableBytes)"
+      headers[.contentRange] = nil
+      return ProxyResponse(status: status, headers: headers, body: .bytes(page))
+    }
     let metrics = self.metrics
     let declared = declaredLength
     metrics.responseStarted()

@@ -70,6 +70,11 @@ struct ProxyResponder: Sendable {
     } catch let error as OriginError where error.code == .notStorable {
       server.passMemo.note(origin)
       return try await passThrough(request, origin: origin)
+    } catch let error as OriginError where error.code == .httpStatus {
+      // A status the cache does not store (a 404, a 204, a 3xx without a usable Location, a 5xx after the
+      // retries): the player gets the origin's own answer.
+      metrics.noteOriginError()
+      return try await passThrough(request, origin: origin)
     } catch {
       throw refusal(for: error, url: origin)
     }

@@ -49,6 +49,16 @@ import Testing
     #expect(sameBytes(response.body, expected).equal, "\(what)")
   }
 
+  /// The bytes of every data file under the cache's objects (0 when there is none).
+  func storedDataBytes(_ cache: String) throws -> Int {
+    let objects = "\(cache)/objects"
+    guard FileManager.default.fileExists(atPath: objects) else { return 0 }
+    return try FileManager.default.subpathsOfDirectory(atPath: objects).filter { $0.hasSuffix(".data") }
+      .reduce(0) {
+        $0 + ((try FileManager.default.attributesOfItem(atPath: "\(objects)/\($1)")[.size] as? Int) ?? 0)
+      }
+  }
+
   /// Waits until `seconds` have passed since `start` (freshness is counted in whole seconds).
   func waitUntil(_ start: ContinuousClock.Instant, plus seconds: Double) async throws {
     let deadline = start + .milliseconds(Int(seconds * 1000))
@@ -120,12 +130,7 @@ import Testing
       // Each request went to the origin: the first as the cache's refused fetch and its relay, the rest
       // relayed at once (remembered as not storable).
       #expect(origin.requests(for: "nostore").filter { $0.status == 200 || $0.status == 206 }.count == 5)
-      let data = try FileManager.default.subpathsOfDirectory(atPath: "\(cache)/objects")
-        .filter { $0.hasSuffix(".data") }
-      for file in data {
-        let size = try FileManager.default.attributesOfItem(atPath: "\(cache)/objects/\(file)")[.size] as? Int
-        #expect(size == 0, "no byte of a no-store response is on disk: \(file)")
-      }
+      #expect(try storedDataBytes(cache) == 0, "no byte of a no-store response is on disk")
     }
   }
 
@@ -286,6 +291,30 @@ import Testing
     for bad in ["-1", "2147483649", "soon"] {
       let result = try run(binary("mediacache"), ["proxy", "--default-ttl", bad, "--port", "0"])
       #expect(result.status == 64, "--default-ttl \(bad): \(result.status) \(result.stderr)")
+    }
+  }
+
+  @Test func statusesOtherThan200And206AreRelayedWithTheirFieldsAndBodiesAndNotStored() async throws {
+    try await withProxy { origin, proxy, cache in
+      let cases: [(status: Int, body: Bool)] = [
+        (404, true), (410, true), (403, true), (204, false), (503, true),
+      ]
+      for (status, hasBody) in cases {
+        let name = "status-\(status)"
+        let path = path(origin, name, [("status", "\(status)"), ("header", "X-Why: origin said \(status)")])
+        for round in 1...2 {
+          let response = try await get(proxy, path)
+          #expect(response.status == status, "\(name) round \(round)")
+          #expect(response.header("X-Why") == "origin said \(status)", "\(name)")
+          #expect(response.header("Cache-Status") == "MediaCache; fwd=miss; fwd-status=\(status)", "\(name)")
+          let text = String(decoding: response.body, as: UTF8.self)
+          #expect(text == (hasBody ? "status \(status) for \(name)\n" : ""), "\(name): the origin's own body")
+          #expect(response.header("Content-Type") == (hasBody ? "text/plain; charset=utf-8" : nil), "\(name)")
+        }
+      }
+      // Nothing of them is stored: every request reached the origin, and no byte is on disk.
+      #expect(origin.requests(for: "status-404").count >= 2)
+      #expect(try storedDataBytes(cache) == 0)
     }
   }
 

@@ -205,6 +205,27 @@ enum ResponsePlanner {
       plan.headers.add(name: "WWW-Authenticate", value: "Bearer")
       return plan
     }
+    // `header=NAME:VALUE` (percent-encoded, repeatable), then the fields `TestOrigin.setHeaders` set.
+    func addFields() {
+      for (key, value) in query where key == "header" {
+        let field = value.removingPercentEncoding ?? value
+        guard let colon = field.firstIndex(of: ":") else { continue }
+        let fieldValue = field[field.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+        plan.headers.add(name: String(field[..<colon]), value: fieldValue)
+      }
+      for (name, value) in state.headers(of: name) { plan.headers.add(name: name, value: value) }
+    }
+    // `status=N`: answered N, with a one-line body (none for 1xx, 204 and 304) and the fields above.
+    if let status = queryInt("status") {
+      fail(HTTPResponseStatus(statusCode: status), "status \(status) for \(name)")
+      if status < 200 || status == 204 || status == 304 {
+        plan.body = nil
+        plan.headers.remove(name: "Content-Length")
+        plan.headers.remove(name: "Content-Type")
+      }
+      addFields()
+      return plan
+    }
     let version = state.version(of: name)
     let seed = ObjectBytes.seed(name: name, version: version)
     let isHead = head.method == .HEAD
@@ -249,14 +270,7 @@ enum ResponsePlanner {
     if let value = query.last(where: { $0.0 == "cache-control" })?.1 {
       plan.headers.add(name: "Cache-Control", value: value.removingPercentEncoding ?? value)
     }
-    // `header=NAME:VALUE` (percent-encoded, repeatable), then the fields `TestOrigin.setHeaders` set.
-    for (key, value) in query where key == "header" {
-      let field = value.removingPercentEncoding ?? value
-      guard let colon = field.firstIndex(of: ":") else { continue }
-      let fieldValue = field[field.index(after: colon)...].trimmingCharacters(in: .whitespaces)
-      plan.headers.add(name: String(field[..<colon]), value: fieldValue)
-    }
-    for (name, value) in state.headers(of: name) { plan.headers.add(name: name, value: value) }
+    addFields()
 
     if mode == .gzip {
       plan.headers.add(name: "Content-Encoding", value: "gzip")
