@@ -64,15 +64,18 @@ final class BodyWriter: HTTPClientResponseDelegate, @unchecked Sendable {
 
   /// Whether the response must allow a shared cache to store it (credentials were sent; `OriginClient`).
   private let sharedWithCredentials: Bool
+  /// The player's fields the request forwarded (lowercased names): a `Vary` on one of them forbids storing.
+  private let forwarded: Set<String>
 
   /// Bytes received and not yet written past which the next body part waits.
   static let maxQueuedBytes = 1 << 20
 
   init(
     session: ObjectSession, flight: Flight, url: String, start: Int64, end: Int64?, stored: Manifest,
-    sharedWithCredentials: Bool, events: AsyncStream<Event>.Continuation
+    sharedWithCredentials: Bool, forwarded: Set<String> = [], events: AsyncStream<Event>.Continuation
   ) {
     self.sharedWithCredentials = sharedWithCredentials
+    self.forwarded = forwarded
     self.session = session
     self.flight = flight
     self.url = url
@@ -95,7 +98,7 @@ final class BodyWriter: HTTPClientResponseDelegate, @unchecked Sendable {
     do {
       parsed = try OriginClient.interpret(
         status: head.status, headers: head.headers, url: url, start: requestedStart, end: requestedEnd,
-        sharedWithCredentials: sharedWithCredentials,
+        sharedWithCredentials: sharedWithCredentials, forwarded: forwarded,
         freshness: session.environment.client.configuration.freshness,
         sharedCache: session.environment.client.configuration.isSharedCache)
     } catch {

@@ -136,11 +136,18 @@ struct Freshness: Sendable, Equatable {
     receivedAt = headers.receivedAt
     let received = Int64(headers.receivedAt.timeIntervalSince1970.rounded(.down))
     let date = headers.first("Date").flatMap(HTTPDate.parse)
-    let ageValue = headers.first("Age").flatMap { Int64($0.trimmingCharacters(in: .whitespaces)) }
+    // The first of a list; one too large is 2^31 (RFC 9111 1.2.2); one that is not a number counts as none.
+    let ageText = headers.first("Age")?.split(separator: ",").first.map {
+      $0.trimmingCharacters(in: .whitespaces)
+    }
+    let ageValue: Int64? =
+      if case .value(let seconds) = CacheDirectives.seconds(ageText) { seconds } else { nil }
     let apparentAge = max(0, received - (date ?? received))
-    initialAge = max(apparentAge, min(max(0, ageValue ?? 0), CacheDirectives.maxDeltaSeconds))
+    initialAge = max(apparentAge, ageValue ?? 0)
     let directives = CacheDirectives(headers.values("Cache-Control"))
-    let fallback = policy.defaultTTL.map { Int64($0.seconds.rounded(.down)) }
+    let fallback = policy.defaultTTL.map {
+      Int64(min(max(0, $0.seconds), Double(CacheDirectives.maxDeltaSeconds)).rounded(.down))
+    }
     if policy.ignoresCacheControl {
       lifetime = fallback ?? Self.heuristic(lastModified: lastModified, date: date ?? received)
       mayServeStale = true
@@ -193,12 +200,13 @@ struct Freshness: Sendable, Equatable {
 /// RFC 9111 3: whether a response with these `Cache-Control` and `Vary` values may be stored, under `policy`
 /// by a cache that is `shared` or not; the reason when it may not.
 ///
-/// A response that varies on a request field (RFC 9111 4.1) is not stored: the cache's origin requests carry
-/// none of the player's fields but the forwarded credentials, so a copy stored for them could be served to a
-/// request whose fields differ. `Vary: Accept-Encoding` is the exception: the cache asks for and stores only
-/// `identity`, which every client accepts.
-func storageRefusal(cacheControl: [String], vary: [String], policy: FreshnessPolicy, shared: Bool) -> String?
-{
+/// `Vary` (RFC 9111 4.1): the cache's origin requests carry none of the player's fields but those it forwards
+/// (`OriginClient.forwardedHeaders`, named in `forwarded`, lowercased), so every player gets the variant for a
+/// request without the others whether the response is stored or relayed: only `Vary: *` and a field the
+/// cache forwards make a response one it may not store.
+func storageRefusal(
+  cacheControl: [String], vary: [String], policy: FreshnessPolicy, shared: Bool, forwarded: Set<String> = []
+) -> String? {
   guard !policy.ignoresCacheControl else { return nil }
   let directives = CacheDirectives(cacheControl)
   if directives.noStore { return "the origin's Cache-Control says no-store" }
@@ -207,7 +215,7 @@ func storageRefusal(cacheControl: [String], vary: [String], policy: FreshnessPol
       "the origin's Cache-Control says private, and this cache is shared (run --private-cache to store it)"
   }
   let varying = vary.flatMap { $0.split(separator: ",") }.map { $0.trimmingCharacters(in: .whitespaces) }
-    .filter { !$0.isEmpty && $0.lowercased() != "accept-encoding" }
+    .filter { $0 == "*" || forwarded.contains($0.lowercased()) }
   if !varying.isEmpty {
     return "the origin's response varies on \(varying.joined(separator: ", ")) (Vary), which this cache does "
       + "not store copies by"
@@ -273,12 +281,24 @@ extension OriginClient {
       let response = try await execute(request, url: url)
       let answer: RevalidationAnswer
       if response.status == .notModified {
+        // What the 304 says now decides whether the copy may still be stored (it may say no-store now).
+        let cacheControl = response.headers["Cache-Control"]
+        if let reason = storageRefusal(
+          cacheControl: cacheControl, vary: response.headers["Vary"], policy: configuration.freshness,
+          shared: configuration.isSharedCache, forwarded: fields.forwarded)
+          ?? (fields.sharedWithCredentials && !SharedStorage.allowsCredentialedResponse(cacheControl)
+            ? "the response to a request with credentials may not be stored by a shared cache (RFC 9111 3.5)"
+            : nil)
+        {
+          throw OriginError.notStorable(url: url, reason: reason)
+        }
         answer = .notModified(Self.storedFields(response.headers, receivedAt: Date()))
       } else {
         answer = .modified(
           try Self.interpret(
             status: response.status, headers: response.headers, url: url, start: 0, end: 1,
-            sharedWithCredentials: fields.sharedWithCredentials, freshness: configuration.freshness,
+            sharedWithCredentials: fields.sharedWithCredentials, forwarded: fields.forwarded,
+            freshness: configuration.freshness,
             sharedCache: configuration.isSharedCache))
       }
       ReaderMetrics.noteRequest(duration: .now - started, error: nil)
@@ -287,16 +307,5 @@ extension OriginClient {
       ReaderMetrics.noteRequest(duration: .now - started, error: error)
       throw error
     }
-  }
-}
-
-extension OriginClient {
-  /// Whether a response with these `Cache-Control` values may not be stored by this client's cache (RFC 9111
-  /// 3, under `Configuration.freshness` and `isSharedCache`).
-  package func forbidsStoring(cacheControl: [String], vary: [String]) -> Bool {
-    storageRefusal(
-      cacheControl: cacheControl, vary: vary, policy: configuration.freshness,
-      shared: configuration.isSharedCache)
-      != nil
   }
 }

@@ -178,8 +178,12 @@ final class ObjectSession: Sendable {
     }
     switch answer {
     case .notModified(let fields):
-      let updated = (manifest.storedHeaders ?? fields).updated(by: fields)
-      try await IOExecutor.shared.run { [manager] in try manager.setStoredHeaders(updated) }
+      try await IOExecutor.shared.run { [manager] in
+        // Another flight may have moved the object to another version meanwhile: the 304 is not about it.
+        let current = manager.manifest
+        guard current.versionTag == manifest.versionTag else { return }
+        try manager.setStoredHeaders((current.storedHeaders ?? fields).updated(by: fields))
+      }
       return .notModified
     case .modified(let head):
       let tag = try await IOExecutor.shared.run { [self] in
@@ -254,6 +258,12 @@ final class ObjectSession: Sendable {
       } catch {
         environment.logger.debug(
           "origin request failed", metadata: ["url": "\(url)", "attempts": "\(attempt)", "error": "\(error)"])
+        if (error as? OriginError)?.code == .notStorable {
+          // The origin forbids storing the object now: what was stored of it goes too.
+          _ = try? await IOExecutor.shared.run { [manager] in
+            try manager.reset(contentLength: nil, etag: nil, lastModified: nil)
+          }
+        }
         await flight.finish(.failure(Self.withAttempts(error, attempt)))
         forget(flight)
         return
@@ -289,7 +299,7 @@ final class ObjectSession: Sendable {
     let fields = environment.client.requestHeaders(for: url, start: position, end: end, ifRange: validator)
     let writer = BodyWriter(
       session: self, flight: flight, url: url, start: position, end: end, stored: stored,
-      sharedWithCredentials: fields.sharedWithCredentials, events: continuation)
+      sharedWithCredentials: fields.sharedWithCredentials, forwarded: fields.forwarded, events: continuation)
     var headers = HTTPHeaders()
     for (name, value) in fields.headers { headers.add(name: name, value: value) }
     let prepared = try HTTPClient.Request(url: url, method: .GET, headers: headers)

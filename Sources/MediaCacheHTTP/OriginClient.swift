@@ -191,7 +191,8 @@ public final class OriginClient: Sendable {
     let response = try await execute(request, url: url)
     let head = try Self.interpret(
       status: response.status, headers: response.headers, url: url, start: start, end: end,
-      sharedWithCredentials: fields.sharedWithCredentials, freshness: configuration.freshness,
+      sharedWithCredentials: fields.sharedWithCredentials, forwarded: fields.forwarded,
+      freshness: configuration.freshness,
       sharedCache: configuration.isSharedCache)
     return OriginResponse(
       start: head.start, expectedBodyLength: head.expectedBodyLength, isPartial: head.isPartial,
@@ -201,7 +202,7 @@ public final class OriginClient: Sendable {
   /// The headers of a range GET of `url` (the configured `headers` after the cache's own), and whether its
   /// response must allow a shared cache to store it (`Configuration.isSharedCache` and credentials sent).
   func requestHeaders(for url: String, start: Int64, end: Int64?, ifRange: String?) -> (
-    headers: [(String, String)], sharedWithCredentials: Bool
+    headers: [(String, String)], sharedWithCredentials: Bool, forwarded: Set<String>
   ) {
     var headers: [(String, String)] = []
     if start > 0 || end != nil { headers.append(("Range", "bytes=\(Self.rangeText(start, end))")) }
@@ -215,7 +216,7 @@ public final class OriginClient: Sendable {
       headers.append(("User-Agent", configuration.userAgent))
     }
     headers += added.map { ($0.name, $0.value) }
-    return (headers, configuration.isSharedCache && added.contains(where: \.isCredential))
+    return (headers, configuration.isSharedCache && added.contains(where: \.isCredential), names)
   }
 
   static func rangeText(_ start: Int64, _ end: Int64?) -> String {
@@ -226,14 +227,15 @@ public final class OriginClient: Sendable {
   /// be, and what the origin said; throws the `OriginError` for anything the cache cannot use.
   static func interpret(
     status: HTTPResponseStatus, headers: HTTPHeaders, url: String, start: Int64, end: Int64?,
-    sharedWithCredentials: Bool = false, freshness: FreshnessPolicy = FreshnessPolicy(),
+    sharedWithCredentials: Bool = false, forwarded: Set<String> = [],
+    freshness: FreshnessPolicy = FreshnessPolicy(),
     sharedCache: Bool = false
   )
     throws(OriginError) -> ResponseHead
   {
     let rangeText = rangeText(start, end)
     if sharedWithCredentials, status.code == 200 || status.code == 206,
-      !SharedStorage.allowsCredentialedResponse(headers[canonicalForm: "Cache-Control"].map(String.init))
+      !SharedStorage.allowsCredentialedResponse(headers["Cache-Control"])
     {
       throw .notStorable(
         url: url,
@@ -244,8 +246,8 @@ public final class OriginClient: Sendable {
     }
     if status.code == 200 || status.code == 206,
       let reason = storageRefusal(
-        cacheControl: headers[canonicalForm: "Cache-Control"].map(String.init),
-        vary: headers[canonicalForm: "Vary"].map(String.init), policy: freshness, shared: sharedCache)
+        cacheControl: headers["Cache-Control"], vary: headers["Vary"], policy: freshness, shared: sharedCache,
+        forwarded: forwarded)
     {
       throw .notStorable(url: url, reason: reason)
     }
@@ -340,7 +342,7 @@ public final class OriginClient: Sendable {
 
   /// `map(_:url:)`, and for a failed handshake about the certificate, why it failed, from the certificate the
   /// origin presents (one more connection, bounded by the connect timeout).
-  func describe(_ error: any Error, url: String) async -> any Error {
+  package func describe(_ error: any Error, url: String) async -> any Error {
     if let failure = TLSFailure(error) { return await tlsFailed(failure, url: url) }
     return Self.map(error, url: url)
   }
@@ -383,7 +385,7 @@ public final class OriginClient: Sendable {
   /// shared copy) and `Cache-Status` (each cache adds its own).
   static let unstoredFields = hopByHopFields.union([
     "content-length", "content-range", "accept-ranges", "content-type", "etag", "last-modified", "set-cookie",
-    "set-cookie2", "cache-status",
+    "set-cookie2", "cache-status", "content-md5", "digest", "content-digest", "repr-digest",
   ])
 
   /// The end-to-end fields of a response worth storing with the object (all but `unstoredFields` and those

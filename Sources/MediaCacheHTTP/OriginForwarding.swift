@@ -14,6 +14,9 @@ package struct ForwardedResponse: Sendable {
   package var fields: [StoredHeaders.Field]
   /// The body, in the pieces the origin sends.
   package var body: ForwardedBody
+  /// Whether this cache could have stored it (a 200 or 206 that RFC 9111 3 and 3.5 let it store): the URL
+  /// need not be relayed any more.
+  package var isStorable: Bool
 }
 
 /// The body of a `ForwardedResponse`, read by one task.
@@ -44,9 +47,8 @@ extension OriginClient {
     try Self.validate(url)
     var request = HTTPClientRequest(url: url)
     request.method = method == "HEAD" ? .HEAD : .GET
-    for (name, value) in requestHeaders(for: url, start: 0, end: nil, ifRange: nil).headers {
-      request.headers.add(name: name, value: value)
-    }
+    let own = requestHeaders(for: url, start: 0, end: nil, ifRange: nil)
+    for (name, value) in own.headers { request.headers.add(name: name, value: value) }
     for (name, value) in fields { request.headers.add(name: name, value: value) }
     let started = ContinuousClock.now
     let response: HTTPClientResponse
@@ -57,9 +59,18 @@ extension OriginClient {
       ReaderMetrics.noteRequest(duration: .now - started, error: error)
       throw error
     }
+    // The storage rules of the cache's own requests (`interpret`): RFC 9111 3, and 3.5 for credentials.
+    let cacheControl = response.headers["Cache-Control"]
+    let isStorable =
+      (response.status.code == 200 || response.status.code == 206)
+      && storageRefusal(
+        cacheControl: cacheControl, vary: response.headers["Vary"], policy: configuration.freshness,
+        shared: configuration.isSharedCache, forwarded: own.forwarded)
+        == nil
+      && (!own.sharedWithCredentials || SharedStorage.allowsCredentialedResponse(cacheControl))
     return ForwardedResponse(
       status: Int(response.status.code),
       fields: Self.fields(of: response.headers, without: Self.hopByHopFields),
-      body: ForwardedBody(response.body))
+      body: ForwardedBody(response.body), isStorable: isStorable)
   }
 }

@@ -55,7 +55,26 @@ extension ProxyResponder {
     if !isHead { metrics.noteServed(bytes.objectID, 0..<Int64(body.count)) }
     metrics.noteRequest(hit: bytes.bytesFromOrigin == 0)
     var etag = bytes.etag
-    if HLSPlaylist.isPlaylist(contentType: bytes.contentType, url: origin, prefix: body.prefix(16)),
+    if let rewritten = try rewrittenPlaylist(
+      body, origin: origin, contentType: bytes.contentType, isPathForm: isPathForm)
+    {
+      body = rewritten.body
+      etag = nil  // the rewritten text is not the origin's representation
+      await noteLive(rewritten.isLive, origin, bytes)
+    }
+    return Self.respondFromMemory(
+      body, rangeHeader: rangeHeader, isHead: isHead,
+      headers: Self.headers(
+        contentType: bytes.contentType, etag: etag, lastModified: bytes.lastModified,
+        cacheStatus: cacheStatus(use), via: via))
+  }
+
+  /// `body` rewritten for the player (see `respondWithPlaylist`), and whether it is live; nil for a body that is
+  /// neither a playlist nor an MPD (served as it is). Throws a `Refusal` (502) for one that cannot be rewritten.
+  func rewrittenPlaylist(_ body: Data, origin: String, contentType: String?, isPathForm: Bool) throws -> (
+    body: Data, isLive: Bool
+  )? {
+    if HLSPlaylist.isPlaylist(contentType: contentType, url: origin, prefix: body.prefix(16)),
       let text = String(data: body, encoding: .utf8), let playlistURL = URL(string: origin)
     {
       do {
@@ -75,35 +94,27 @@ extension ProxyResponder {
           }
           return ProxyServer.proxyPath(for: target.absoluteString)
         }
-        body = Data(rewritten.utf8)
+        return (Data(rewritten.utf8), text.contains("#EXTINF") && !text.contains("#EXT-X-ENDLIST"))
       } catch {
         throw Refusal(.badGateway, "\(origin): \(error)")
       }
-      etag = nil  // the rewritten text is not the origin's representation
-      await noteLive(text.contains("#EXTINF") && !text.contains("#EXT-X-ENDLIST"), origin, bytes)
-    } else if MPDRewriter.mayBeManifest(contentType: bytes.contentType, url: origin) {
-      do {
-        let form: MPDRewriter.RequestForm
-        if let upstreams = server.upstreamMap {
-          form = .reverseProxy(localPath: { URL(string: $0).flatMap(upstreams.localPath(for:)) })
-        } else {
-          form = isPathForm ? .pathForm : .queryForm
-        }
-        let rewritten = try MPDRewriter.rewrite(body, manifestURL: origin, form: form)
-        body = rewritten.body
-        etag = nil  // the rewritten document is not the origin's representation
-        await noteLive(rewritten.isDynamic, origin, bytes)
-      } catch  where error.code == .notAnMPD && !MPDRewriter.hasManifestContentType(bytes.contentType) {
-        // A .mpd path whose body is not an MPD: served as it is.
-      } catch {
-        throw Refusal(.badGateway, error.description)
-      }
     }
-    return Self.respondFromMemory(
-      body, rangeHeader: rangeHeader, isHead: isHead,
-      headers: Self.headers(
-        contentType: bytes.contentType, etag: etag, lastModified: bytes.lastModified,
-        cacheStatus: cacheStatus(use), via: via))
+    guard MPDRewriter.mayBeManifest(contentType: contentType, url: origin) else { return nil }
+    do {
+      let form: MPDRewriter.RequestForm
+      if let upstreams = server.upstreamMap {
+        form = .reverseProxy(localPath: { URL(string: $0).flatMap(upstreams.localPath(for:)) })
+      } else {
+        form = isPathForm ? .pathForm : .queryForm
+      }
+      let rewritten = try MPDRewriter.rewrite(body, manifestURL: origin, form: form)
+      return (rewritten.body, rewritten.isDynamic)
+    } catch  where error.code == .notAnMPD && !MPDRewriter.hasManifestContentType(contentType) {
+      // A .mpd path whose body is not an MPD: served as it is.
+      return nil
+    } catch {
+      throw Refusal(.badGateway, error.description)
+    }
   }
 
   /// A live playlist or MPD changes: the next request must see the origin's new version. It is dropped from

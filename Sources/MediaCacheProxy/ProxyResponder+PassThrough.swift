@@ -1,6 +1,7 @@
 import Foundation
 import HTTPTypes
 import MediaCacheHTTP
+import MediaCacheStreaming
 import NIOCore
 import Synchronization
 
@@ -21,7 +22,10 @@ extension ProxyResponder {
   /// Relays `request` for `origin` to the origin and its response to the player, storing nothing. A status
   /// other than 2xx (the origin's 404, 410, 503 ...) goes with its body, read whole first, up to
   /// `maxRelayedErrorBody` (past it the player gets 502).
-  func passThrough(_ request: ProxyRequest, origin: String) async throws -> ProxyResponse {
+  ///
+  /// A playlist or MPD is read whole (bounded as a cached one) and rewritten as `respondWithPlaylist` does, so
+  /// what it names still goes through the proxy.
+  func passThrough(_ request: ProxyRequest, origin: String, isPathForm: Bool) async throws -> ProxyResponse {
     let fields = Self.relayedRequestFields.compactMap { name in
       request.headers[name].map { (name.rawName, $0) }
     }
@@ -32,12 +36,7 @@ extension ProxyResponder {
     } catch {
       throw refusal(for: error, url: origin)
     }
-    func values(_ name: String) -> [String] {
-      forwarded.fields.filter { $0.name.lowercased() == name }.map(\.value)
-    }
-    if (200..<300).contains(forwarded.status),
-      !reader.client.forbidsStoring(cacheControl: values("cache-control"), vary: values("vary"))
-    {
+    if forwarded.isStorable {
       // Storable again: the next request goes through the cache.
       server.passMemo.forget(origin)
     }
@@ -68,19 +67,33 @@ extension ProxyResponder {
       return ProxyResponse(status: status, headers: headers, body: .empty)
     }
     let body = forwarded.body
-    if !isSuccess {
-      // An error page: bounded, read whole, sent with the proxy's own framing.
+    let contentType = forwarded.fields.first { $0.name.lowercased() == "content-type" }?.value
+    let isPlaylist = forwarded.status == 200 && Self.mayBePlaylist(contentType: contentType, url: origin)
+    if !isSuccess || isPlaylist {
+      // An error page, or a playlist to rewrite: bounded, read whole, sent with the proxy's own framing.
+      let limit = isPlaylist ? HLSPlaylist.maxPlaylistBytes : Self.maxRelayedErrorBody
       var page = ByteBuffer()
-      while let piece = try await body.next() {
-        guard page.readableBytes + piece.readableBytes <= Self.maxRelayedErrorBody else {
-          throw Refusal(
-            .badGateway,
-            "origin answered \(forwarded.status) with a body over \(Self.maxRelayedErrorBody) bytes")
+      do {
+        while let piece = try await body.next() {
+          guard page.readableBytes + piece.readableBytes <= limit else {
+            throw Refusal(.badGateway, "origin answered \(forwarded.status) with a body over \(limit) bytes")
+          }
+          page.writeImmutableBuffer(piece)
         }
-        page.writeImmutableBuffer(piece)
+      } catch let refusal as Refusal {
+        throw refusal
+      } catch {
+        throw refusal(for: await reader.client.describe(error, url: origin), url: origin)
+      }
+      if isPlaylist,
+        let rewritten = try rewrittenPlaylist(
+          Data(page.readableBytesView), origin: origin, contentType: contentType, isPathForm: isPathForm)
+      {
+        page = ByteBuffer(bytes: rewritten.body)
+        headers[.eTag] = nil  // the rewritten text is not the origin's representation
       }
       headers[.contentLength] = "\(page.readableBytes)"
-      headers[.contentRange] = nil
+      if forwarded.status != 416 { headers[.contentRange] = nil }
       return ProxyResponse(status: status, headers: headers, body: .bytes(page))
     }
     let metrics = self.metrics
@@ -105,7 +118,7 @@ extension ProxyResponder {
 
   /// Fields of a relayed response the proxy sets itself (lowercased).
   static let passOwnFieldNames: Set<String> = [
-    "via", "server", "cache-status", "x-content-type-options", "content-security-policy",
+    "via", "server", "cache-status", "x-content-type-options", "content-security-policy", "content-length",
   ]
 }
 

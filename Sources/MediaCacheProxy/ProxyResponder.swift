@@ -48,7 +48,9 @@ struct ProxyResponder: Sendable {
       _ = try? await reader.cache.remove(origin)
     }
     let isHead = request.method == .HEAD
-    if server.passMemo.contains(origin) { return try await passThrough(request, origin: origin) }
+    if server.passMemo.contains(origin) {
+      return try await passThrough(request, origin: origin, isPathForm: isPathForm)
+    }
 
     // Only a range the cache holds now waits for its share of the hits' budget: a miss never waits behind hits.
     if !isHead, request.headers[.ifRange] == nil, !ConditionalRequest.isConditional(request.headers),
@@ -69,12 +71,12 @@ struct ProxyResponder: Sendable {
       bytes = try await reader.read(origin, range: requested)
     } catch let error as OriginError where error.code == .notStorable {
       server.passMemo.note(origin)
-      return try await passThrough(request, origin: origin)
+      return try await passThrough(request, origin: origin, isPathForm: isPathForm)
     } catch let error as OriginError where error.code == .httpStatus {
       // A status the cache does not store (a 404, a 204, a 3xx without a usable Location, a 5xx after the
       // retries): the player gets the origin's own answer.
-      metrics.noteOriginError()
-      return try await passThrough(request, origin: origin)
+      noteRelayedStatus(error, url: origin)
+      return try await passThrough(request, origin: origin, isPathForm: isPathForm)
     } catch {
       throw refusal(for: error, url: origin)
     }
@@ -124,6 +126,15 @@ struct ProxyResponder: Sendable {
     let first: CachedPiece?
     do {
       first = try await iterator.nextOwnedPiece()
+    } catch let error as OriginError where error.code == .notStorable || error.code == .httpStatus {
+      // Found out by the first missing range's response (the length was known): relayed, as above.
+      bytes.close()
+      if error.code == .notStorable {
+        server.passMemo.note(origin)
+      } else {
+        noteRelayedStatus(error, url: origin)
+      }
+      return try await passThrough(request, origin: origin, isPathForm: isPathForm)
     } catch {
       bytes.close()
       throw refusal(for: error, url: origin)
@@ -240,6 +251,12 @@ struct ProxyResponder: Sendable {
     }
   }
 
+  /// Counts and logs (at `warning`, as any origin failure) a status the origin answered that is relayed.
+  func noteRelayedStatus(_ error: OriginError, url: String) {
+    metrics.noteOriginError()
+    logFailure("origin failed", error.description, url: url, errorURL: error.url)
+  }
+
   /// Logs a failure at `warning` with its cause, the URLs in it without their queries (on the I/O executor: a
   /// log handler's write blocks).
   private func logFailure(_ message: String, _ cause: String, url: String, errorURL: String?) {
@@ -310,7 +327,8 @@ struct ProxyResponder: Sendable {
   static let ownFieldNames: Set<String> = [
     "age", "via", "server", "cache-status", "accept-ranges", "x-content-type-options",
     "content-security-policy",
-    "content-length", "content-range", "content-type", "etag", "last-modified",
+    "content-length", "content-range", "content-type", "etag", "last-modified", "connection", "keep-alive",
+    "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade",
   ]
 
   /// `Via` of the responses the proxy forwards (`ProxyServer.via`, made once).

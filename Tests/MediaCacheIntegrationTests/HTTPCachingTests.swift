@@ -134,18 +134,72 @@ import Testing
     }
   }
 
-  @Test func aResponseThatVariesOnARequestFieldIsRelayedNotStored() async throws {
-    for (arguments, stored) in [([String](), false), (["--ignore-cache-control"], true)] {
+  @Test func varyStarAndVaryOnAForwardedFieldAreRelayedOtherVaryIsStored() async throws {
+    // (proxy arguments, Vary, stored?) The proxy's origin requests carry no player field but forwarded ones, so
+    // a Vary on another field names the variant every player gets anyway.
+    let cases: [([String], String, Bool)] = [
+      ([], "Accept-Language", true), ([], "*", false),
+      (["--forward-header", "Accept-Language"], "Accept-Language", false),
+      (["--ignore-cache-control"], "*", true),
+    ]
+    for (arguments, vary, stored) in cases {
       try await withProxy(arguments) { origin, proxy, _ in
-        let path = path(
-          origin, "varies", [("cache-control", "max-age=600"), ("header", "Vary: Accept-Language")])
+        let path = path(origin, "varies", [("cache-control", "max-age=600"), ("header", "Vary: \(vary)")])
         expectBytes(try await get(proxy, path, [("Accept-Language", "fr")]), "varies", "first")
         let second = try await get(proxy, path, [("Accept-Language", "de")])
         expectBytes(second, "varies", "second")
-        #expect(second.header("Vary") == "Accept-Language")
+        #expect(second.header("Vary") == vary)
         #expect(
           second.header("Cache-Status")
-            == (stored ? "MediaCache; hit" : "MediaCache; fwd=miss; detail=not-storable"), "\(arguments)")
+            == (stored ? "MediaCache; hit" : "MediaCache; fwd=miss; detail=not-storable"),
+          "\(arguments) Vary: \(vary)")
+      }
+    }
+  }
+
+  @Test func aStoredCopyIsDroppedWhenTheOriginSaysNoStoreLater() async throws {
+    try await withProxy { origin, proxy, cache in
+      let name = "turns-no-store"
+      origin.setHeaders(name: name, [("Cache-Control", "max-age=1")])
+      let path = path(origin, name)
+      let start = ContinuousClock.now
+      expectBytes(try await get(proxy, path), name, "stored")
+      #expect(try storedDataBytes(cache) == Self.size)
+      origin.setHeaders(name: name, [("Cache-Control", "no-store")])
+      try await waitUntil(start, plus: 2.5)
+      // The revalidation's 304 says no-store: the copy goes, the response is relayed.
+      let relayed = try await get(proxy, path)
+      expectBytes(relayed, name, "relayed")
+      #expect(relayed.header("Cache-Status") == "MediaCache; fwd=miss; detail=not-storable")
+      try await Task.sleep(for: .milliseconds(1500))  // the session's linger: its commit
+      #expect(try storedDataBytes(cache) == 0)
+    }
+  }
+
+  @Test func aNoStorePlaylistIsRelayedAndStillRewritten() async throws {
+    try await withTemporaryDirectory { directory in
+      try await withFileOrigin { origin in
+        let proxy = try ProxyProcess(cache: "\(directory)/cache")
+        let file = "hls/v0/index.m3u8"
+        origin.setHeaders(name: file, [("Cache-Control", "no-store")])
+        let url = origin.url(file: file)
+        for path in [
+          ProxyServer.proxyPath(for: url),
+          "/index.m3u8?url=\(url.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!)",
+        ] {
+          let response = try await get(proxy, path)
+          #expect(response.status == 200, "\(path)")
+          #expect(response.header("Cache-Status") == "MediaCache; fwd=miss; detail=not-storable")
+          let text = String(decoding: response.body, as: UTF8.self)
+          #expect(text.hasPrefix("#EXTM3U"), "\(text.prefix(40))")
+          #expect(response.header("ETag") == nil, "rewritten")
+          if path.hasPrefix("/index.m3u8") {
+            // The query form names every segment through the proxy.
+            let segments = text.split(separator: "\n").filter { !$0.hasPrefix("#") && !$0.isEmpty }
+            #expect(!segments.isEmpty && segments.allSatisfy { $0.hasPrefix("/http/127.0.0.1:") }, "\(text)")
+          }
+        }
+        #expect(proxy.stop().status == 0)
       }
     }
   }

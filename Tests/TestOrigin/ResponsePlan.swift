@@ -182,6 +182,7 @@ enum ResponsePlanner {
       addRepresentationHeaders(
         to: &plan, contentType: file.contentType, rangeable: true, etag: file.etag,
         lastModified: file.lastModified)
+      for (field, value) in state.headers(of: plan.name) { plan.headers.add(name: field, value: value) }
       if let range = answerConditionalAndRange(
         head, plan: &plan, size: file.size, etag: file.etag, lastModified: file.lastModified)
       {

@@ -30,7 +30,7 @@ public struct StoredHeaders: Sendable, Equatable {
   public static let maxBytes = 16 * 1024
 
   /// When the response arrived (RFC 9111's `response_time`), in whole milliseconds.
-  public var receivedAt: Date
+  public private(set) var receivedAt: Date
   /// The fields, in the order received.
   public private(set) var fields: [Field]
 
@@ -38,8 +38,9 @@ public struct StoredHeaders: Sendable, Equatable {
   /// HTTP token, a value with a control character) is left out, and so are fields past `maxBytes` in all:
   /// what is stored is always encodable, and never more than the bound.
   public init(receivedAt: Date, fields: [Field]) {
-    self.receivedAt = Date(
-      timeIntervalSince1970: max(0, (receivedAt.timeIntervalSince1970 * 1000).rounded()) / 1000)
+    // Whole milliseconds within what the manifest stores (0 ... 2^50 ms; NaN counts as 0).
+    let millis = (receivedAt.timeIntervalSince1970 * 1000).rounded()
+    self.receivedAt = Date(timeIntervalSince1970: (millis > 0 ? min(millis, Double(1 << 50)) : 0) / 1000)
     var kept: [Field] = []
     var size = 0
     for field in fields where Self.isValid(field) && size + field.encodedSize <= Self.maxBytes {
@@ -60,9 +61,12 @@ public struct StoredHeaders: Sendable, Equatable {
   }
 
   /// These fields updated by those of a `304 Not Modified` (RFC 9111 section 4.3.4): each field the 304 has
-  /// replaces every stored field of that name; the others stay. `receivedAt` becomes the 304's.
+  /// replaces every stored field of that name; the others stay, but `Age`, which only the 304's own counts.
+  /// `receivedAt` becomes the 304's.
   public func updated(by notModified: StoredHeaders) -> StoredHeaders {
-    let replaced = Set(notModified.fields.map { $0.name.lowercased() })
+    // `Age` described the message it came in: a 304 without one leaves none (else the old age would count
+    // against the copy again after each revalidation).
+    let replaced = Set(notModified.fields.map { $0.name.lowercased() }).union(["age"])
     let kept = fields.filter { !replaced.contains($0.name.lowercased()) }
     return StoredHeaders(receivedAt: notModified.receivedAt, fields: kept + notModified.fields)
   }
