@@ -116,9 +116,10 @@ extension ProxyResponder {
       })
   }
 
-  /// Fields of a relayed response the proxy sets itself (lowercased).
+  /// Fields of a relayed response the proxy sets itself (lowercased). The origin's `Content-Length` stays: a
+  /// streamed body keeps the origin's framing (a page read whole gets its own length set over it).
   static let passOwnFieldNames: Set<String> = [
-    "via", "server", "cache-status", "x-content-type-options", "content-security-policy", "content-length",
+    "via", "server", "cache-status", "x-content-type-options", "content-security-policy",
   ]
 }
 

@@ -372,6 +372,22 @@ import Testing
     }
   }
 
+  /// Found by tools/soak: a 503 that outlasted the retries was relayed, the origin had recovered by then, and
+  /// its 206 went out without a Content-Length.
+  @Test func aRelayThatFindsTheOriginRecoveredKeepsItsFraming() async throws {
+    try await withProxy(["--retries", "2"]) { origin, proxy, _ in
+      // Three 500s use up the cache's request and its two retries; the relay, the fourth, gets the object.
+      let url = origin.url(.flaky, "recovers", size: Self.size, query: "failures=3")
+      let response = try await get(proxy, ProxyServer.proxyPath(for: url), [("Range", "bytes=1000-50999")])
+      #expect(response.status == 206)
+      #expect(response.header("Content-Length") == "50000", "\(response.headers)")
+      #expect(response.header("Content-Range") == "bytes 1000-50999/\(Self.size)")
+      #expect(
+        Array(response.body) == Array(TestOrigin.bytes(name: "recovers", size: Self.size)[1000..<51000]))
+      #expect(response.header("Cache-Status") == "MediaCache; fwd=miss; detail=not-storable")
+    }
+  }
+
   @Test func aClientsConditionalRequestGetsA304WithTheStoredCachingFields() async throws {
     try await withProxy { origin, proxy, _ in
       let name = "conditional"
