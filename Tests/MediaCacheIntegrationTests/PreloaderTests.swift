@@ -89,7 +89,8 @@ struct PreloaderTests {
       try await withReader(origin) { reader, _ in
         // 16 KiB every 160 ms: b takes 5.1 s, so that a loaded machine still sees it part-way (at 40 ms, b once
         // finished before the loop below saw its first chunk; at 80 ms, once in CI, before the update below).
-        let url = { (name: String) in origin.url(.slow, "near-\(name)", size: 512 << 10, query: "delay-ms=160")
+        let url = { (name: String) in
+          origin.url(.slow, "near-\(name)", size: 512 << 10, query: "delay-ms=160")
         }
         let preloader = Preloader(
           reader: reader, policy: .init(targets: [.bytes(512 << 10), .bytes(512 << 10)]))
