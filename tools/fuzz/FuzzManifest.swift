@@ -59,13 +59,14 @@ func checkAccepted(_ manifest: Manifest, _ raw: UnsafeRawBufferPointer) {
     fatalError("decode(encode(m)) != m:\n  m:     \(manifest)\n  again: \(again)")
   }
 
-  // 3. Canonical bytes. A manifest is written at the oldest minor version that holds what it has: 1.2 with a
-  //    group, else 1.1 with spans, else 1.0. Written at the minor version it came in: identical. Otherwise:
-  //    the same up to the end of the fields the writer knows (user metadata, then any spans, then any group),
-  //    with the minor version it writes, and a fresh CRC (the writer drops the fields it does not know, an
-  //    empty span list and an empty group).
+  // 3. Canonical bytes. A manifest is written at the oldest minor version that holds what it has: 1.3 with
+  //    stored headers, else 1.2 with a group, else 1.1 with spans, else 1.0. Written at the minor version it
+  //    came in: identical. Otherwise: the same up to the end of the fields the writer knows (user metadata,
+  //    then any spans, group and stored headers), with the minor version it writes, and a fresh CRC (the
+  //    writer drops the fields it does not know, an empty span list, an empty group and empty stored headers).
   let minor = raw[5]
-  let writtenMinor: UInt8 = manifest.group != nil ? 2 : manifest.allSpans.isEmpty ? 0 : 1
+  let writtenMinor: UInt8 =
+    manifest.storedHeaders != nil ? 3 : manifest.group != nil ? 2 : manifest.allSpans.isEmpty ? 0 : 1
   let expectedBodyCount = encoded.count - 4
   if minor == writtenMinor {
     guard encoded.elementsEqual(raw) else {
