@@ -197,32 +197,6 @@ struct Freshness: Sendable, Equatable {
   func isFresh(at now: Date) -> Bool { lifetime > age(at: now) }
 }
 
-/// RFC 9111 3: whether a response with these `Cache-Control` and `Vary` values may be stored, under `policy`
-/// by a cache that is `shared` or not; the reason when it may not.
-///
-/// `Vary` (RFC 9111 4.1): the cache's origin requests carry none of the player's fields but those it forwards
-/// (`OriginClient.forwardedHeaders`, named in `forwarded`, lowercased), so every player gets the variant for a
-/// request without the others whether the response is stored or relayed: only `Vary: *` and a field the
-/// cache forwards make a response one it may not store.
-func storageRefusal(
-  cacheControl: [String], vary: [String], policy: FreshnessPolicy, shared: Bool, forwarded: Set<String> = []
-) -> String? {
-  guard !policy.ignoresCacheControl else { return nil }
-  let directives = CacheDirectives(cacheControl)
-  if directives.noStore { return "the origin's Cache-Control says no-store" }
-  if shared && directives.isPrivate {
-    return
-      "the origin's Cache-Control says private, and this cache is shared (run --private-cache to store it)"
-  }
-  let varying = vary.flatMap { $0.split(separator: ",") }.map { $0.trimmingCharacters(in: .whitespaces) }
-    .filter { $0 == "*" || forwarded.contains($0.lowercased()) }
-  if !varying.isEmpty {
-    return "the origin's response varies on \(varying.joined(separator: ", ")) (Vary), which this cache does "
-      + "not store copies by"
-  }
-  return nil
-}
-
 /// What a read did about the freshness of the bytes it found cached (`CachedBytes.revalidation`).
 public enum Revalidation: Sendable, Equatable {
   /// Nothing was cached, the cached bytes were fresh, or no freshness was recorded for them.
@@ -282,13 +256,8 @@ extension OriginClient {
       let answer: RevalidationAnswer
       if response.status == .notModified {
         // What the 304 says now decides whether the copy may still be stored (it may say no-store now).
-        let cacheControl = response.headers["Cache-Control"]
         if let reason = storageRefusal(
-          cacheControl: cacheControl, vary: response.headers["Vary"], policy: configuration.freshness,
-          shared: configuration.isSharedCache, forwarded: fields.forwarded)
-          ?? (fields.sharedWithCredentials && !SharedStorage.allowsCredentialedResponse(cacheControl)
-            ? "the response to a request with credentials may not be stored by a shared cache (RFC 9111 3.5)"
-            : nil)
+          response.headers, sharedWithCredentials: fields.sharedWithCredentials, forwarded: fields.forwarded)
         {
           throw OriginError.notStorable(url: url, reason: reason)
         }

@@ -14,8 +14,10 @@ final class ObjectSession: Sendable {
   let environment: SessionEnvironment
   private let flights = Mutex<[Flight]>([])
   /// The revalidation running for this object, which readers arriving meanwhile wait for (one request).
-  private let revalidation = Mutex<Task<Revalidation, any Error>?>(nil)
+  let revalidation = Mutex<Task<Revalidation, any Error>?>(nil)
   private let selection = RequestLimiter(limit: 1)
+  /// The freshness of the stored response last worked out (`freshness(of:)`).
+  let freshnessMemo = Mutex<(key: FreshnessKey, value: Freshness)?>(nil)
 
   init(url: String, manager: FileHandleAssetDataManager, environment: SessionEnvironment) {
     self.url = url
@@ -107,92 +109,6 @@ final class ObjectSession: Sendable {
 
   private func forget(_ flight: Flight) {
     flights.withLock { $0.removeAll { $0 === flight } }
-  }
-
-  // MARK: Freshness
-
-  /// The freshness of what the object holds now, from its stored response headers (nil: none recorded, as for
-  /// an object imported or stored before manifest 1.3: served as fresh).
-  var freshness: Freshness? { freshness(of: manager.manifest) }
-
-  /// The freshness of the response `manifest` records (nil: none recorded). Worked out once per stored
-  /// response (a hit asks for it twice, and parsing the fields and dates each time cost hits per second).
-  func freshness(of manifest: Manifest) -> Freshness? {
-    guard let stored = manifest.storedHeaders else { return nil }
-    let key = FreshnessKey(
-      receivedAt: stored.receivedAt, fieldCount: stored.fields.count, versionTag: manifest.versionTag,
-      lastModified: manifest.lastModified)
-    if let memo = freshnessMemo.withLock({ $0 }), memo.key == key { return memo.value }
-    let configuration = environment.client.configuration
-    let value = Freshness(
-      stored, lastModified: manifest.lastModified, policy: configuration.freshness,
-      shared: configuration.isSharedCache)
-    freshnessMemo.withLock { $0 = (key, value) }
-    return value
-  }
-
-  /// What identifies a stored response for `freshnessMemo`: its arrival, its field count, the version.
-  private struct FreshnessKey: Equatable {
-    var receivedAt: Date
-    var fieldCount: Int
-    var versionTag: UInt32
-    var lastModified: String?
-  }
-
-  private let freshnessMemo = Mutex<(key: FreshnessKey, value: Freshness)?>(nil)
-
-  /// RFC 9111 4.3: if the object holds bytes and they are stale, asks the origin whether they are still
-  /// current (a conditional request; one for all readers arriving meanwhile). A `304`, or a response with the
-  /// same validators, makes them fresh again (the stored fields updated from it); another version resets the
-  /// object (its bytes are fetched again). When the origin cannot be reached or answers 5xx, stale bytes are
-  /// served where the response allows it (`Revalidation.staleAfterError`), else the error is thrown.
-  func revalidateIfStale() async throws -> Revalidation {
-    let manifest = manager.manifest
-    guard manifest.cachedBytes > 0, let freshness, !freshness.isFresh(at: Date()) else { return .notNeeded }
-    let task = revalidation.withLock { running in
-      if let running { return running }
-      let task = Task {
-        defer { self.revalidation.withLock { $0 = nil } }
-        return try await self.revalidate(manifest, mayServeStale: freshness.mayServeStale)
-      }
-      running = task
-      return task
-    }
-    return try await task.value
-  }
-
-  private func revalidate(_ manifest: Manifest, mayServeStale: Bool) async throws -> Revalidation {
-    let answer: OriginClient.RevalidationAnswer
-    do {
-      answer = try await environment.client.revalidate(
-        url, etag: manifest.etag, lastModified: manifest.lastModified)
-    } catch let error as OriginError {
-      if error.isRetryable && mayServeStale { return .staleAfterError }
-      if case .notStorable = error.kind {
-        // The origin now forbids storing it: the stored copy goes too.
-        _ = try? await IOExecutor.shared.run { [manager] in
-          try manager.reset(contentLength: nil, etag: nil, lastModified: nil)
-        }
-      }
-      throw error
-    }
-    switch answer {
-    case .notModified(let fields):
-      try await IOExecutor.shared.run { [manager] in
-        // Another flight may have moved the object to another version meanwhile: the 304 is not about it.
-        let current = manager.manifest
-        guard current.versionTag == manifest.versionTag else { return }
-        try manager.setStoredHeaders((current.storedHeaders ?? fields).updated(by: fields))
-      }
-      return .notModified
-    case .modified(let head):
-      let tag = try await IOExecutor.shared.run { [self] in
-        try checkDeclaredLength(
-          etag: head.metadata.etag, declared: head.metadata.length, stored: manager.manifest)
-        return try reconcile(head, stored: manager.manifest)
-      }
-      return tag == manifest.versionTag ? .unchanged : .replaced
-    }
   }
 
   // MARK: Fetching

@@ -223,69 +223,6 @@ public final class OriginClient: Sendable {
     "\(start)-\(end.map { String($0 - 1) } ?? "")"
   }
 
-  /// What a response head means for a request of `start..<end`: where its body starts, how long it should
-  /// be, and what the origin said; throws the `OriginError` for anything the cache cannot use.
-  static func interpret(
-    status: HTTPResponseStatus, headers: HTTPHeaders, url: String, start: Int64, end: Int64?,
-    sharedWithCredentials: Bool = false, forwarded: Set<String> = [],
-    freshness: FreshnessPolicy = FreshnessPolicy(),
-    sharedCache: Bool = false
-  )
-    throws(OriginError) -> ResponseHead
-  {
-    let rangeText = rangeText(start, end)
-    if sharedWithCredentials, status.code == 200 || status.code == 206,
-      !SharedStorage.allowsCredentialedResponse(headers["Cache-Control"])
-    {
-      throw .notStorable(
-        url: url,
-        reason:
-          "the response to a request with credentials says neither Cache-Control public, s-maxage nor "
-          + "must-revalidate, so a shared cache may not store it (RFC 9111 3.5); mark it public at the "
-          + "origin, or run a private cache (--private-cache)")
-    }
-    if status.code == 200 || status.code == 206,
-      let reason = storageRefusal(
-        cacheControl: headers["Cache-Control"], vary: headers["Vary"], policy: freshness, shared: sharedCache,
-        forwarded: forwarded)
-    {
-      throw .notStorable(url: url, reason: reason)
-    }
-    if let encoding = headers.first(name: "Content-Encoding"), encoding.lowercased() != "identity" {
-      throw .unsupportedContentEncoding(url: url, encoding: encoding)
-    }
-    var metadata = metadata(headers)
-    let contentLength = headers.first(name: "Content-Length").flatMap { Int64($0) }
-    switch status.code {
-    case 206:
-      guard let header = headers.first(name: "Content-Range"), let parsed = parseContentRange(header),
-        let first = parsed.first, let last = parsed.last
-      else {
-        throw .contentRangeMismatch(
-          url: url, requested: rangeText, received: headers.first(name: "Content-Range") ?? "none")
-      }
-      metadata.length = parsed.total
-      // Without a total (`/*`), a range that stops short of what was asked, or an open-ended one, ends where
-      // the object ends.
-      if parsed.total == nil, end.map({ last + 1 < $0 }) ?? true { metadata.length = last + 1 }
-      let endOK =
-        end.map { last + 1 == $0 || (last + 1 < $0 && (parsed.total.map { last + 1 == $0 } ?? true)) } ?? true
-      guard first == start, last >= first, endOK, parsed.total.map({ last < $0 }) ?? true else {
-        throw .contentRangeMismatch(url: url, requested: rangeText, received: header)
-      }
-      return ResponseHead(
-        start: first, expectedBodyLength: last - first + 1, isPartial: true, metadata: metadata)
-    case 200:
-      metadata.length = contentLength
-      return ResponseHead(start: 0, expectedBodyLength: contentLength, isPartial: false, metadata: metadata)
-    case 416:
-      let total = headers.first(name: "Content-Range").flatMap { parseContentRange($0)?.total }
-      throw .rangeNotSatisfiable(url: url, range: rangeText, length: total)
-    default:
-      throw .httpStatus(url: url, status: Int(status.code), attempts: 1)
-    }
-  }
-
   /// Maps AsyncHTTPClient's and SwiftNIO's errors to `OriginError` (cancellation passes through).
   static func map(_ error: any Error, url: String) -> any Error {
     if let failure = TLSFailure(error) {
@@ -372,50 +309,5 @@ public final class OriginClient: Sendable {
     .timedOut(
       url: url, reason: "no complete response head within \(configuration.headTimeout.seconds) s", attempts: 1
     )
-  }
-
-  static func metadata(_ headers: HTTPHeaders) -> OriginMetadata {
-    OriginMetadata(
-      length: nil, etag: headers.first(name: "ETag"), lastModified: headers.first(name: "Last-Modified"),
-      contentType: headers.first(name: "Content-Type"), headers: storedFields(headers, receivedAt: Date()))
-  }
-
-  /// Fields a cache never stores (lowercased): hop-by-hop (RFC 9110 7.6.1), framing (the cache's responses
-  /// have their own), the validators and type (the manifest's own fields), `Set-Cookie` (one user's, not for a
-  /// shared copy) and `Cache-Status` (each cache adds its own).
-  static let unstoredFields = hopByHopFields.union([
-    "content-length", "content-range", "accept-ranges", "content-type", "etag", "last-modified", "set-cookie",
-    "set-cookie2", "cache-status", "content-md5", "digest", "content-digest", "repr-digest",
-  ])
-
-  /// The end-to-end fields of a response worth storing with the object (all but `unstoredFields` and those
-  /// its `Connection` names), at most `StoredHeaders.maxBytes` of them.
-  static func storedFields(_ headers: HTTPHeaders, receivedAt: Date) -> StoredHeaders {
-    StoredHeaders(receivedAt: receivedAt, fields: fields(of: headers, without: unstoredFields))
-  }
-
-  /// The fields of `headers` but those named in `excluded` (lowercased) or by its `Connection` field.
-  static func fields(of headers: HTTPHeaders, without excluded: Set<String>) -> [StoredHeaders.Field] {
-    let named = Set(
-      headers[canonicalForm: "Connection"].map { $0.trimmingCharacters(in: .whitespaces).lowercased() })
-    return headers.compactMap { field in
-      let name = field.name.lowercased()
-      guard !excluded.contains(name), !named.contains(name) else { return nil }
-      return StoredHeaders.Field(name: field.name, value: field.value)
-    }
-  }
-
-  /// `bytes FIRST-LAST/TOTAL`, `bytes FIRST-LAST/*` or `bytes */TOTAL`.
-  static func parseContentRange(_ value: String) -> (first: Int64?, last: Int64?, total: Int64?)? {
-    let trimmed = value.trimmingCharacters(in: .whitespaces)
-    guard trimmed.lowercased().hasPrefix("bytes ") else { return nil }
-    let parts = trimmed.dropFirst(6).split(separator: "/", maxSplits: 1)
-    guard parts.count == 2 else { return nil }
-    let total: Int64? = parts[1] == "*" ? nil : Int64(parts[1])
-    if parts[1] != "*" && total == nil { return nil }
-    if parts[0] == "*" { return (nil, nil, total) }
-    let bounds = parts[0].split(separator: "-", maxSplits: 1)
-    guard bounds.count == 2, let first = Int64(bounds[0]), let last = Int64(bounds[1]) else { return nil }
-    return (first, last, total)
   }
 }

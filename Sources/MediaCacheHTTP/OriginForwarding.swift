@@ -59,15 +59,11 @@ extension OriginClient {
       ReaderMetrics.noteRequest(duration: .now - started, error: error)
       throw error
     }
-    // The storage rules of the cache's own requests (`interpret`): RFC 9111 3, and 3.5 for credentials.
-    let cacheControl = response.headers["Cache-Control"]
+    // The storage rules of the cache's own requests (`interpret`).
     let isStorable =
       (response.status.code == 200 || response.status.code == 206)
       && storageRefusal(
-        cacheControl: cacheControl, vary: response.headers["Vary"], policy: configuration.freshness,
-        shared: configuration.isSharedCache, forwarded: own.forwarded)
-        == nil
-      && (!own.sharedWithCredentials || SharedStorage.allowsCredentialedResponse(cacheControl))
+        response.headers, sharedWithCredentials: own.sharedWithCredentials, forwarded: own.forwarded) == nil
     return ForwardedResponse(
       status: Int(response.status.code),
       fields: Self.fields(of: response.headers, without: Self.hopByHopFields),

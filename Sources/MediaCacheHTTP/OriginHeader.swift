@@ -100,15 +100,3 @@ extension String {
     return String(slice)
   }
 }
-
-/// RFC 9111 3.5: a shared cache stores the response to a request with `Authorization` only if the response
-/// allows it (`public`, `s-maxage`, `must-revalidate`); the cache applies the same to `Cookie`.
-enum SharedStorage {
-  /// Whether `cacheControl` (the response's `Cache-Control` values) allows a shared cache to store a response to
-  /// a request with credentials.
-  static func allowsCredentialedResponse(_ cacheControl: [String]) -> Bool {
-    let directives = CacheDirectives(cacheControl)
-    if directives.noStore || directives.isPrivate { return false }
-    return directives.isPublic || directives.sMaxAge != .absent || directives.mustRevalidate
-  }
-}

@@ -31,6 +31,8 @@ struct SessionEnvironment: Sendable {
   let backgroundRate: BackgroundRateLimit?
   /// The reader's players waiting for an origin (`CachingReader.playersWaitingForOrigin`).
   let playerWaits = PlayerWaits()
+  /// Origins a revalidation lately failed to reach: stale copies of theirs are served without asking again.
+  let outages = OriginOutages()
 }
 
 /// The objects a `CachingReader` has open: one `ObjectSession` per object (one data manager, so completed

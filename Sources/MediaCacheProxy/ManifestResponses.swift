@@ -27,9 +27,12 @@ extension ProxyResponder {
   /// HLS URI whose target lies under an upstream is rewritten to its local path unless it is a relative path
   /// without `..` (which resolves there as written), other targets are written absolute; an MPD's
   /// references likewise (`MPDRewriter.RequestForm.reverseProxy`). `use` is how the request's
-  /// first read found the cache, which its `Cache-Status` says.
+  /// first read found the cache and `revalidation` what it did about a stale copy, which its `Cache-Status`
+  /// says. The origin's stored end-to-end fields go out as with any cached response (`headers(...)`), with the
+  /// copy's `Age`.
   func respondWithPlaylist(
-    _ origin: String, isPathForm: Bool, rangeHeader: RangeHeader, isHead: Bool, use: CacheUse
+    _ origin: String, isPathForm: Bool, rangeHeader: RangeHeader, isHead: Bool, use: CacheUse,
+    revalidation: Revalidation = .notNeeded
   ) async throws -> ProxyResponse {
     let bytes = try await read(origin, .all)
     defer { bytes.close() }
@@ -66,7 +69,8 @@ extension ProxyResponder {
       body, rangeHeader: rangeHeader, isHead: isHead,
       headers: Self.headers(
         contentType: bytes.contentType, etag: etag, lastModified: bytes.lastModified,
-        cacheStatus: cacheStatus(use), via: via))
+        stored: bytes.storedHeaders, freshness: bytes.freshness,
+        cacheStatus: cacheStatus(use, revalidation, bytes.freshness), via: via))
   }
 
   /// `body` rewritten for the player (see `respondWithPlaylist`), and whether it is live; nil for a body that is

@@ -69,14 +69,8 @@ struct ProxyResponder: Sendable {
     var bytes: CachedBytes
     do {
       bytes = try await reader.read(origin, range: requested)
-    } catch let error as OriginError where error.code == .notStorable {
-      server.passMemo.note(origin)
-      return try await passThrough(request, origin: origin, isPathForm: isPathForm)
-    } catch let error as OriginError where error.code == .httpStatus {
-      // A status the cache does not store (a 404, a 204, a 3xx without a usable Location, a 5xx after the
-      // retries): the player gets the origin's own answer.
-      noteRelayedStatus(error, url: origin)
-      return try await passThrough(request, origin: origin, isPathForm: isPathForm)
+    } catch let error as OriginError where Self.isRelayed(error) {
+      return try await relay(request, error, origin: origin, isPathForm: isPathForm)
     } catch {
       throw refusal(for: error, url: origin)
     }
@@ -100,7 +94,8 @@ struct ProxyResponder: Sendable {
     if Self.mayBePlaylist(contentType: bytes.contentType, url: origin) {
       bytes.close()
       return try await respondWithPlaylist(
-        origin, isPathForm: isPathForm, rangeHeader: partial ? rangeHeader : .none, isHead: isHead, use: use)
+        origin, isPathForm: isPathForm, rangeHeader: partial ? rangeHeader : .none, isHead: isHead, use: use,
+        revalidation: bytes.revalidation)
     }
 
     if ConditionalRequest.notModified(request.headers, etag: bytes.etag, lastModified: bytes.lastModified) {
@@ -126,15 +121,10 @@ struct ProxyResponder: Sendable {
     let first: CachedPiece?
     do {
       first = try await iterator.nextOwnedPiece()
-    } catch let error as OriginError where error.code == .notStorable || error.code == .httpStatus {
+    } catch let error as OriginError where Self.isRelayed(error) {
       // Found out by the first missing range's response (the length was known): relayed, as above.
       bytes.close()
-      if error.code == .notStorable {
-        server.passMemo.note(origin)
-      } else {
-        noteRelayedStatus(error, url: origin)
-      }
-      return try await passThrough(request, origin: origin, isPathForm: isPathForm)
+      return try await relay(request, error, origin: origin, isPathForm: isPathForm)
     } catch {
       bytes.close()
       throw refusal(for: error, url: origin)
@@ -216,59 +206,6 @@ struct ProxyResponder: Sendable {
     }
   }
 
-  /// The status and one-line reason a failure reaches the player as.
-  func refusal(for error: any Error, url: String) -> any Error {
-    switch error {
-    case let error as OriginError:
-      switch error.kind {
-      case .unsupportedScheme: return Refusal(.forbidden, error.description)
-      case .invalidURL: return Refusal(.badRequest, error.description)
-      case .rangeNotSatisfiable(let range, let length):
-        // The client's range, checked against the length the cache knows or the origin's 416.
-        var refusal = Refusal(
-          .rangeNotSatisfiable, "range \(range) is not satisfiable\(length.map { "; length is \($0)" } ?? "")"
-        )
-        if let length { refusal.headers[.contentRange] = "bytes */\(length)" }
-        return refusal
-      default: break
-      }
-      metrics.noteOriginError()
-      logFailure("origin failed", error.description, url: url, errorURL: error.url)
-      switch error.kind {
-      case .httpStatus(let status, _) where (400..<500).contains(status):
-        // The origin's own answer (404, 403, 410 ...) is the most useful thing to pass on.
-        return Refusal(HTTPResponse.Status(code: status), "origin failed: \(error.description)")
-      case .timedOut: return Refusal(.gatewayTimeout, "origin timed out: \(error.description)")
-      default: return Refusal(.badGateway, "origin failed: \(error.description)")
-      }
-    case let error as StoreError:
-      logFailure("cache failed", error.description, url: url, errorURL: nil)
-      return Refusal(.internalServerError, "cache failed: \(error.description)")
-    case is CancellationError:
-      return error
-    default:
-      return Refusal(.internalServerError, "\(error)")
-    }
-  }
-
-  /// Counts and logs (at `warning`, as any origin failure) a status the origin answered that is relayed.
-  func noteRelayedStatus(_ error: OriginError, url: String) {
-    metrics.noteOriginError()
-    logFailure("origin failed", error.description, url: url, errorURL: error.url)
-  }
-
-  /// Logs a failure at `warning` with its cause, the URLs in it without their queries (on the I/O executor: a
-  /// log handler's write blocks).
-  private func logFailure(_ message: String, _ cause: String, url: String, errorURL: String?) {
-    let logger = server.configuration.logger
-    guard logger.logLevel <= .warning else { return }
-    let redacted = LogRedaction.text(LogRedaction.text(cause, withoutQueryOf: errorURL), withoutQueryOf: url)
-    let metadata: Logger.Metadata = [
-      "url": "\(LogRedaction.text(url, withoutQueryOf: url))", "error": "\(redacted)",
-    ]
-    IOExecutor.shared.submit { logger.warning("\(message)", metadata: metadata) }
-  }
-
   static func respondFromMemory(_ body: Data, rangeHeader: RangeHeader, isHead: Bool, headers: HTTPFields)
     -> ProxyResponse
   {
@@ -288,124 +225,6 @@ struct ProxyResponder: Sendable {
     headers[.contentLength] = "\(slice.count)"
     let responseBody: ProxyResponse.Body = isHead ? .empty : .bytes(ByteBuffer(bytes: slice))
     return ProxyResponse(status: status, headers: headers, body: responseBody)
-  }
-
-  // MARK: Headers
-
-  /// Headers of every proxied body. Values from the origin are reduced to visible ASCII so nothing it sends can
-  /// split or inject a header; `nosniff` and a sandbox policy keep a browser from running what an origin sends
-  /// as a page of the proxy's own origin.
-  ///
-  /// The origin's other end-to-end fields (`stored`: `Cache-Control`, `Expires`, `Date`, `Content-Disposition`,
-  /// `Vary`, custom ones) go out as stored, but for those the proxy sets itself: its `Age` (from `freshness`),
-  /// `Via` (the stored one's hops, then the proxy's), `Server`, framing and security fields.
-  static func headers(
-    contentType: String?, etag: String?, lastModified: String?, stored: StoredHeaders? = nil,
-    freshness: ObjectFreshness? = nil, cacheStatus: String, via: String
-  ) -> HTTPFields {
-    var headers = HTTPFields()
-    var hops: [String] = []
-    for field in stored?.fields ?? [] {
-      let lowercased = field.name.lowercased()
-      if lowercased == "via" { hops.append(field.value) }
-      guard !ownFieldNames.contains(lowercased), let name = HTTPField.Name(field.name) else { continue }
-      headers.append(HTTPField(name: name, value: headerSafe(field.value)))
-    }
-    if let freshness { headers[.age] = "\(freshness.age)" }
-    headers[.cacheStatus] = cacheStatus
-    headers[.via] = (hops.map(headerSafe) + [via]).joined(separator: ", ")
-    headers[.acceptRanges] = "bytes"
-    headers[.contentType] = contentType.map(headerSafe) ?? "application/octet-stream"
-    if let etag { headers[.eTag] = headerSafe(etag) }
-    if let lastModified { headers[.lastModified] = headerSafe(lastModified) }
-    headers[.xContentTypeOptions] = "nosniff"
-    headers[.contentSecurityPolicy] = "sandbox"
-    return headers
-  }
-
-  /// Stored fields the proxy sends its own of (lowercased): `headers(...)`.
-  static let ownFieldNames: Set<String> = [
-    "age", "via", "server", "cache-status", "accept-ranges", "x-content-type-options",
-    "content-security-policy",
-    "content-length", "content-range", "content-type", "etag", "last-modified", "connection", "keep-alive",
-    "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade",
-  ]
-
-  /// `Via` of the responses the proxy forwards (`ProxyServer.via`, made once).
-  var via: String { server.via }
-
-  /// `304 Not Modified` to a conditional GET or HEAD (`ConditionalRequest`): the `ETag` (or, without one, the
-  /// `Last-Modified`) of the representation the client holds, no body and no representation fields (RFC 9110
-  /// §15.4.5).
-  func notModified(_ bytes: CachedBytes, use: CacheUse) -> ProxyResponse {
-    let freshness = bytes.freshness
-    // The fields a 200 would have had that a 304 must repeat (RFC 9110 §15.4.5), from the stored ones.
-    let repeated = bytes.storedHeaders.map { stored in
-      StoredHeaders(
-        receivedAt: stored.receivedAt,
-        fields: stored.fields.filter { Self.repeatedIn304.contains($0.name.lowercased()) })
-    }
-    var headers = Self.headers(
-      contentType: nil, etag: nil, lastModified: nil, stored: repeated,
-      freshness: freshness, cacheStatus: cacheStatus(use, bytes.revalidation, freshness), via: via)
-    for name in [HTTPField.Name.acceptRanges, .contentType, .xContentTypeOptions, .contentSecurityPolicy] {
-      headers[name] = nil
-    }
-    if let etag = bytes.etag {
-      headers[.eTag] = Self.headerSafe(etag)
-    } else if let lastModified = bytes.lastModified {
-      headers[.lastModified] = Self.headerSafe(lastModified)
-    }
-    return ProxyResponse(status: .notModified, headers: headers, body: .empty)
-  }
-
-  /// Stored fields a 304 repeats (RFC 9110 §15.4.5), lowercased.
-  static let repeatedIn304: Set<String> = ["cache-control", "content-location", "date", "expires", "vary"]
-
-  static func headerSafe(_ value: String) -> String {
-    // Most values are visible ASCII already: checked byte by byte, they are returned as they are.
-    if value.utf8.allSatisfy({ $0 >= 0x20 && $0 < 0x7F }) { return value }
-    let visible = value.unicodeScalars.filter { $0.value >= 0x20 && $0.value < 0x7F }
-    return String(String.UnicodeScalarView(visible))
-  }
-
-  /// RFC 9110 §13.1.5: an entity tag matches only strongly; a date matches only exactly.
-  static func ifRangeMatches(_ value: String, etag: String?, lastModified: String?) -> Bool {
-    let trimmed = value.trimmingSpaces()
-    if trimmed.hasPrefix("\"") || trimmed.hasPrefix("W/") {
-      guard let etag, !etag.hasPrefix("W/"), !trimmed.hasPrefix("W/") else { return false }
-      return etag == trimmed
-    }
-    guard let lastModified else { return false }
-    return lastModified == trimmed
-  }
-}
-
-/// A failure answered with a status and a one-line plain-text reason (the reason goes in the body only, never
-/// in a header, since it may quote the URL).
-struct Refusal: Error {
-  var status: HTTPResponse.Status
-  var reason: String
-  var headers = HTTPFields()
-
-  init(_ status: HTTPResponse.Status, _ reason: String) {
-    self.status = status
-    self.reason = reason
-  }
-
-  static var methodNotAllowed: Refusal {
-    var refusal = Refusal(.methodNotAllowed, "only GET and HEAD are served")
-    refusal.headers[.allow] = "GET, HEAD"
-    return refusal
-  }
-
-  var response: ProxyResponse {
-    let text = "\(status.code) \(reason)\n"
-    var headers = self.headers
-    headers[.contentType] = "text/plain; charset=utf-8"
-    headers[.xContentTypeOptions] = "nosniff"
-    headers[.contentLength] = "\(text.utf8.count)"
-    return ProxyResponse(status: status, headers: headers, body: .bytes(ByteBuffer(string: text)))
   }
 }
 

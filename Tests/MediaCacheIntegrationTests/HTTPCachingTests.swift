@@ -204,6 +204,32 @@ import Testing
     }
   }
 
+  @Test func aCachedPlaylistIsServedWithItsStoredFields() async throws {
+    try await withTemporaryDirectory { directory in
+      try await withFileOrigin { origin in
+        let proxy = try ProxyProcess(cache: "\(directory)/cache")
+        let file = "hls/v0/index.m3u8"
+        origin.setHeaders(
+          name: file,
+          [("Cache-Control", "max-age=600"), ("X-Playlist-Tag", "p1"), ("Content-Language", "en")])
+        let path = ProxyServer.proxyPath(for: origin.url(file: file))
+        for (round, status) in [(1, "MediaCache; fwd=miss; stored"), (2, "MediaCache; hit")] {
+          let response = try await get(proxy, path)
+          #expect(response.status == 200, "round \(round)")
+          #expect(String(decoding: response.body, as: UTF8.self).hasPrefix("#EXTM3U"), "round \(round)")
+          #expect(response.header("Cache-Status") == status, "round \(round)")
+          #expect(response.header("Cache-Control") == "max-age=600", "round \(round)")
+          #expect(response.header("X-Playlist-Tag") == "p1", "round \(round)")
+          #expect(response.header("Content-Language") == "en", "round \(round)")
+          #expect(response.header("Age").flatMap { Int($0) } != nil, "round \(round)")
+          #expect(response.header("ETag") == nil, "rewritten, round \(round)")
+        }
+        #expect(origin.requests(for: file).count == 1)
+        #expect(proxy.stop().status == 0)
+      }
+    }
+  }
+
   @Test func privateIsRelayedByASharedProxyAndStoredByAPrivateOne() async throws {
     for (arguments, stored) in [([String](), false), (["--private-cache"], true)] {
       try await withProxy(arguments) { origin, proxy, _ in
@@ -322,12 +348,23 @@ import Testing
       #expect(
         status.hasPrefix("MediaCache; hit; ttl=-") && status.hasSuffix("; detail=stale-after-error"),
         "\(status)")
+      // For 10 s after the failure the origin is not asked again for a copy that may be served stale.
+      let asked = origin.requests(for: "lenient").count
+      let again = try await get(proxy, lenient)
+      expectBytes(again, "lenient", "stale again")
+      #expect(again.header("Cache-Status")?.hasSuffix("; detail=stale-after-error") == true)
+      #expect(origin.requests(for: "lenient").count == asked, "the origin was asked again within 10 s")
       let refused = try await get(proxy, strict)
       #expect(refused.status >= 500, "must-revalidate: no stale copy (\(refused.status))")
+      #expect(origin.requests(for: "strict").count >= 2, "must-revalidate asks the origin all the same")
       origin.setFault(nil)
       let recovered = try await get(proxy, strict)
       expectBytes(recovered, "strict", "after the origin recovered")
       #expect(recovered.header("Cache-Status") == "MediaCache; fwd=stale; fwd-status=304")
+      // The origin's answer ended the outage: the lenient copy is revalidated again.
+      let revalidated = try await get(proxy, lenient)
+      expectBytes(revalidated, "lenient", "after the origin recovered")
+      #expect(revalidated.header("Cache-Status") == "MediaCache; fwd=stale; fwd-status=304")
     }
   }
 

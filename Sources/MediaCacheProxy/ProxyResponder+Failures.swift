@@ -1,0 +1,111 @@
+import Foundation
+import HTTPTypes
+import Logging
+import MediaCache
+import MediaCacheHTTP
+import NIOCore
+
+// How a failure reaches the player: the origin's own answer relayed, or a status with a one-line reason.
+extension ProxyResponder {
+  /// Whether a failure of the cache's read means the player gets the origin's own answer, relayed
+  /// (`passThrough`): a response the cache may not store, or a status it does not store (a 404, a 204, a 3xx
+  /// without a usable `Location`, a 5xx after the retries).
+  static func isRelayed(_ error: OriginError) -> Bool {
+    error.code == .notStorable || error.code == .httpStatus
+  }
+
+  /// Relays the origin's answer to `request` after the cache's read failed with `error` (`isRelayed`): a URL
+  /// whose response may not be stored is remembered (`passMemo`, so its next request costs one origin request),
+  /// a relayed status is counted and logged as an origin failure.
+  func relay(_ request: ProxyRequest, _ error: OriginError, origin: String, isPathForm: Bool) async throws
+    -> ProxyResponse
+  {
+    if error.code == .notStorable {
+      server.passMemo.note(origin)
+    } else {
+      noteRelayedStatus(error, url: origin)
+    }
+    return try await passThrough(request, origin: origin, isPathForm: isPathForm)
+  }
+
+  /// The status and one-line reason a failure reaches the player as.
+  func refusal(for error: any Error, url: String) -> any Error {
+    switch error {
+    case let error as OriginError:
+      switch error.kind {
+      case .unsupportedScheme: return Refusal(.forbidden, error.description)
+      case .invalidURL: return Refusal(.badRequest, error.description)
+      case .rangeNotSatisfiable(let range, let length):
+        // The client's range, checked against the length the cache knows or the origin's 416.
+        var refusal = Refusal(
+          .rangeNotSatisfiable, "range \(range) is not satisfiable\(length.map { "; length is \($0)" } ?? "")"
+        )
+        if let length { refusal.headers[.contentRange] = "bytes */\(length)" }
+        return refusal
+      default: break
+      }
+      metrics.noteOriginError()
+      logFailure("origin failed", error.description, url: url, errorURL: error.url)
+      switch error.kind {
+      case .httpStatus(let status, _) where (400..<500).contains(status):
+        // The origin's own answer (404, 403, 410 ...) is the most useful thing to pass on.
+        return Refusal(HTTPResponse.Status(code: status), "origin failed: \(error.description)")
+      case .timedOut: return Refusal(.gatewayTimeout, "origin timed out: \(error.description)")
+      default: return Refusal(.badGateway, "origin failed: \(error.description)")
+      }
+    case let error as StoreError:
+      logFailure("cache failed", error.description, url: url, errorURL: nil)
+      return Refusal(.internalServerError, "cache failed: \(error.description)")
+    case is CancellationError:
+      return error
+    default:
+      return Refusal(.internalServerError, "\(error)")
+    }
+  }
+
+  /// Counts and logs (at `warning`, as any origin failure) a status the origin answered that is relayed.
+  func noteRelayedStatus(_ error: OriginError, url: String) {
+    metrics.noteOriginError()
+    logFailure("origin failed", error.description, url: url, errorURL: error.url)
+  }
+
+  /// Logs a failure at `warning` with its cause, the URLs in it without their queries (on the I/O executor: a
+  /// log handler's write blocks).
+  private func logFailure(_ message: String, _ cause: String, url: String, errorURL: String?) {
+    let logger = server.configuration.logger
+    guard logger.logLevel <= .warning else { return }
+    let redacted = LogRedaction.text(LogRedaction.text(cause, withoutQueryOf: errorURL), withoutQueryOf: url)
+    let metadata: Logger.Metadata = [
+      "url": "\(LogRedaction.text(url, withoutQueryOf: url))", "error": "\(redacted)",
+    ]
+    IOExecutor.shared.submit { logger.warning("\(message)", metadata: metadata) }
+  }
+}
+
+/// A failure answered with a status and a one-line plain-text reason (the reason goes in the body only, never
+/// in a header, since it may quote the URL).
+struct Refusal: Error {
+  var status: HTTPResponse.Status
+  var reason: String
+  var headers = HTTPFields()
+
+  init(_ status: HTTPResponse.Status, _ reason: String) {
+    self.status = status
+    self.reason = reason
+  }
+
+  static var methodNotAllowed: Refusal {
+    var refusal = Refusal(.methodNotAllowed, "only GET and HEAD are served")
+    refusal.headers[.allow] = "GET, HEAD"
+    return refusal
+  }
+
+  var response: ProxyResponse {
+    let text = "\(status.code) \(reason)\n"
+    var headers = self.headers
+    headers[.contentType] = "text/plain; charset=utf-8"
+    headers[.xContentTypeOptions] = "nosniff"
+    headers[.contentLength] = "\(text.utf8.count)"
+    return ProxyResponse(status: status, headers: headers, body: .bytes(ByteBuffer(string: text)))
+  }
+}
