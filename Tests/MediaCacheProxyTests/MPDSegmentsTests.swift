@@ -349,6 +349,22 @@ import Testing
         == true)
   }
 
+  /// Found by the MPD fuzzer: a `BaseURL` whose text spans lines was quoted as it was, so the error's
+  /// description (logged, and sent as a refusal's reason) had line breaks in it.
+  @Test func errorsQuotingTheDocumentStayOneLine() throws {
+    let data = mpd(
+      "<BaseURL>http:./cdn.example .com/a\n  b\u{2028}c\t</BaseURL><Period><AdaptationSet>"
+        + "<Representation id=\"v\" bandwidth=\"5\"><SegmentBase indexRange=\"8-9\"/></Representation>"
+        + "</AdaptationSet></Period>")
+    let failure = error { try parse(data) }
+    let text = try #require(failure?.description)
+    #expect(text.contains("cannot be resolved"), "\(text)")
+    #expect(
+      !text.unicodeScalars.contains { $0.properties.generalCategory == .control }, "\(text.debugDescription)")
+    #expect(!text.contains("\u{2028}") && !text.contains("\n"), "\(text.debugDescription)")
+    #expect(text.contains(#"a\n  b\u{2028}c'"#), "escaped, not dropped (the end trimmed): \(text)")
+  }
+
   @Test func dynamicMPDsAreMarkedAndDurationsParse() throws {
     let live = try parse(mpd("<Period/>", attributes: #"type="dynamic""#))
     #expect(live.isDynamic)

@@ -70,8 +70,29 @@ public struct MPDError: Error, Sendable, Equatable, CustomStringConvertible {
     MPDError(url: url, kind: .tooManySegments(at: at, limit: limit))
   }
 
-  /// One line for a person: the MPD's URL and what is wrong.
-  public var description: String {
+  /// One line for a person: the MPD's URL and what is wrong. What it quotes of the document (a `BaseURL`, an
+  /// attribute) keeps its line breaks and other control characters as escapes (`\n`, `\u{2028}`), so it stays
+  /// one line in a log or a refusal's reason.
+  public var description: String { Self.oneLine(text) }
+
+  /// `text` with control characters and the Unicode line and paragraph separators written as escapes.
+  static func oneLine(_ text: String) -> String {
+    func breaks(_ scalar: Unicode.Scalar) -> Bool {
+      scalar.properties.generalCategory == .control || scalar == "\u{2028}" || scalar == "\u{2029}"
+    }
+    guard text.unicodeScalars.contains(where: breaks) else { return text }
+    var escaped = String.UnicodeScalarView()
+    for scalar in text.unicodeScalars {
+      if breaks(scalar) {
+        escaped.append(contentsOf: scalar.escaped(asASCII: true).unicodeScalars)
+      } else {
+        escaped.append(scalar)
+      }
+    }
+    return String(escaped)
+  }
+
+  private var text: String {
     switch kind {
     case .tooLarge(let bytes, let limit):
       "\(url): MPD of \(bytes) bytes is larger than the limit of \(limit) bytes"
