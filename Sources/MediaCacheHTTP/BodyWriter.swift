@@ -35,6 +35,8 @@ final class BodyWriter: HTTPClientResponseDelegate, @unchecked Sendable {
   private let events: AsyncStream<Event>.Continuation
 
   private(set) var head: ResponseHead?
+  /// A status the cache does not store, and the answer it came with, whose body is being read.
+  private(set) var refusal: (error: OriginError, answer: OriginAnswer)?
   /// Every body byte before this is written to the cache.
   private(set) var offset: Int64 = 0
   /// Body bytes received (written or queued).
@@ -101,6 +103,10 @@ final class BodyWriter: HTTPClientResponseDelegate, @unchecked Sendable {
         sharedWithCredentials: sharedWithCredentials, forwarded: forwarded,
         freshness: session.environment.client.configuration.freshness,
         sharedCache: session.environment.client.configuration.isSharedCache)
+    } catch  where error.code == .httpStatus {
+      // A status the cache does not store: its body is read (bounded) so that a proxy can relay the answer.
+      refusal = (error, OriginAnswer(head))
+      return task.eventLoop.makeSucceededVoidFuture()
     } catch {
       // A length declared against the stored entity tag is checked even for a response refused for its range
       // (it may reset the object: on the executor).
@@ -147,6 +153,11 @@ final class BodyWriter: HTTPClientResponseDelegate, @unchecked Sendable {
 
   func didReceiveBodyPart(task: HTTPClient.Task<Void>, _ buffer: ByteBuffer) -> EventLoopFuture<Void> {
     if let writeError { return task.eventLoop.makeFailedFuture(writeError) }
+    if let (error, _) = refusal {
+      // An answer's body past `OriginAnswer.maxBody` is not kept: the error alone ends the request.
+      guard refusal?.answer.append(buffer) == true else { return task.eventLoop.makeFailedFuture(error) }
+      return task.eventLoop.makeSucceededVoidFuture()
+    }
     var buffer = buffer
     var overlong = false
     if let expected = head?.expectedBodyLength, bodyBytes + Int64(buffer.readableBytes) > expected {
@@ -215,30 +226,6 @@ final class BodyWriter: HTTPClientResponseDelegate, @unchecked Sendable {
     }
     if roomPromise == nil { roomPromise = eventLoop.makePromise() }
     return paced(roomPromise!.futureResult)
-  }
-
-  /// The longest a background flight's next part waits for players to stop waiting: if a player's count were
-  /// ever wrong, background work would slow down, never stop.
-  static let longestPause = TimeAmount.seconds(2)
-
-  /// How long after a player's wait ends the pause holds: a player reading a slow origin stops waiting for a
-  /// moment at each piece it gets, and a loaded machine may take a while to schedule its next wait; without the
-  /// linger, background work would run in those gaps from what its socket buffered meanwhile.
-  static let pauseLinger = Duration.milliseconds(250)
-
-  /// Succeeds once no player of `waits` has waited for an origin for `pauseLinger` (checked every 50 ms), once
-  /// `flight` is promoted (a player joined it: it is that player's wait now), or at `deadline`.
-  private static func whilePlayersWait(
-    _ waits: PlayerWaits, flight: Flight, on eventLoop: any EventLoop, until deadline: NIODeadline
-  ) -> EventLoopFuture<Void> {
-    guard waits.waited(within: pauseLinger), flight.isBackground.load(ordering: .relaxed),
-      NIODeadline.now() < deadline
-    else {
-      return eventLoop.makeSucceededVoidFuture()
-    }
-    return eventLoop.scheduleTask(in: .milliseconds(50)) {}.futureResult.flatMap {
-      whilePlayersWait(waits, flight: flight, on: eventLoop, until: deadline)
-    }
   }
 
   /// Hands everything queued to the executor as one batch; when it is written, hands it to the readers (on
@@ -363,6 +350,11 @@ final class BodyWriter: HTTPClientResponseDelegate, @unchecked Sendable {
     afterWrites {
       self.flush()
       self.events.finish()
+    }
+    if let refusal {
+      var error = refusal.error
+      error.answer = refusal.answer
+      throw error
     }
   }
 

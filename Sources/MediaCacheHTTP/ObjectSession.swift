@@ -228,7 +228,12 @@ final class ObjectSession: Sendable {
     // The delegate runs on the task's event loop, so `writer.head` is read there.
     let headTimedOut = environment.client.headTimedOut(url)
     let headTimer = task.eventLoop.scheduleTask(deadline: environment.client.headDeadline) {
-      if writer.head == nil { task.fail(reason: headTimedOut) }
+      if let refusal = writer.refusal {
+        // A status's answer not read whole by then is not kept: the status alone is the error.
+        task.fail(reason: refusal.error)
+      } else if writer.head == nil {
+        task.fail(reason: headTimedOut)
+      }
     }
     task.futureResult.whenComplete { _ in headTimer.cancel() }
     await withTaskCancellationHandler {

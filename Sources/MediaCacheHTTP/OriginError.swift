@@ -37,6 +37,17 @@ public struct OriginError: Error, Sendable, Equatable, CustomStringConvertible {
 
   package var kind: Kind
 
+  /// The origin's own answer of an `httpStatus` failure (status, fields and body, read whole up to
+  /// `OriginAnswer.maxBody`) when the failing request read it: what a proxy relays to its player instead of
+  /// asking the origin a second time. Not part of equality.
+  package var answer: OriginAnswer?
+
+  /// Whether both are the same failure (code, what it concerns, the URL); an `answer` read with one is not
+  /// compared.
+  public static func == (lhs: OriginError, rhs: OriginError) -> Bool {
+    lhs.url == rhs.url && lhs.kind == rhs.kind
+  }
+
   /// An error about `url`: any code but `invalidTrustRoots`, which concerns a file and no URL.
   package init(url: String, kind: Kind) {
     self.url = url

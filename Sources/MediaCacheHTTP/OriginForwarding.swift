@@ -19,14 +19,24 @@ package struct ForwardedResponse: Sendable {
   package var isStorable: Bool
 }
 
-/// The body of a `ForwardedResponse`, read by one task.
+/// The body of a `ForwardedResponse`, read by one task: streamed from the origin, or read whole already
+/// (`OriginAnswer`).
 package final class ForwardedBody: @unchecked Sendable {
-  private var iterator: HTTPClientResponse.Body.AsyncIterator
+  private var iterator: HTTPClientResponse.Body.AsyncIterator?
+  private var whole: ByteBuffer?
 
   init(_ body: HTTPClientResponse.Body) { iterator = body.makeAsyncIterator() }
 
+  init(whole: ByteBuffer) { self.whole = whole }
+
   /// The next piece, nil at the end; throws the `OriginError` of a broken connection.
-  package func next() async throws -> ByteBuffer? { try await iterator.next() }
+  package func next() async throws -> ByteBuffer? {
+    if iterator == nil {
+      defer { whole = nil }
+      return whole.flatMap { $0.readableBytes > 0 ? $0 : nil }
+    }
+    return try await iterator?.next()
+  }
 }
 
 extension OriginClient {

@@ -16,7 +16,9 @@ extension ProxyResponder {
 
   /// Relays the origin's answer to `request` after the cache's read failed with `error` (`isRelayed`): a URL
   /// whose response may not be stored is remembered (`passMemo`, so its next request costs one origin request),
-  /// a relayed status is counted and logged as an origin failure.
+  /// a relayed status is counted and logged as an origin failure. A status comes with the answer the cache's own
+  /// request read (`OriginError.answer`), which is relayed as it is unless the player's request is conditional
+  /// (the origin may answer it otherwise: it is asked with the player's conditions).
   func relay(_ request: ProxyRequest, _ error: OriginError, origin: String, isPathForm: Bool) async throws
     -> ProxyResponse
   {
@@ -24,6 +26,11 @@ extension ProxyResponder {
       server.passMemo.note(origin)
     } else {
       noteRelayedStatus(error, url: origin)
+    }
+    let isConditional = Self.relayedRequestFields.contains { $0 != .range && request.headers[$0] != nil }
+    if let answer = error.answer, !isConditional {
+      return try await relayed(
+        answer.forwarded, isHead: request.method == .HEAD, origin: origin, isPathForm: isPathForm)
     }
     return try await passThrough(request, origin: origin, isPathForm: isPathForm)
   }

@@ -17,7 +17,7 @@ extension ProxyResponder {
   ]
 
   /// The largest body of a relayed status other than 2xx (an error page): it is read whole before it is sent.
-  static let maxRelayedErrorBody = 1 << 20
+  static let maxRelayedErrorBody = OriginAnswer.maxBody
 
   /// Relays `request` for `origin` to the origin and its response to the player, storing nothing. A status
   /// other than 2xx (the origin's 404, 410, 503 ...) goes with its body, read whole first, up to
@@ -40,6 +40,14 @@ extension ProxyResponder {
       // Storable again: the next request goes through the cache.
       server.passMemo.forget(origin)
     }
+    return try await relayed(forwarded, isHead: isHead, origin: origin, isPathForm: isPathForm)
+  }
+
+  /// The response to the player of an origin's answer that is relayed (`forwarded`): the origin's status,
+  /// fields (but those the proxy sets itself) and body, an error page or a playlist read whole and bounded.
+  func relayed(_ forwarded: ForwardedResponse, isHead: Bool, origin: String, isPathForm: Bool) async throws
+    -> ProxyResponse
+  {
     var headers = HTTPFields()
     var hops: [String] = []
     var declaredLength: Int64?
