@@ -73,10 +73,20 @@ extension OriginClient {
   ])
 
   /// The end-to-end fields of a response worth storing with the object (all but `unstoredFields` and those
-  /// its `Connection` names), at most `StoredHeaders.maxBytes` of them.
+  /// its `Connection` names), at most `StoredHeaders.maxBytes` of them. `cachingFields` go first, so a
+  /// response with more fields than the bound loses others rather than those.
   static func storedFields(_ headers: HTTPHeaders, receivedAt: Date) -> StoredHeaders {
-    StoredHeaders(receivedAt: receivedAt, fields: fields(of: headers, without: unstoredFields))
+    let fields = fields(of: headers, without: unstoredFields)
+    let caching = fields.filter { cachingFields.contains($0.name.lowercased()) }
+    let others = fields.filter { !cachingFields.contains($0.name.lowercased()) }
+    return StoredHeaders(receivedAt: receivedAt, fields: caching + others)
   }
+
+  /// Fields the copy's freshness, revalidation and reuse depend on (lowercased). Stored before the others: the
+  /// order of fields of different names carries no meaning (RFC 9110 5.3), and fields of one name keep theirs.
+  static let cachingFields: Set<String> = [
+    "cache-control", "expires", "date", "age", "vary", "pragma", "content-location", "content-disposition",
+  ]
 
   /// The fields of `headers` but those named in `excluded` (lowercased) or by its `Connection` field.
   static func fields(of headers: HTTPHeaders, without excluded: Set<String>) -> [StoredHeaders.Field] {
