@@ -37,6 +37,11 @@ final class BodyWriter: HTTPClientResponseDelegate, @unchecked Sendable {
   private(set) var head: ResponseHead?
   /// A status the cache does not store, and the answer it came with, whose body is being read.
   private(set) var refusal: (error: OriginError, answer: OriginAnswer)?
+  /// Ends the read of an answer's body that takes longer than `OriginAnswer.readTimeout`.
+  private var answerTimer: Scheduled<Void>?
+  /// The player's fields the request carries (recorded with an answer) and whether a 5xx will not be retried.
+  private let answerForwarded: [OriginHeader]
+  private let isLastAttempt: Bool
   /// Every body byte before this is written to the cache.
   private(set) var offset: Int64 = 0
   /// Body bytes received (written or queued).
@@ -74,8 +79,11 @@ final class BodyWriter: HTTPClientResponseDelegate, @unchecked Sendable {
 
   init(
     session: ObjectSession, flight: Flight, url: String, start: Int64, end: Int64?, stored: Manifest,
-    sharedWithCredentials: Bool, forwarded: Set<String> = [], events: AsyncStream<Event>.Continuation
+    sharedWithCredentials: Bool, forwarded: Set<String> = [], isLastAttempt: Bool = true,
+    events: AsyncStream<Event>.Continuation
   ) {
+    self.answerForwarded = OriginClient.forwardedHeaders
+    self.isLastAttempt = isLastAttempt
     self.sharedWithCredentials = sharedWithCredentials
     self.forwarded = forwarded
     self.session = session
@@ -103,9 +111,11 @@ final class BodyWriter: HTTPClientResponseDelegate, @unchecked Sendable {
         sharedWithCredentials: sharedWithCredentials, forwarded: forwarded,
         freshness: session.environment.client.configuration.freshness,
         sharedCache: session.environment.client.configuration.isSharedCache)
-    } catch  where error.code == .httpStatus {
-      // A status the cache does not store: its body is read (bounded) so that a proxy can relay the answer.
-      refusal = (error, OriginAnswer(head))
+    } catch  where error.code == .httpStatus && (head.status.code < 500 || isLastAttempt) {
+      // A status the cache does not store (a 5xx once it will not be retried): its body is read, bounded in size
+      // and time, so that a proxy can relay the answer.
+      refusal = (error, OriginAnswer(head, forwarded: answerForwarded))
+      answerTimer = task.eventLoop.scheduleTask(in: OriginAnswer.readTimeout) { task.fail(reason: error) }
       return task.eventLoop.makeSucceededVoidFuture()
     } catch {
       // A length declared against the stored entity tag is checked even for a response refused for its range
@@ -351,6 +361,7 @@ final class BodyWriter: HTTPClientResponseDelegate, @unchecked Sendable {
       self.flush()
       self.events.finish()
     }
+    answerTimer?.cancel()
     if let refusal {
       var error = refusal.error
       error.answer = refusal.answer
@@ -359,6 +370,7 @@ final class BodyWriter: HTTPClientResponseDelegate, @unchecked Sendable {
   }
 
   func didReceiveError(task: HTTPClient.Task<Void>, _ error: any Error) {
+    answerTimer?.cancel()
     // What was written is valid: readers get it before the error, with what was still queued.
     afterWrites {
       self.flush()

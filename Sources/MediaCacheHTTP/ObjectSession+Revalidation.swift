@@ -52,7 +52,7 @@ extension ObjectSession {
         url, etag: manifest.etag, lastModified: manifest.lastModified)
     } catch let error as OriginError {
       if error.isRetryable {
-        environment.outages.noteFailure(url)
+        environment.outages.noteFailure(url, originWide: error.code != .httpStatus)
         if mayServeStale { return .staleAfterError }
       } else {
         environment.outages.noteAnswer(url)

@@ -126,7 +126,8 @@ final class ObjectSession: Sendable {
         let started = ContinuousClock.now
         var failure: (any Error)?
         do {
-          try await fetchOnce(flight)
+          try await fetchOnce(flight, isLastAttempt: attempt > environment.maxRetries)
+          environment.outages.noteAnswer(url)
         } catch {
           failure = error
         }
@@ -201,7 +202,7 @@ final class ObjectSession: Sendable {
     return failure
   }
 
-  private func fetchOnce(_ flight: Flight) async throws {
+  private func fetchOnce(_ flight: Flight, isLastAttempt: Bool) async throws {
     try Task.checkCancellation()
     let position = await flight.received
     let end = await flight.nextRequestEnd()
@@ -215,7 +216,8 @@ final class ObjectSession: Sendable {
     let fields = environment.client.requestHeaders(for: url, start: position, end: end, ifRange: validator)
     let writer = BodyWriter(
       session: self, flight: flight, url: url, start: position, end: end, stored: stored,
-      sharedWithCredentials: fields.sharedWithCredentials, forwarded: fields.forwarded, events: continuation)
+      sharedWithCredentials: fields.sharedWithCredentials, forwarded: fields.forwarded,
+      isLastAttempt: isLastAttempt, events: continuation)
     var headers = HTTPHeaders()
     for (name, value) in fields.headers { headers.add(name: name, value: value) }
     let prepared = try HTTPClient.Request(url: url, method: .GET, headers: headers)
@@ -258,6 +260,11 @@ final class ObjectSession: Sendable {
       if let refused = writer.writeError { throw await environment.client.describe(refused, url: url) }
       let mapped = await environment.client.describe(error, url: url)
       try Task.checkCancellation()
+      // A status the cache does not store is the failure, whatever cut its answer's body short (then the
+      // answer is not kept).
+      if let refusal = writer.refusal {
+        throw (mapped as? OriginError)?.answer != nil ? mapped : refusal.error
+      }
       if let head = writer.head, let expected = head.expectedBodyLength, mapped is OriginError,
         writer.bodyBytes < expected
       {

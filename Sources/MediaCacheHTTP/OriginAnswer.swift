@@ -16,10 +16,34 @@ package struct OriginAnswer: Sendable {
   package var fields: [StoredHeaders.Field]
   /// The whole body.
   package var body = ByteBuffer()
+  /// The player's fields the request carried (`OriginClient.forwardedHeaders`).
+  package var forwardedFields: [OriginHeader]
+  /// Whether it may be given to players other than the one it was asked for: it sets no cookie and says
+  /// neither `private` nor `no-store`.
+  package var isShareable: Bool
 
-  init(_ head: HTTPResponseHead) {
+  /// How long the body may take after the head; an answer not whole by then is not kept.
+  static let readTimeout = TimeAmount.seconds(2)
+
+  init(_ head: HTTPResponseHead, forwarded: [OriginHeader]) {
     status = Int(head.status.code)
     fields = OriginClient.fields(of: head.headers, without: OriginClient.hopByHopFields)
+    forwardedFields = forwarded
+    let directives = CacheDirectives(head.headers["Cache-Control"])
+    isShareable =
+      !directives.isPrivate && !directives.noStore
+      && !fields.contains { ["set-cookie", "set-cookie2"].contains($0.name.lowercased()) }
+  }
+
+  /// Whether a player whose request forwards `forwarded` may be given this answer: it is shareable, and that
+  /// player's request would have carried the same fields (so the origin was asked what it would have been
+  /// asked for that player). A flight serves every player of its object, but carries the fields of the one it
+  /// was started for.
+  package func fits(forwarded current: [OriginHeader]) -> Bool {
+    func key(_ fields: [OriginHeader]) -> [String] {
+      fields.map { "\($0.name.lowercased()):\($0.value)" }.sorted()
+    }
+    return isShareable && key(forwardedFields) == key(current)
   }
 
   /// Adds a part of the body; false when the body would grow past `maxBody` (the part is not added).

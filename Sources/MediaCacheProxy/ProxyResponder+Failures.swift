@@ -18,7 +18,9 @@ extension ProxyResponder {
   /// whose response may not be stored is remembered (`passMemo`, so its next request costs one origin request),
   /// a relayed status is counted and logged as an origin failure. A status comes with the answer the cache's own
   /// request read (`OriginError.answer`), which is relayed as it is unless the player's request is conditional
-  /// (the origin may answer it otherwise: it is asked with the player's conditions).
+  /// (the origin may answer it otherwise: it is asked with the player's conditions) or the answer does not fit
+  /// this player (`OriginAnswer.fits`: the request was made for another player, with other forwarded fields, or
+  /// the answer sets a cookie or is private).
   func relay(_ request: ProxyRequest, _ error: OriginError, origin: String, isPathForm: Bool) async throws
     -> ProxyResponse
   {
@@ -28,7 +30,7 @@ extension ProxyResponder {
       noteRelayedStatus(error, url: origin)
     }
     let isConditional = Self.relayedRequestFields.contains { $0 != .range && request.headers[$0] != nil }
-    if let answer = error.answer, !isConditional {
+    if let answer = error.answer, !isConditional, answer.fits(forwarded: OriginClient.forwardedHeaders) {
       return try await relayed(
         answer.forwarded, isHead: request.method == .HEAD, origin: origin, isPathForm: isPathForm)
     }

@@ -216,9 +216,16 @@ enum ResponsePlanner {
       }
       for (name, value) in state.headers(of: name) { plan.headers.add(name: name, value: value) }
     }
-    // `status=N`: answered N, with a one-line body (none for 1xx, 204 and 304) and the fields above.
+    // `status=N`: answered N, with a one-line body (none for 1xx, 204 and 304) and the fields above; with
+    // `delay-ms=M`, 64 bytes of object `name` in two pieces, M ms after each (an error page that trickles).
     if let status = queryInt("status") {
       fail(HTTPResponseStatus(statusCode: status), "status \(status) for \(name)")
+      if let delay = queryInt("delay-ms"), head.method == .GET {
+        plan.headers.replaceOrAdd(name: "Content-Length", value: "64")
+        plan.body = .object(
+          seed: ObjectBytes.seed(name: name, version: 0), range: 0..<64, pieceSize: 32,
+          delay: .milliseconds(Int64(delay)), limit: nil)
+      }
       if status < 200 || status == 204 || status == 304 {
         plan.body = nil
         plan.headers.remove(name: "Content-Length")

@@ -14,7 +14,8 @@ import Synchronization
 /// In every mode but `files`, `auth=TOKEN` answers 401 unless the request has `Authorization: Bearer TOKEN`,
 /// `cache-control=VALUE` (percent-encoded) adds that `Cache-Control` to the response, and each
 /// `header=NAME:VALUE` (percent-encoded) that field (see also `setHeaders(name:_:)`); `status=N` answers N with
-/// a one-line text body (none for 204 and 304) and those fields.
+/// a one-line text body (none for 204 and 304) and those fields (with `delay-ms=M`: 64 object bytes in two
+/// pieces, M ms after each).
 ///
 /// All work happens on SwiftNIO event loops (no Swift tasks), so tests that block threads of the
 /// cooperative pool (a blocking socket client, waiting for a child process) cannot starve the origin.
