@@ -127,7 +127,6 @@ final class ObjectSession: Sendable {
         var failure: (any Error)?
         do {
           try await fetchOnce(flight, isLastAttempt: attempt > environment.maxRetries)
-          environment.outages.noteAnswer(url)
         } catch {
           failure = error
         }
@@ -237,7 +236,13 @@ final class ObjectSession: Sendable {
         task.fail(reason: headTimedOut)
       }
     }
-    task.futureResult.whenComplete { _ in headTimer.cancel() }
+    task.futureResult.whenComplete { [outages = environment.outages, url] _ in
+      headTimer.cancel()
+      // The origin answered (a head the cache took, or a status other than 5xx): an outage of it has ended.
+      if writer.head != nil || writer.refusal.map({ $0.answer.status < 500 }) == true {
+        outages.noteAnswer(url)
+      }
+    }
     await withTaskCancellationHandler {
       for await event in events {
         switch event {

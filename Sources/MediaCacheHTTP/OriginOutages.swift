@@ -17,12 +17,13 @@ final class OriginOutages: Sendable {
   /// By origin (`origin(of:)`) and by URL.
   private let failures = Mutex<[String: ContinuousClock.Instant]>([:])
 
-  /// The origin of `url` as the outage is remembered: scheme, host and port.
+  /// The origin of `url` as the outage is remembered: scheme, host and port (after a space, which no URL has,
+  /// so it is never taken for a URL's key).
   static func origin(of url: String) -> String {
-    guard let components = URLComponents(string: url) else { return url }
+    guard let components = URLComponents(string: url) else { return "origin \(url)" }
     let scheme = components.scheme?.lowercased() ?? ""
     let port = components.port.map { ":\($0)" } ?? ""
-    return "\(scheme)://\(components.host?.lowercased() ?? "")\(port)/"
+    return "origin \(scheme)://\(components.host?.lowercased() ?? "")\(port)"
   }
 
   /// Whether a revalidation of `url` or (connection trouble) of its origin failed less than `window` ago.

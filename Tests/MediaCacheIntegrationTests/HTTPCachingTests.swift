@@ -423,8 +423,6 @@ import Testing
     }
   }
 
-  /// Found by tools/soak: a 503 that outlasted the retries was relayed, the origin had recovered by then, and
-  /// its 206 went out without a Content-Length.
   /// The cache's own request reads a status's answer to relay it, but only an answer it may give any player, and
   /// only for as long as `OriginAnswer.readTimeout`; otherwise the origin is asked again for the player, and the
   /// status stays the origin's.
@@ -447,6 +445,8 @@ import Testing
     }
   }
 
+  /// Found by tools/soak: a 503 that outlasted the retries was relayed, the origin had recovered by then, and
+  /// its 206 went out without a Content-Length.
   @Test func aRelayThatFindsTheOriginRecoveredKeepsItsFraming() async throws {
     try await withProxy(["--retries", "2"]) { origin, proxy, _ in
       // Three 500s use up the cache's request and its two retries; the relay, the fourth (a conditional request

@@ -106,6 +106,23 @@ import Testing
     #expect(value("initialization", of: template) == "init.mp4")
   }
 
+  /// Found by the MPD fuzzer: sibling `BaseURL`s are alternatives (DASH 5.6.5), each resolved against the base
+  /// of the level above, but the second was resolved against the first, so an alternative written in path form
+  /// named a URL under the first one.
+  @Test func siblingBaseURLsAreAlternativesNotAChain() throws {
+    // In query form the top-level BaseURLs are written in path form, resolved against the MPD's URL.
+    let (root, _) = try rewritten(
+      mpd(
+        """
+        <BaseURL>first/</BaseURL>
+        <BaseURL>second/</BaseURL>
+        <Period><AdaptationSet><SegmentTemplate media="seg-$Number$.m4s"/></AdaptationSet></Period>
+        """), form: .queryForm)
+    let bases = all("BaseURL", in: root).compactMap(\.stringValue)
+    #expect(
+      bases == ["/https/cdn.example.com/v/show/first/", "/https/cdn.example.com/v/show/second/"], "\(bases)")
+  }
+
   // MARK: Segment addressing
 
   @Test func segmentTemplateWithNumberKeepsTemplateIdentifiers() throws {

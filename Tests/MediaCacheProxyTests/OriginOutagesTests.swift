@@ -15,6 +15,10 @@ import Testing
     #expect(!outages.isDown("https://a.example/other", now: now), "another port is another origin")
     #expect(!outages.isDown("http://a.example:8443/other", now: now), "another scheme is another origin")
     #expect(!outages.isDown("https://a.example:8443/other", now: now + OriginOutages.window), "it ends")
+    // A 5xx of an origin's root URL is that URL's, not the origin's.
+    outages.noteFailure("https://c.example/", originWide: false, now: now)
+    #expect(
+      outages.isDown("https://c.example/", now: now) && !outages.isDown("https://c.example/x", now: now))
   }
 
   @Test func anAnswerEndsTheOutageOfItsURLAndOrigin() {

@@ -153,8 +153,17 @@ private final class MPDWriter: NSObject, XMLParserDelegate {
   private(set) var isDynamic = false
 
   private struct Frame {
+    /// The base of what follows inside the element: its first `BaseURL` child's, else `inherited`.
     var base: String
+    /// The base in effect where the element starts, which its `BaseURL` children resolve against: they are
+    /// alternatives (DASH 5.6.5), not a chain.
+    var inherited: String
     var sawBaseURL = false
+
+    init(base: String) {
+      self.base = base
+      inherited = base
+    }
   }
   /// The text of a URL element being read, written once the element ends.
   private struct URLText {
@@ -230,7 +239,7 @@ private final class MPDWriter: NSObject, XMLParserDelegate {
       // Location and PatchLocation resolve against the MPD's own URL, not the BaseURL chain.
       let isLocation = name != "BaseURL"
       collecting = URLText(
-        depth: depth + 1, base: isLocation ? manifestURL : base,
+        depth: depth + 1, base: isLocation || depth == 0 ? manifestURL : frames[depth - 1].inherited,
         forced: isQueryForm && (isLocation || depth == 1))
     }
   }
