@@ -59,6 +59,23 @@ import Testing
       }
   }
 
+  /// The paths of objects `name` with `Cache-Control` values of a second, each fetched once through `proxy`,
+  /// once they are stale (2.2 s later).
+  func staleCopies(
+    _ origin: TestOrigin, _ proxy: ProxyProcess, _ objects: [(name: String, cacheControl: String)]
+  )
+    async throws -> [String]
+  {
+    let start = ContinuousClock.now
+    var paths: [String] = []
+    for (name, cacheControl) in objects {
+      paths.append(path(origin, name, [("cache-control", cacheControl)]))
+      expectBytes(try await get(proxy, paths.last!), name, "\(name) fetched")
+    }
+    try await waitUntil(start, plus: 2.2)
+    return paths
+  }
+
   /// Waits until `seconds` have passed since `start` (freshness is counted in whole seconds).
   func waitUntil(_ start: ContinuousClock.Instant, plus seconds: Double) async throws {
     let deadline = start + .milliseconds(Int(seconds * 1000))
@@ -335,12 +352,9 @@ import Testing
 
   @Test func aStaleCopyIsServedWhenTheOriginFailsUnlessMustRevalidate() async throws {
     try await withProxy { origin, proxy, _ in
-      let lenient = path(origin, "lenient", [("cache-control", "max-age=1")])
-      let strict = path(origin, "strict", [("cache-control", "max-age=1, must-revalidate")])
-      let start = ContinuousClock.now
-      expectBytes(try await get(proxy, lenient), "lenient", "lenient")
-      expectBytes(try await get(proxy, strict), "strict", "strict")
-      try await waitUntil(start, plus: 2.2)
+      let paths = try await staleCopies(
+        origin, proxy, [("lenient", "max-age=1"), ("strict", "max-age=1, must-revalidate")])
+      let (lenient, strict) = (paths[0], paths[1])
       origin.setFault(.serverErrors)
       let stale = try await get(proxy, lenient)
       expectBytes(stale, "lenient", "stale")
@@ -368,6 +382,28 @@ import Testing
       expectBytes(stillStale, "lenient", "after the origin recovered")
       #expect(stillStale.header("Cache-Status")?.hasSuffix("; detail=stale-after-error") == true)
       #expect(origin.requests(for: "lenient").count == asked)
+    }
+  }
+
+  /// Connection trouble marks the whole origin: its other stale copies are served stale without asking, until
+  /// the origin answers any request again.
+  @Test func anUnreachableOriginIsNotAskedAgainUntilItAnswers() async throws {
+    try await withProxy { origin, proxy, _ in
+      let paths = try await staleCopies(origin, proxy, [("reset-a", "max-age=1"), ("reset-b", "max-age=1")])
+      let (first, second) = (paths[0], paths[1])
+      origin.setFault(.connectionResets)
+      for (name, path) in [("reset-a", first), ("reset-b", second)] {
+        let stale = try await get(proxy, path)
+        expectBytes(stale, name, "stale")
+        #expect(stale.header("Cache-Status")?.hasSuffix("; detail=stale-after-error") == true, "\(name)")
+      }
+      #expect(origin.requests(for: "reset-b").count == 1, "the origin was asked again for another object")
+      origin.setFault(nil)
+      // A miss the origin answers ends the outage: the next stale copy is revalidated.
+      expectBytes(try await get(proxy, path(origin, "reset-c")), "reset-c", "a new object")
+      let revalidated = try await get(proxy, second)
+      expectBytes(revalidated, "reset-b", "revalidated")
+      #expect(revalidated.header("Cache-Status") == "MediaCache; fwd=stale; fwd-status=304")
     }
   }
 

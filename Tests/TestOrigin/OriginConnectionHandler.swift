@@ -108,6 +108,13 @@ final class OriginConnectionHandler: ChannelInboundHandler, RemovableChannelHand
         headers: requestHeaders, status: Int(plan.status.code), bodyBytesSent: 0, clientDisconnected: false,
         isComplete: false)
     }
+    if plan.resets {
+      state.updateRecord(recordID) {
+        $0.status = 0; $0.isComplete = true
+      }
+      context.close(promise: nil)
+      return
+    }
     let response = ActiveResponse(recordID: recordID, plan: plan)
     current = response
     let responseHead = HTTPResponseHead(version: .http1_1, status: plan.status, headers: plan.headers)

@@ -29,6 +29,8 @@ struct ResponsePlan {
   var closeAfter = false
   /// Close the connection after the body without ending the response (`truncated`).
   var truncates = false
+  /// Close the connection without any response (the `connectionResets` fault).
+  var resets = false
 }
 
 /// A parsed `Range` header, against an object of a known size.
@@ -266,6 +268,10 @@ enum ResponsePlanner {
     let fault = mode == .normal ? state.fault : nil
     if fault == .serverErrors {
       fail(.serviceUnavailable, "fault: server errors")
+      return plan
+    }
+    if fault == .connectionResets {
+      plan.resets = true
       return plan
     }
 

@@ -187,13 +187,16 @@ public final class TestOrigin: Sendable {
     case cutBodies
     /// The body in 16 KiB pieces with `delayMilliseconds` after each (as `slow`).
     case slowBodies(delayMilliseconds: Int)
+    /// The connection closed once the request is read, with no response (recorded with status 0).
+    case connectionResets
 
-    /// `server-errors`, `cut-bodies` or `slow-bodies`.
+    /// `server-errors`, `cut-bodies`, `slow-bodies` or `connection-resets`.
     public var description: String {
       switch self {
       case .serverErrors: "server-errors"
       case .cutBodies: "cut-bodies"
       case .slowBodies: "slow-bodies"
+      case .connectionResets: "connection-resets"
       }
     }
   }
