@@ -274,7 +274,9 @@ extension ErrorCode where Domain == StoreError {
   public static let notACache = Self("notACache")
   /// The `FORMAT` marker names a layout this build cannot use.
   public static let unsupportedFormat = Self("unsupportedFormat")
-  /// The object is open in some process; it was left in place.
+  /// The object is open in some process; it was left in place. It can also be met for a moment right after the
+  /// last handle of this process closed, if the process spawns children meanwhile: on Linux a child holds copies
+  /// of the parent's descriptors, and so their locks, until its `exec`. Retry later.
   public static let busy = Self("busy")
   /// No bytes are cached for the object.
   public static let notFound = Self("notFound")
