@@ -51,11 +51,11 @@ extension ObjectSession {
       answer = try await environment.client.revalidate(
         url, etag: manifest.etag, lastModified: manifest.lastModified)
     } catch let error as OriginError {
+      // A failure that is not retryable (a 4xx, a TLS failure, a refusal to store) neither starts nor ends an
+      // outage: only a usable answer ends one.
       if error.isRetryable {
         environment.outages.noteFailure(url, originWide: error.code != .httpStatus)
         if mayServeStale { return .staleAfterError }
-      } else {
-        environment.outages.noteAnswer(url)
       }
       if case .notStorable = error.kind {
         // The origin now forbids storing it: the stored copy goes too.
