@@ -76,6 +76,10 @@ import Testing
     return paths
   }
 
+  /// The lifetime of copies a test first sees fresh and then stale: long enough for a miss and a hit on a loaded
+  /// CI machine (a `max-age=2` copy was once already stale at its first hit there).
+  static let shortTTL = 5
+
   /// Waits until `seconds` have passed since `start` (freshness is counted in whole seconds).
   func waitUntil(_ start: ContinuousClock.Instant, plus seconds: Double) async throws {
     let deadline = start + .milliseconds(Int(seconds * 1000))
@@ -264,16 +268,16 @@ import Testing
   @Test func aStaleCopyIsRevalidatedAndA304UpdatesItsStoredFields() async throws {
     try await withProxy { origin, proxy, _ in
       let name = "revalidated"
-      origin.setHeaders(name: name, [("Cache-Control", "max-age=2"), ("X-Generation", "1")])
+      origin.setHeaders(name: name, [("Cache-Control", "max-age=\(Self.shortTTL)"), ("X-Generation", "1")])
       let path = path(origin, name)
       let start = ContinuousClock.now
       expectBytes(try await get(proxy, path), name, "miss")
       let fresh = try await get(proxy, path)
       #expect(fresh.header("Cache-Status") == "MediaCache; hit")
       let requests = origin.requests(for: name).count
-      // Stale after two seconds: the next read asks the origin with the stored ETag first.
+      // Stale after `shortTTL` seconds: the next read asks the origin with the stored ETag first.
       origin.setHeaders(name: name, [("Cache-Control", "max-age=600"), ("X-Generation", "2")])
-      try await waitUntil(start, plus: 3.5)
+      try await waitUntil(start, plus: Double(Self.shortTTL) + 1.5)
       let revalidated = try await get(proxy, path)
       expectBytes(revalidated, name, "revalidated")
       #expect(revalidated.header("Cache-Status") == "MediaCache; fwd=stale; fwd-status=304")
@@ -293,13 +297,13 @@ import Testing
   @Test func aStaleCopyOfAChangedObjectIsReplaced() async throws {
     try await withProxy { origin, proxy, _ in
       let name = "replaced"
-      let path = path(origin, name, [("cache-control", "max-age=2")])
+      let path = path(origin, name, [("cache-control", "max-age=\(Self.shortTTL)")])
       let start = ContinuousClock.now
       expectBytes(try await get(proxy, path), name, "version 0")
       origin.setVersion(name: name, to: 1)
       #expect(
         try await get(proxy, path).header("ETag") == TestOrigin.etag(name: name), "fresh: still version 0")
-      try await waitUntil(start, plus: 3.5)
+      try await waitUntil(start, plus: Double(Self.shortTTL) + 1.5)
       let replaced = try await get(proxy, path)
       expectBytes(replaced, name, version: 1, "version 1")
       #expect(replaced.header("ETag") == TestOrigin.etag(name: name, version: 1))
@@ -408,12 +412,12 @@ import Testing
   }
 
   @Test func ignoreCacheControlStoresWhatTheOriginForbidsAndDefaultTTLSetsFreshness() async throws {
-    try await withProxy(["--ignore-cache-control", "--default-ttl", "2"]) { origin, proxy, _ in
+    try await withProxy(["--ignore-cache-control", "--default-ttl", "\(Self.shortTTL)"]) { origin, proxy, _ in
       let path = path(origin, "ignored", [("cache-control", "no-store, max-age=600")])
       let start = ContinuousClock.now
       expectBytes(try await get(proxy, path), "ignored", "miss")
       #expect(try await get(proxy, path).header("Cache-Status") == "MediaCache; hit")
-      try await waitUntil(start, plus: 3.5)
+      try await waitUntil(start, plus: Double(Self.shortTTL) + 1.5)
       let revalidated = try await get(proxy, path)
       expectBytes(revalidated, "ignored", "after the default TTL")
       #expect(revalidated.header("Cache-Status") == "MediaCache; fwd=stale; fwd-status=304")
