@@ -36,6 +36,7 @@ extension ProxyResponder {
   func cacheStatus(
     _ use: CacheUse, _ revalidation: Revalidation = .notNeeded, _ freshness: ObjectFreshness? = nil
   ) -> String {
+    if use == .hit, revalidation == .notNeeded { return server.hitCacheStatus }
     var parts = [server.configuration.cacheStatusName]
     switch (revalidation, use) {
     case (.notModified, _): parts += ["fwd=stale", "fwd-status=304"] + (use == .hit ? [] : ["stored"])

@@ -29,6 +29,10 @@ final class ProxyConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
   /// The body of the request being read, when it is kept (see `ProxyRequest.body`).
   private var body = ByteBuffer()
   private var bodyTooLarge = false
+  /// When the connection counts as idle and closes, while it waits for a request's parts (nil: it does not).
+  private var idleDeadline: NIODeadline?
+  /// The timer that checks `idleDeadline`: one per connection, moved on only when it fires early, so a request
+  /// costs no timer of its own (scheduling and cancelling one per request part was 4% of a 64 KiB hit's CPU).
   private var idleTimer: Scheduled<Void>?
   private var responding: Task<Void, Never>?
   /// Responses answered on the loop (`ProxyResponder.hitNow`) not yet wholly written.
@@ -64,6 +68,7 @@ final class ProxyConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
   }
 
   func channelInactive(context: ChannelHandlerContext) {
+    idleDeadline = nil
     idleTimer?.cancel()
     idleTimer = nil
     responding?.cancel()
@@ -93,8 +98,7 @@ final class ProxyConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
         }
       }
     case .end:
-      idleTimer?.cancel()
-      idleTimer = nil
+      idleDeadline = nil
       guard let head else { return }
       self.head = nil
       var request = ProxyRequest(head: head)
@@ -116,10 +120,26 @@ final class ProxyConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
     if responding == nil && answeringOnLoop == 0 && head == nil { context.close(promise: nil) }
   }
 
+  /// Closes the connection once `clientTimeout` passes without a call of this or a complete request.
   private func armIdleTimer(_ context: ChannelHandlerContext) {
-    idleTimer?.cancel()
-    let boundContext = NIOLoopBound(context, eventLoop: context.eventLoop)
-    idleTimer = context.eventLoop.scheduleTask(in: clientTimeout) { boundContext.value.close(promise: nil) }
+    let deadline = NIODeadline.now() + clientTimeout
+    idleDeadline = deadline
+    if idleTimer == nil { scheduleIdleCheck(at: deadline, context) }
+  }
+
+  /// The timer's check: close if the deadline has passed, wait on if it moved, stop if there is none.
+  private func scheduleIdleCheck(at deadline: NIODeadline, _ context: ChannelHandlerContext) {
+    let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+    idleTimer = context.eventLoop.scheduleTask(deadline: deadline) {
+      let (handler, context) = bound.value
+      handler.idleTimer = nil
+      guard let deadline = handler.idleDeadline else { return }
+      if deadline <= .now() {
+        context.close(promise: nil)
+      } else {
+        handler.scheduleIdleCheck(at: deadline, context)
+      }
+    }
   }
 
   private func respond(to head: HTTPRequestHead, _ request: ProxyRequest, _ context: ChannelHandlerContext) {

@@ -19,20 +19,24 @@ extension ProxyResponder {
     var headers = HTTPFields()
     var hops: [String] = []
     for field in stored?.fields ?? [] {
-      let lowercased = field.name.lowercased()
-      if lowercased == "via" { hops.append(field.value) }
-      guard !ownFieldNames.contains(lowercased), let name = HTTPField.Name(field.name) else { continue }
+      // (The name's canonical form is lowercased once, by HTTPTypes.)
+      guard let name = HTTPField.Name(field.name) else { continue }
+      if name == .via { hops.append(field.value) }
+      guard !ownFieldNames.contains(name.canonicalName) else { continue }
       headers.append(HTTPField(name: name, value: headerSafe(field.value)))
     }
-    if let freshness { headers[.age] = "\(freshness.age)" }
-    headers[.cacheStatus] = cacheStatus
-    headers[.via] = (hops.map(headerSafe) + [via]).joined(separator: ", ")
-    headers[.acceptRanges] = "bytes"
-    headers[.contentType] = contentType.map(headerSafe) ?? "application/octet-stream"
-    if let etag { headers[.eTag] = headerSafe(etag) }
-    if let lastModified { headers[.lastModified] = headerSafe(lastModified) }
-    headers[.xContentTypeOptions] = "nosniff"
-    headers[.contentSecurityPolicy] = "sandbox"
+    // None of these is among the stored ones (`ownFieldNames`): appended, without a search for one to replace.
+    if let freshness { headers.append(HTTPField(name: .age, value: "\(freshness.age)")) }
+    headers.append(HTTPField(name: .cacheStatus, value: cacheStatus))
+    let via = hops.isEmpty ? via : (hops.map(headerSafe) + [via]).joined(separator: ", ")
+    headers.append(HTTPField(name: .via, value: via))
+    headers.append(HTTPField(name: .acceptRanges, value: "bytes"))
+    headers.append(
+      HTTPField(name: .contentType, value: contentType.map(headerSafe) ?? "application/octet-stream"))
+    if let etag { headers.append(HTTPField(name: .eTag, value: headerSafe(etag))) }
+    if let lastModified { headers.append(HTTPField(name: .lastModified, value: headerSafe(lastModified))) }
+    headers.append(HTTPField(name: .xContentTypeOptions, value: "nosniff"))
+    headers.append(HTTPField(name: .contentSecurityPolicy, value: "sandbox"))
     return headers
   }
 

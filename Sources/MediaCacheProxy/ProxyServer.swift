@@ -129,6 +129,8 @@ public final class ProxyServer: Sendable {
   /// The `Via` field of forwarded responses (RFC 9110 §7.6.3): `1.1` and the `Cache-Status` name when that is
   /// a token RFC 9110 allows there (no `:` or `/`), else `mediacache`.
   let via: String
+  /// `Cache-Status` of a plain hit (`ProxyResponder.cacheStatus`), made once: most responses say it.
+  let hitCacheStatus: String
   /// URLs whose responses may not be stored, relayed without the cache for a while (`PassMemo`).
   let passMemo = PassMemo()
 
@@ -155,6 +157,7 @@ public final class ProxyServer: Sendable {
           || (byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9")) || "!#$%&'*+-.^_`|~".utf8.contains(byte)
       }
     self.via = "1.1 \(isToken ? name : "mediacache")"
+    self.hitCacheStatus = "\(name); hit"
     self.hitBudget =
       configuration.hitBytesInFlight > 0 ? ReadBudget(limit: configuration.hitBytesInFlight) : nil
   }

@@ -15,43 +15,62 @@ public enum RangeHeader: Sendable, Equatable {
   /// megabytes).
   public static let maxLength = 4096
 
-  /// Parses a `Range` header value.
+  /// Parses a `Range` header value (over its UTF-8, without copies: it runs for every request).
   public init(_ value: String?) {
     guard let value, value.utf8.count <= Self.maxLength else {
       self = .none
       return
     }
-    let trimmed = value.trimmingSpaces()
-    guard trimmed.lowercased().hasPrefix("bytes=") else {
-      self = .none
+    var parsed: RequestedRange?
+    var count = 0
+    let valid = value.utf8.withContiguousStorageIfAvailable { bytes -> Bool in
+      var specs = Self.trimmed(bytes[...])
+      // `bytes=`, its letters in either case.
+      let unit = Array("bytes=".utf8)
+      func matches(_ byte: UInt8, _ expected: UInt8) -> Bool {
+        byte == expected || (expected >= 0x61 && expected <= 0x7A && byte | 0x20 == expected)
+      }
+      guard specs.count >= unit.count, zip(specs.prefix(unit.count), unit).allSatisfy(matches) else {
+        return false
+      }
+      specs = specs.dropFirst(unit.count)
+      for spec in specs.split(separator: UInt8(ascii: ","), omittingEmptySubsequences: false) {
+        guard let range = Self.parseSpec(Self.trimmed(spec)) else { return false }
+        count += 1
+        if count == 1 { parsed = range }
+      }
+      return true
+    }
+    guard let valid else {
+      // Not contiguous (a bridged string): the same parse over a native copy.
+      self = RangeHeader(String(decoding: Array(value.utf8), as: UTF8.self))
       return
     }
-    let specs = trimmed.dropFirst("bytes=".count).split(separator: ",", omittingEmptySubsequences: false)
-    var parsed: [RequestedRange] = []
-    for spec in specs {
-      guard let range = Self.parseSpec(String(spec).trimmingSpaces()) else {
-        self = .none
-        return
-      }
-      parsed.append(range)
-    }
-    switch parsed.count {
-    case 0: self = .none
-    case 1: self = .single(parsed[0])
-    default: self = .multiple
+    switch (valid, count, parsed) {
+    case (true, 1, let range?): self = .single(range)
+    case (true, 2..., _): self = .multiple
+    default: self = .none
     }
   }
 
   /// `a-b`, `a-` or `-n`, digits only.
   static func parseSpec(_ spec: String) -> RequestedRange? {
-    guard let dash = spec.firstIndex(of: "-") else { return nil }
+    Array(spec.utf8).withUnsafeBufferPointer { parseSpec($0[...]) }
+  }
+
+  /// `a-b`, `a-` or `-n`, digits only, in UTF-8.
+  static func parseSpec(_ spec: Slice<UnsafeBufferPointer<UInt8>>) -> RequestedRange? {
+    guard let dash = spec.firstIndex(of: UInt8(ascii: "-")) else { return nil }
     let first = spec[..<dash]
-    let last = spec[spec.index(after: dash)...]
-    func number(_ text: Substring) -> Int64? {
-      guard !text.isEmpty, text.utf8.count <= 18, text.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }) else {
-        return nil
+    let last = spec[(dash + 1)...]
+    func number(_ digits: Slice<UnsafeBufferPointer<UInt8>>) -> Int64? {
+      guard !digits.isEmpty, digits.count <= 18 else { return nil }
+      var value: Int64 = 0
+      for byte in digits {
+        guard byte >= 48 && byte <= 57 else { return nil }
+        value = value * 10 + Int64(byte - 48)
       }
-      return Int64(text)
+      return value
     }
     if first.isEmpty {
       guard let count = number(last) else { return nil }
@@ -61,6 +80,16 @@ public enum RangeHeader: Sendable, Equatable {
     if last.isEmpty { return .from(start) }
     guard let end = number(last), end >= start else { return nil }
     return .bounded(start..<(end + 1))
+  }
+
+  /// `bytes` without the spaces and tabs at either end.
+  private static func trimmed(_ bytes: Slice<UnsafeBufferPointer<UInt8>>) -> Slice<UnsafeBufferPointer<UInt8>>
+  {
+    func isSpace(_ byte: UInt8) -> Bool { byte == UInt8(ascii: " ") || byte == UInt8(ascii: "\t") }
+    guard let first = bytes.firstIndex(where: { !isSpace($0) }),
+      let last = bytes.lastIndex(where: { !isSpace($0) })
+    else { return bytes[bytes.endIndex...] }
+    return bytes[first...last]
   }
 }
 

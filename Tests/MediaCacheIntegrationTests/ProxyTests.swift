@@ -333,6 +333,30 @@ import Testing
     }
   }
 
+  /// A keep-alive connection whose requests come more often than the client timeout stays open longer than
+  /// the timeout (each request moves the deadline on; the connection's one timer, firing early, waits on),
+  /// and is closed once it has been idle for the timeout.
+  @Test func aConnectionInUseOutlivesTheClientTimeoutAndClosesOnceIdle() async throws {
+    try await withProxy(arguments: ["--retries", "1", "--client-timeout", "1"]) { fixture in
+      let port = fixture.endpoint.port
+      let path = fixture.path(fixture.origin.url(.normal, "kept-alive", size: 10_000))
+      let (statuses, afterIdle) = try await blocking { () -> ([Int], String?) in
+        let connection = try RawHTTPConnection(port: port, timeoutSeconds: 10)
+        defer { connection.close() }
+        var statuses: [Int] = []
+        for _ in 0..<6 {  // a request every 0.6 s: 3.6 s on one connection
+          try connection.sendRequest("GET", path)
+          statuses.append(try connection.readResponse().status)
+          usleep(600_000)
+        }
+        usleep(1_000_000)  // idle 1.6 s in all
+        return (statuses, try connection.readLine())  // nil: closed by the proxy; a timeout throws
+      }
+      #expect(statuses == Array(repeating: 200, count: 6))
+      #expect(afterIdle == nil)
+    }
+  }
+
   @Test func metricsCountAMissThenAHit() async throws {
     try await withProxy { fixture in
       let path = fixture.path(fixture.origin.url(.normal, "metered", size: 2_000_000))
