@@ -25,8 +25,9 @@ struct ProxyRequest: Sendable {
     var target = Substring(head.uri)
     // An absolute-form target (`GET http://127.0.0.1:8089/metrics`, as sent to a proxy) names the path after
     // its authority.
-    // (Found in the UTF-8 by hand: Foundation's `range(of:)` goes through CFString, per request.)
-    if target.utf8.first != UInt8(ascii: "/"), let scheme = Self.schemeSeparator(in: target),
+    // An origin-form target (`/…`, every player's) is not searched (Foundation's `range(of:)`, used before,
+    // went through CFString for every request).
+    if target.utf8.first != UInt8(ascii: "/"), let scheme = target.firstRange(of: "://"),
       scheme.lowerBound > target.startIndex, target[..<scheme.lowerBound].allSatisfy(\.isLetter)
     {
       let authorityAndPath = target[scheme.upperBound...]
@@ -39,18 +40,6 @@ struct ProxyRequest: Sendable {
       if let name = HTTPField.Name(name) { fields.append(HTTPField(name: name, value: value)) }
     }
     headers = fields
-  }
-
-  /// Where the first `://` of `target` is.
-  static func schemeSeparator(in target: Substring) -> Range<Substring.Index>? {
-    let utf8 = target.utf8
-    var index = utf8.startIndex
-    while let colon = utf8[index...].firstIndex(of: UInt8(ascii: ":")) {
-      let rest = utf8[colon...]
-      if rest.starts(with: "://".utf8) { return colon..<utf8.index(colon, offsetBy: 3) }
-      index = utf8.index(after: colon)
-    }
-    return nil
   }
 
   /// The first value of query parameter `name`, percent-decoded (kept as sent if it does not decode); nil

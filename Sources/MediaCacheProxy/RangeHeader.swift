@@ -26,7 +26,7 @@ public enum RangeHeader: Sendable, Equatable {
     let valid = value.utf8.withContiguousStorageIfAvailable { bytes -> Bool in
       var specs = Self.trimmed(bytes[...])
       // `bytes=`, its letters in either case.
-      let unit = Array("bytes=".utf8)
+      let unit = Self.unit
       func matches(_ byte: UInt8, _ expected: UInt8) -> Bool {
         byte == expected || (expected >= 0x61 && expected <= 0x7A && byte | 0x20 == expected)
       }
@@ -53,10 +53,8 @@ public enum RangeHeader: Sendable, Equatable {
     }
   }
 
-  /// `a-b`, `a-` or `-n`, digits only.
-  static func parseSpec(_ spec: String) -> RequestedRange? {
-    Array(spec.utf8).withUnsafeBufferPointer { parseSpec($0[...]) }
-  }
+  /// The range unit with its `=`, in UTF-8.
+  private static let unit = Array("bytes=".utf8)
 
   /// `a-b`, `a-` or `-n`, digits only, in UTF-8.
   static func parseSpec(_ spec: Slice<UnsafeBufferPointer<UInt8>>) -> RequestedRange? {
