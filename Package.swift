@@ -213,7 +213,10 @@ let package = Package(
     ),
     .testTarget(
       name: "MediaCacheHTTPTests",
-      dependencies: ["MediaCacheHTTP", .product(name: "NIOCore", package: "swift-nio")]
+      dependencies: [
+        "MediaCacheHTTP", "MediaCache", "MediaCacheTestSupport", "MediaCacheTestOrigin",
+        .product(name: "NIOCore", package: "swift-nio"),
+      ]
     ),
     .testTarget(
       name: "MediaCacheProxyTests",

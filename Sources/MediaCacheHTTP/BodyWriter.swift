@@ -49,7 +49,8 @@ final class BodyWriter: HTTPClientResponseDelegate, @unchecked Sendable {
   private(set) var stoppedAtEnd = false
   /// Why a write failed: the response is given up on, and the fetching task reports this.
   private(set) var writeError: (any Error)?
-  private var versionTag: UInt32 = 0
+  /// The object version the body is written under (`ObjectSession.reconcile`), once the head was checked.
+  private(set) var versionTag: UInt32 = 0
   private var pending: [ByteBuffer] = []
   private var pendingOffset: Int64 = 0
   private var pendingBytes = 0

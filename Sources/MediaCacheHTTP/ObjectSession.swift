@@ -294,7 +294,8 @@ final class ObjectSession: Sendable {
     if head.metadata.length == nil && !head.isPartial {
       // A body without a declared length (chunked): its end is the object's end.
       let length = writer.offset
-      try await IOExecutor.shared.run { [manager] in try manager.setContentLength(length) }
+      let tag = writer.versionTag
+      try await IOExecutor.shared.run { [manager] in try manager.setContentLength(length, ifVersion: tag) }
     }
   }
 
@@ -318,39 +319,61 @@ final class ObjectSession: Sendable {
     guard let etag, !etag.hasPrefix("W/"), stored.etag == etag, let known = stored.contentLength,
       let declared, declared != known
     else { return }
-    try manager.reset(contentLength: nil, etag: nil, lastModified: nil)
+    // (Not if another response reset the object meanwhile: the contradiction is about the version stored.)
+    _ = try? manager.reset(contentLength: nil, etag: nil, lastModified: nil, ifVersion: stored.versionTag)
     throw OriginError.inconsistentResponse(
       url: url, reason: "origin gave length \(declared) under ETag \(etag), which had length \(known)")
   }
 
   /// Compares the response with what the cache holds: records validators for a new object, resets the object
   /// when the origin's version changed. Returns the version tag the body must be written under.
+  ///
+  /// `stored` is the manifest the request was made from (its `If-Range`). When the object moved to another
+  /// version since (another flight's response reset it, on this executor, between this request and its head),
+  /// the response is judged against the version held now: the same version is written under its tag, another
+  /// one (an answer the origin gave before it changed) is refused with `StoreError.versionChanged` and writes
+  /// nothing, so its readers start again from what the cache holds. Every change here is made only while the
+  /// object is still at the version judged (`ifVersion`): a reset by another thread in between refuses this
+  /// response rather than mixing two versions' bytes in one object.
   func reconcile(_ response: ResponseHead, stored: Manifest) throws -> UInt32 {
     let metadata = response.metadata
+    let current = manager.manifest
+    let base = current.versionTag == stored.versionTag ? stored : current
+    let tag = base.versionTag
     func differs<T: Equatable>(_ a: T?, _ b: T?) -> Bool { a != nil && b != nil && a != b }
     // A different entity tag, length or (without tags) Last-Modified is another version. A 200 whose
     // validators match is an origin that ignores Range: same version, the body starts at 0.
     let changed =
-      differs(stored.etag, metadata.etag) || differs(stored.contentLength, metadata.length)
-      || (stored.etag == nil && differs(stored.lastModified, metadata.lastModified))
+      differs(base.etag, metadata.etag) || differs(base.contentLength, metadata.length)
+      || (base.etag == nil && differs(base.lastModified, metadata.lastModified))
     if changed {
-      try manager.reset(
-        contentLength: metadata.length, etag: metadata.etag, lastModified: metadata.lastModified)
-      try manager.setContentType(metadata.contentType)
-      if let headers = metadata.headers { try manager.setStoredHeaders(headers) }
-    } else {
-      // The latest response's fields are the object's (RFC 9111 3.4: a new response updates the stored one's).
-      if let headers = metadata.headers { try manager.setStoredHeaders(headers) }
-      try manager.setValidators(etag: metadata.etag, lastModified: metadata.lastModified)
-      if stored.contentType == nil, let type = metadata.contentType { try manager.setContentType(type) }
-      if let length = metadata.length, stored.contentLength == nil {
-        do { try manager.setContentLength(length) } catch let error as StoreError
-          where error.code == .lengthConflict
-        {
-          throw OriginError.inconsistentResponse(url: url, reason: "length changed without a new validator")
-        }
+      guard tag == stored.versionTag else {
+        throw StoreError.versionChanged(manager.objectID, expected: stored.versionTag, current: tag)
+      }
+      let new = try manager.reset(
+        contentLength: metadata.length, etag: metadata.etag, lastModified: metadata.lastModified,
+        ifVersion: tag)
+      try manager.setContentType(metadata.contentType, ifVersion: new)
+      if let headers = metadata.headers { try manager.setStoredHeaders(headers, ifVersion: new) }
+      return new
+    }
+    // The latest response's fields are the object's (RFC 9111 3.4: a new response updates the stored one's).
+    if let headers = metadata.headers { try manager.setStoredHeaders(headers, ifVersion: tag) }
+    try manager.setValidators(etag: metadata.etag, lastModified: metadata.lastModified, ifVersion: tag)
+    if base.contentType == nil, let type = metadata.contentType {
+      try manager.setContentType(type, ifVersion: tag)
+    }
+    if let length = metadata.length, base.contentLength == nil {
+      do { try manager.setContentLength(length, ifVersion: tag) } catch let error as StoreError
+        where error.code == .lengthConflict
+      {
+        throw OriginError.inconsistentResponse(url: url, reason: "length changed without a new validator")
       }
     }
-    return manager.manifest.versionTag
+    // Nothing was changed if the version moved on meanwhile; the body's writes will be refused then too.
+    guard manager.manifest.versionTag == tag else {
+      throw StoreError.versionChanged(manager.objectID, expected: tag, current: manager.manifest.versionTag)
+    }
+    return tag
   }
 }

@@ -211,14 +211,18 @@ public final class FileHandleAssetDataManager: Sendable {
   /// Records the object's total length and sizes the (sparse) data file to it. A short last chunk that is
   /// already written becomes present. Throws `StoreError.lengthConflict` if another length is recorded, and
   /// `StoreError.outOfBounds` if bytes were already written past it.
-  public func setContentLength(_ length: Int64) throws {
-    try writer.setContentLength(length)
+  ///
+  /// With `versionTag`, only if the object is still at that version (see `write(_:at:ifVersion:)`); throws
+  /// `StoreError.versionChanged` otherwise. So do the other setters that take it.
+  public func setContentLength(_ length: Int64, ifVersion versionTag: UInt32? = nil) throws {
+    try writer.setContentLength(length, ifVersion: versionTag)
   }
 
   /// Records the origin's validators where none are recorded yet (committed with the next batch). Different
   /// validators mean a different version: use `reset` for that.
-  public func setValidators(etag: String?, lastModified: String?) throws {
-    try writer.setMetadata { manifest, pending in
+  public func setValidators(etag: String?, lastModified: String?, ifVersion versionTag: UInt32? = nil) throws
+  {
+    try writer.setMetadata(ifVersion: versionTag) { manifest, pending in
       if manifest.etag == nil, let etag {
         manifest.etag = etag
         pending.etag = etag
@@ -231,12 +235,12 @@ public final class FileHandleAssetDataManager: Sendable {
   }
 
   /// Sets the content type recorded in the manifest (committed with the next batch).
-  public func setContentType(_ contentType: String?) throws {
+  public func setContentType(_ contentType: String?, ifVersion versionTag: UInt32? = nil) throws {
     if let contentType, contentType.utf8.count > Manifest.maxContentTypeBytes {
       throw StoreError.fieldTooLarge(
         field: "content type", size: contentType.utf8.count, limit: Manifest.maxContentTypeBytes)
     }
-    try writer.setMetadata { manifest, pending in
+    try writer.setMetadata(ifVersion: versionTag) { manifest, pending in
       manifest.contentType = contentType
       pending.contentType = contentType ?? ""
     }
@@ -275,8 +279,8 @@ public final class FileHandleAssetDataManager: Sendable {
 
   /// Records the origin response's header fields and when it arrived (committed with the next batch): the
   /// response that stored the object, or a `304` that revalidated it. They replace the recorded ones.
-  public func setStoredHeaders(_ headers: StoredHeaders) throws {
-    try writer.setMetadata { manifest, pending in
+  public func setStoredHeaders(_ headers: StoredHeaders, ifVersion versionTag: UInt32? = nil) throws {
+    try writer.setMetadata(ifVersion: versionTag) { manifest, pending in
       manifest.storedHeaders = headers
       pending.storedHeaders = headers
     }
@@ -292,9 +296,16 @@ public final class FileHandleAssetDataManager: Sendable {
 
   /// Starts a new version of the object (the origin's bytes changed): every chunk is forgotten, here and — at
   /// the next commit — on disk, and the new validators and length are recorded. Bytes of two versions are
-  /// never mixed.
-  public func reset(contentLength: Int64?, etag: String?, lastModified: String?) throws {
-    try writer.reset(contentLength: contentLength, etag: etag, lastModified: lastModified)
+  /// never mixed. Returns the new version's tag (`Manifest.versionTag`).
+  ///
+  /// With `versionTag`, only if the object is still at that version (another reset may have started a newer
+  /// one meanwhile: see `write(_:at:ifVersion:)`); throws `StoreError.versionChanged` otherwise.
+  @discardableResult
+  public func reset(
+    contentLength: Int64?, etag: String?, lastModified: String?, ifVersion versionTag: UInt32? = nil
+  ) throws -> UInt32 {
+    try writer.reset(
+      contentLength: contentLength, etag: etag, lastModified: lastModified, ifVersion: versionTag)
   }
 
   /// Commits every completed chunk now.

@@ -51,9 +51,7 @@ final class ObjectWriter: Sendable {
       let end = offset + Int64(bytes.count)
       // The pieces to write: chunks already present are not rewritten (they were verified).
       let (chunkSize, pieces) = try view.withLock { view -> (Int64, [Range<Int64>]) in
-        if let versionTag, view.manifest.versionTag != versionTag {
-          throw StoreError.versionChanged(objectID, expected: versionTag, current: view.manifest.versionTag)
-        }
+        try checkVersion(versionTag, of: view.manifest)
         guard offset >= 0, end <= Manifest.maxLength(chunkSize: view.manifest.chunkSize),
           view.manifest.contentLength.map({ end <= $0 }) ?? true
         else {
@@ -95,11 +93,12 @@ final class ObjectWriter: Sendable {
     }
   }
 
-  /// See `FileHandleAssetDataManager.setContentLength(_:)`.
-  func setContentLength(_ length: Int64) throws {
+  /// See `FileHandleAssetDataManager.setContentLength(_:ifVersion:)`.
+  func setContentLength(_ length: Int64, ifVersion versionTag: UInt32?) throws {
     try state.withLock { state in
       try ensureWritable()
       let chunkSize = try view.withLock { view -> Int64? in
+        try checkVersion(versionTag, of: view.manifest)
         if let known = view.manifest.contentLength {
           guard known == length else {
             throw StoreError.lengthConflict(objectID, recorded: known, declared: length)
@@ -201,19 +200,38 @@ final class ObjectWriter: Sendable {
 
   // MARK: Metadata
 
-  /// Applies `change` to the view's manifest and to what the next commit writes.
-  func setMetadata(_ change: (inout Manifest, inout ManifestChange) -> Void) throws {
+  /// Applies `change` to the view's manifest and to what the next commit writes, if the object is at version
+  /// `versionTag` (nil: whatever its version); throws `StoreError.versionChanged` if not.
+  func setMetadata(
+    ifVersion versionTag: UInt32? = nil, _ change: (inout Manifest, inout ManifestChange) -> Void
+  )
+    throws
+  {
     try state.withLock { _ in
       try ensureWritable()
-      view.withLock { change(&$0.manifest, &$0.pending) }
+      try view.withLock { view in
+        try checkVersion(versionTag, of: view.manifest)
+        change(&view.manifest, &view.pending)
+      }
     }
   }
 
-  /// See `FileHandleAssetDataManager.reset(contentLength:etag:lastModified:)`.
-  func reset(contentLength: Int64?, etag: String?, lastModified: String?) throws {
+  /// Throws `StoreError.versionChanged` unless `manifest` is at version `versionTag` (nil: any version).
+  private func checkVersion(_ versionTag: UInt32?, of manifest: Manifest) throws {
+    if let versionTag, manifest.versionTag != versionTag {
+      throw StoreError.versionChanged(objectID, expected: versionTag, current: manifest.versionTag)
+    }
+  }
+
+  /// See `FileHandleAssetDataManager.reset(contentLength:etag:lastModified:ifVersion:)`.
+  func reset(contentLength: Int64?, etag: String?, lastModified: String?, ifVersion versionTag: UInt32?)
+    throws
+    -> UInt32
+  {
     try withNoCommitInFlight { state in
       try ensureWritable()
-      view.withLock { view in
+      let tag = try view.withLock { view in
+        try checkVersion(versionTag, of: view.manifest)
         var fresh = Manifest(
           objectID: objectID, chunkSize: view.manifest.chunkSize, contentLength: contentLength,
           contentType: view.manifest.contentType, etag: etag, lastModified: lastModified,
@@ -224,10 +242,12 @@ final class ObjectWriter: Sendable {
         view.manifest = fresh
         view.pending = ManifestChange()
         view.pending.reset = true
+        return fresh.versionTag
       }
       state.partial = [:]
       try mapIO { try file.truncate(to: contentLength ?? 0) }
       try commitLocked(&state)
+      return tag
     }
   }
 

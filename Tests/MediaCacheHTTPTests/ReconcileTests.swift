@@ -1,0 +1,78 @@
+import Foundation
+import MediaCache
+import MediaCacheTestOrigin
+import MediaCacheTestSupport
+import Testing
+
+@testable import MediaCacheHTTP
+
+/// `ObjectSession.reconcile`, which judges an origin response's head against what the cache holds, when two
+/// origin requests made before an object changed at the origin are answered with different versions and their
+/// heads are checked one after the other (each flight's head is checked on the I/O executor when it arrives).
+@Suite struct ReconcileTests {
+  static let name = "changing"
+  static let size: Int64 = 3 << 20
+
+  /// A 206 for `start...` of version `version` of the test object.
+  static func head(version: Int, start: Int64 = 0) -> ResponseHead {
+    ResponseHead(
+      start: start, expectedBodyLength: size - start, isPartial: true,
+      metadata: OriginMetadata(
+        length: size, etag: TestOrigin.etag(name: name, version: version), lastModified: nil,
+        contentType: "video/mp4", headers: nil))
+  }
+
+  /// Found by tools/soak in CI (a response under version 1's ETag whose bytes turned to version 0's in the
+  /// middle of a chunk): flight A's and flight B's requests both named version 0 (If-Range); the origin changed
+  /// between them, so A got version 1 and B version 0. A's head was checked first and reset the object; B's,
+  /// judged against the manifest B had started from (version 0), looked unchanged and got the version tag of
+  /// the object *now* (A's version 1), so B's version-0 bytes were written into version 1 beside A's, chunks
+  /// were completed from both, their CRCs vouched for the mix, and readers got version 0's bytes under version
+  /// 1's ETag. Now a head is judged against the version the cache holds when it is checked: B's is refused
+  /// (`versionChanged`, so its readers start again) and writes nothing.
+  @Test func aHeadOfTheVersionBeforeAResetIsNotWrittenIntoTheNewOne() async throws {
+    try await withReader(chunkSize: 1 << 20, configuration: .init()) { reader, origin, _ in
+      let url = origin.url(.normal, Self.name, size: Int(Self.size))
+      let session = try await reader.registry.openSession(url, environment: reader.environment)
+      defer { session.endRead() }
+      let manager = session.manager
+      /// Runs `body` on the I/O executor (it makes blocking calls).
+      func io<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+        try await IOExecutor.shared.run(body)
+      }
+      // Version 0 cached in part.
+      let first = try await io { try session.reconcile(Self.head(version: 0), stored: manager.manifest) }
+      let zero = TestOrigin.bytes(name: Self.name, size: Int(Self.size), version: 0, range: 0..<(1 << 20))
+      try await io { try zero.withUnsafeBytes { try manager.write($0, at: 0, ifVersion: first) } }
+      // Both flights start from this manifest.
+      let stored = manager.manifest
+      // A: version 1, checked first: the object is reset.
+      let a = try await io { try session.reconcile(Self.head(version: 1, start: 1 << 20), stored: stored) }
+      #expect(a != first)
+      #expect(manager.manifest.etag == TestOrigin.etag(name: Self.name, version: 1))
+      // B: version 0 (asked before the change), checked after A's reset: refused.
+      let old = TestOrigin.bytes(
+        name: Self.name, size: Int(Self.size), version: 0, range: (2 << 20)..<Int(Self.size))
+      await #expect(throws: StoreError.self) {
+        try await io {
+          let b = try session.reconcile(Self.head(version: 0, start: 2 << 20), stored: stored)
+          // (What the bug did with it: version 0's bytes written under version 1's tag.)
+          try old.withUnsafeBytes { try manager.write($0, at: 2 << 20, ifVersion: b) }
+        }
+      }
+      #expect(manager.manifest.etag == TestOrigin.etag(name: Self.name, version: 1))
+      #expect(manager.manifest.versionTag == a)
+      #expect(manager.manifest.presentChunks.count == 0)
+      #expect(manager.manifest.spans.isEmpty)
+      // C: version 1 too, asked before A's reset: written under A's version, with no second reset.
+      let c = try await io { try session.reconcile(Self.head(version: 1, start: 2 << 20), stored: stored) }
+      #expect(c == a)
+      let new = TestOrigin.bytes(
+        name: Self.name, size: Int(Self.size), version: 1, range: (2 << 20)..<Int(Self.size))
+      try await io { try new.withUnsafeBytes { try manager.write($0, at: 2 << 20, ifVersion: c) } }
+      #expect(manager.manifest.isPresent(2))
+      let read = try await io { try manager.read((2 << 20)..<Self.size) }
+      #expect(read == Data(new))
+    }
+  }
+}
