@@ -370,7 +370,8 @@ final class ObjectSession: Sendable {
         throw OriginError.inconsistentResponse(url: url, reason: "length changed without a new validator")
       }
     }
-    // Nothing was changed if the version moved on meanwhile; the body's writes will be refused then too.
+    // A reset by another thread after the changes above: this answer is not of the version held now (its
+    // body's writes would be refused too).
     guard manager.manifest.versionTag == tag else {
       throw StoreError.versionChanged(manager.objectID, expected: tag, current: manager.manifest.versionTag)
     }
