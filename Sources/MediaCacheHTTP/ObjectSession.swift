@@ -320,7 +320,9 @@ final class ObjectSession: Sendable {
       let declared, declared != known
     else { return }
     // (Not if another response reset the object meanwhile: the contradiction is about the version stored.)
-    _ = try? manager.reset(contentLength: nil, etag: nil, lastModified: nil, ifVersion: stored.versionTag)
+    do {
+      try manager.reset(contentLength: nil, etag: nil, lastModified: nil, ifVersion: stored.versionTag)
+    } catch let error as StoreError where error.code == .versionChanged {}
     throw OriginError.inconsistentResponse(
       url: url, reason: "origin gave length \(declared) under ETag \(etag), which had length \(known)")
   }
