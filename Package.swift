@@ -181,8 +181,8 @@ let package = Package(
         .product(name: "NIOHTTP1", package: "swift-nio"),
       ],
       path: "tools/bench-src",
-      // wrk's script of the `serve` case, run by tools/bench.
-      exclude: ["serve-ranges.lua"]
+      // wrk's scripts of the `serve` and `tier` cases, run by tools/bench.
+      exclude: ["serve-ranges.lua", "tier-paths.lua"]
     ),
     // Crash, fault and abuse trials against the real binaries (tools/torture).
     .executableTarget(

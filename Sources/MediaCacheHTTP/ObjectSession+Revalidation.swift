@@ -66,22 +66,39 @@ extension ObjectSession {
       throw error
     }
     environment.outages.noteAnswer(url)
+    let applied = try await IOExecutor.shared.run { [self] in try apply(answer, revalidating: manifest) }
+    return applied
+  }
+
+  /// Applies the origin's `answer` to a revalidation of the version `manifest` records (on the I/O executor:
+  /// it makes blocking calls). Returns what became of the stored bytes.
+  func apply(_ answer: OriginClient.RevalidationAnswer, revalidating manifest: Manifest) throws
+    -> Revalidation
+  {
     switch answer {
     case .notModified(let fields):
-      try await IOExecutor.shared.run { [manager] in
-        // Another flight may have moved the object to another version meanwhile: the 304 is not about it.
-        let current = manager.manifest
-        guard current.versionTag == manifest.versionTag else { return }
-        try manager.setStoredHeaders((current.storedHeaders ?? fields).updated(by: fields))
-      }
+      // Another flight may have moved the object to another version meanwhile: the 304 is not about it.
+      let current = manager.manifest
+      guard current.versionTag == manifest.versionTag else { return .notModified }
+      do {
+        try manager.setStoredHeaders(
+          (current.storedHeaders ?? fields).updated(by: fields), ifVersion: manifest.versionTag)
+      } catch let error as StoreError where error.code == .versionChanged {}
       return .notModified
     case .modified(let head):
-      let tag = try await IOExecutor.shared.run { [self] in
-        try checkDeclaredLength(
-          etag: head.metadata.etag, declared: head.metadata.length, stored: manager.manifest)
-        return try reconcile(head, stored: manager.manifest)
+      // Another flight's answer moved the object to another version meanwhile. Which of the two answers the
+      // origin gave last cannot be told, and resetting the object to this one would only drop what the other
+      // wrote: the version held stands, and the bytes this revalidation was about are gone either way.
+      guard manager.manifest.versionTag == manifest.versionTag else { return .replaced }
+      try checkDeclaredLength(
+        etag: head.metadata.etag, declared: head.metadata.length, stored: manager.manifest)
+      do {
+        let tag = try reconcile(head, stored: manager.manifest)
+        return tag == manifest.versionTag ? .unchanged : .replaced
+      } catch let error as StoreError where error.code == .versionChanged {
+        // Moved by another thread between the check above and `reconcile`'s changes: the same case.
+        return .replaced
       }
-      return tag == manifest.versionTag ? .unchanged : .replaced
     }
   }
 }

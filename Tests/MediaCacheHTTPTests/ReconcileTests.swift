@@ -79,4 +79,52 @@ import Testing
       #expect(read == Data(new))
     }
   }
+
+  /// A revalidation asked the origin about version 0 and got a `200` of version 1; meanwhile another flight's
+  /// answer had already moved the object to version 2 and written a chunk of it. Before, the revalidation judged
+  /// its answer against the object as it was then (version 2), saw another version and reset the object back to
+  /// version 1, dropping version 2's chunk (only a loss: the next flight reset it again). The version held now
+  /// came from an answer that arrived later, so it stands: the revalidation reports the stored bytes replaced and
+  /// changes nothing.
+  @Test func aRevalidationAnsweredAfterAnotherFlightResetTheObjectLeavesItsVersion() async throws {
+    try await withReader(chunkSize: 1 << 20, configuration: .init()) { reader, origin, _ in
+      let url = origin.url(.normal, Self.name, size: Int(Self.size))
+      let session = try await reader.registry.openSession(url, environment: reader.environment)
+      defer { session.endRead() }
+      let manager = session.manager
+      func io<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+        try await IOExecutor.shared.run(body)
+      }
+      // Version 0 cached in part; the revalidation starts from it.
+      let zero = try await io { try session.reconcile(Self.head(version: 0), stored: manager.manifest) }
+      let bytes0 = TestOrigin.bytes(name: Self.name, size: Int(Self.size), version: 0, range: 0..<(1 << 20))
+      try await io { try bytes0.withUnsafeBytes { try manager.write($0, at: 0, ifVersion: zero) } }
+      let revalidated = manager.manifest
+      // Another flight: version 2, its first chunk written.
+      let two = try await io { try session.reconcile(Self.head(version: 2), stored: revalidated) }
+      let bytes2 = TestOrigin.bytes(name: Self.name, size: Int(Self.size), version: 2, range: 0..<(1 << 20))
+      try await io { try bytes2.withUnsafeBytes { try manager.write($0, at: 0, ifVersion: two) } }
+      // The revalidation's answer: version 1.
+      let outcome = try await io {
+        try session.apply(.modified(Self.head(version: 1)), revalidating: revalidated)
+      }
+      #expect(outcome == .replaced)
+      #expect(manager.manifest.versionTag == two)
+      #expect(manager.manifest.etag == TestOrigin.etag(name: Self.name, version: 2))
+      #expect(manager.manifest.isPresent(0))
+      let read = try await io { try manager.read(0..<(1 << 20)) }
+      #expect(read == Data(bytes2))
+      // A 304 for version 0 changes nothing of version 2 either.
+      let stored = manager.manifest.storedHeaders
+      let confirmed = try await io {
+        try session.apply(
+          .notModified(
+            StoredHeaders(receivedAt: Date(), fields: [.init(name: "Cache-Control", value: "max-age=60")])),
+          revalidating: revalidated)
+      }
+      #expect(confirmed == .notModified)
+      #expect(manager.manifest.versionTag == two)
+      #expect(manager.manifest.storedHeaders == stored)
+    }
+  }
 }

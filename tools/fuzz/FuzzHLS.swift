@@ -39,6 +39,7 @@ let proxiedPlaylistURL = URL(
 /// libFuzzer's entry point: runs one input (`size` bytes at `data`) and returns 0; a violated property traps.
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
+  Memo.clear()
   let body = Data(bytes: data, count: size)
   checkRecognition(body)
   guard let text = String(data: body, encoding: .utf8) else { return 0 }
@@ -65,7 +66,7 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
 func sameTarget(_ a: String, _ b: String) -> Bool {
   if a == b { return true }
   let request = { (url: String) in String(url.prefix { $0 != "#" }) }  // a player never sends the fragment
-  guard let pathA = ProxyPathForm.path(for: request(a)), let pathB = ProxyPathForm.path(for: request(b))
+  guard let pathA = pathForm(request(a)), let pathB = pathForm(request(b))
   else {
     return false
   }
@@ -214,8 +215,44 @@ func quotedURIAttribute(_ list: Substring) -> Substring? {
 }
 
 /// A URI as written in a playlist resolved against the playlist's URL, as a player would (RFC 3986).
+/// Remembered for the input being run (`Memo`): the checks resolve each URI several times.
 func resolve(_ uri: Substring, against base: URL) -> URL? {
-  URL(string: uri.trimmingCharacters(in: .whitespaces), relativeTo: base)?.absoluteURL
+  let key = Memo.Key(text: String(uri), base: base == originURL)
+  if let known = Memo.resolved[key] { return known }
+  let url = URL(string: trimmingWhitespace(uri), relativeTo: base)?.absoluteURL
+  Memo.resolved[key] = .some(url)
+  return url
+}
+
+/// `text.trimmingCharacters(in: .whitespaces)`, without Foundation's round trip through UTF-16 when neither end
+/// can be trimmed (an ASCII character other than space and tab: `.whitespaces` is Unicode's Zs and the tab,
+/// and the only ASCII ones are space and tab). That round trip was the harness's largest cost.
+func trimmingWhitespace(_ text: Substring) -> String {
+  func kept(_ byte: UInt8?) -> Bool {
+    guard let byte else { return false }
+    return byte < 0x80 && byte != UInt8(ascii: " ") && byte != UInt8(ascii: "\t")
+  }
+  if kept(text.utf8.first) && kept(text.utf8.last) { return String(text) }
+  return text.trimmingCharacters(in: .whitespaces)
+}
+
+/// What the checks of one input worked out, cleared before each input. `resolve`, `proxiedOrigin` and
+/// `ProxyPathForm.path` are pure functions of their arguments (or trap), so remembering them changes no check.
+enum Memo {
+  struct Key: Hashable {
+    var text: String
+    /// Resolved against `originURL` (else against `proxiedPlaylistURL`).
+    var base: Bool
+  }
+  nonisolated(unsafe) static var resolved: [Key: URL?] = [:]
+  nonisolated(unsafe) static var proxied: [String: String?] = [:]
+  nonisolated(unsafe) static var pathForms: [String: String?] = [:]
+
+  static func clear() {
+    resolved.removeAll(keepingCapacity: true)
+    proxied.removeAll(keepingCapacity: true)
+    pathForms.removeAll(keepingCapacity: true)
+  }
 }
 
 func isHTTP(_ url: URL) -> Bool {
@@ -227,6 +264,14 @@ func isHTTP(_ url: URL) -> Bool {
 /// resolved against the proxied playlist's URL); nil if the request does not go to the proxy at all, and a
 /// `fatalError` if it goes to the proxy but would be refused.
 func proxiedOrigin(of reference: Substring) -> String? {
+  let key = String(reference)
+  if let known = Memo.proxied[key] { return known }
+  let origin = uncachedProxiedOrigin(of: reference)
+  Memo.proxied[key] = .some(origin)
+  return origin
+}
+
+func uncachedProxiedOrigin(of reference: Substring) -> String? {
   guard let url = resolve(reference, against: proxiedPlaylistURL) else { return nil }
   guard isHTTP(url), url.host == proxyHost, url.port == proxyPort else { return nil }
   guard let components = URLComponents(url: url, resolvingAgainstBaseURL: false) else {
@@ -389,7 +434,15 @@ func checkParse(_ input: String, _ output: String) {
 
 /// What a URI names: URIs that differ only in the scheme's case or in dot segments name the same resource (the
 /// proxy's path form of each is the same).
-func resource(_ url: URL) -> String { ProxyPathForm.path(for: url.absoluteString) ?? url.absoluteString }
+func resource(_ url: URL) -> String { pathForm(url.absoluteString) ?? url.absoluteString }
+
+/// `ProxyPathForm.path(for:)`, remembered for the input being run (`Memo`).
+func pathForm(_ url: String) -> String? {
+  if let known = Memo.pathForms[url] { return known }
+  let path = ProxyPathForm.path(for: url)
+  Memo.pathForms[url] = .some(path)
+  return path
+}
 
 func checkMedia(_ playlist: HLSPlaylist.MediaPlaylist) {
   let all = playlist.allURIs
