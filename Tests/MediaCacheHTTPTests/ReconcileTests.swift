@@ -13,6 +13,28 @@ import Testing
   static let name = "changing"
   static let size: Int64 = 3 << 20
 
+  /// Runs `body` with a session of the test object (1 MiB chunks) over a fresh cache and test origin.
+  func withSession(_ body: (ObjectSession) async throws -> Void) async throws {
+    try await withReader(chunkSize: 1 << 20, configuration: .init()) { reader, origin, _ in
+      let url = origin.url(.normal, Self.name, size: Int(Self.size))
+      let session = try await reader.registry.openSession(url, environment: reader.environment)
+      defer { session.endRead() }
+      try await body(session)
+    }
+  }
+
+  /// Judges a `200` of version `version` against what the object holds (resetting it if it holds another) and
+  /// writes that version's first chunk; returns the version tag it was written under.
+  static func cacheFirstChunk(of version: Int, _ session: ObjectSession) async throws -> UInt32 {
+    let manager = session.manager
+    let bytes = TestOrigin.bytes(name: name, size: Int(size), version: version, range: 0..<(1 << 20))
+    return try await io {
+      let tag = try session.reconcile(Self.head(version: version), stored: manager.manifest)
+      try bytes.withUnsafeBytes { try manager.write($0, at: 0, ifVersion: tag) }
+      return tag
+    }
+  }
+
   /// A 206 for `start...` of version `version` of the test object.
   static func head(version: Int, start: Int64 = 0) -> ResponseHead {
     ResponseHead(
@@ -31,19 +53,10 @@ import Testing
   /// 1's ETag. Now a head is judged against the version the cache holds when it is checked: B's is refused
   /// (`versionChanged`, so its readers start again) and writes nothing.
   @Test func aHeadOfTheVersionBeforeAResetIsNotWrittenIntoTheNewOne() async throws {
-    try await withReader(chunkSize: 1 << 20, configuration: .init()) { reader, origin, _ in
-      let url = origin.url(.normal, Self.name, size: Int(Self.size))
-      let session = try await reader.registry.openSession(url, environment: reader.environment)
-      defer { session.endRead() }
+    try await withSession { session in
       let manager = session.manager
-      /// Runs `body` on the I/O executor (it makes blocking calls).
-      func io<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
-        try await IOExecutor.shared.run(body)
-      }
       // Version 0 cached in part.
-      let first = try await io { try session.reconcile(Self.head(version: 0), stored: manager.manifest) }
-      let zero = TestOrigin.bytes(name: Self.name, size: Int(Self.size), version: 0, range: 0..<(1 << 20))
-      try await io { try zero.withUnsafeBytes { try manager.write($0, at: 0, ifVersion: first) } }
+      let first = try await Self.cacheFirstChunk(of: 0, session)
       // Both flights start from this manifest.
       let stored = manager.manifest
       // A: version 1, checked first: the object is reset.
@@ -83,27 +96,18 @@ import Testing
   /// A revalidation asked the origin about version 0 and got a `200` of version 1; meanwhile another flight's
   /// answer had already moved the object to version 2 and written a chunk of it. Before, the revalidation judged
   /// its answer against the object as it was then (version 2), saw another version and reset the object back to
-  /// version 1, dropping version 2's chunk (only a loss: the next flight reset it again). The version held now
-  /// came from an answer that arrived later, so it stands: the revalidation reports the stored bytes replaced and
-  /// changes nothing.
+  /// version 1, dropping version 2's chunk (only a loss: the next flight reset it again). Which answer the origin
+  /// gave last cannot be told, so the version held stands: the revalidation reports the stored bytes replaced
+  /// and changes nothing.
   @Test func aRevalidationAnsweredAfterAnotherFlightResetTheObjectLeavesItsVersion() async throws {
-    try await withReader(chunkSize: 1 << 20, configuration: .init()) { reader, origin, _ in
-      let url = origin.url(.normal, Self.name, size: Int(Self.size))
-      let session = try await reader.registry.openSession(url, environment: reader.environment)
-      defer { session.endRead() }
+    try await withSession { session in
       let manager = session.manager
-      func io<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
-        try await IOExecutor.shared.run(body)
-      }
       // Version 0 cached in part; the revalidation starts from it.
-      let zero = try await io { try session.reconcile(Self.head(version: 0), stored: manager.manifest) }
-      let bytes0 = TestOrigin.bytes(name: Self.name, size: Int(Self.size), version: 0, range: 0..<(1 << 20))
-      try await io { try bytes0.withUnsafeBytes { try manager.write($0, at: 0, ifVersion: zero) } }
+      _ = try await Self.cacheFirstChunk(of: 0, session)
       let revalidated = manager.manifest
       // Another flight: version 2, its first chunk written.
-      let two = try await io { try session.reconcile(Self.head(version: 2), stored: revalidated) }
+      let two = try await Self.cacheFirstChunk(of: 2, session)
       let bytes2 = TestOrigin.bytes(name: Self.name, size: Int(Self.size), version: 2, range: 0..<(1 << 20))
-      try await io { try bytes2.withUnsafeBytes { try manager.write($0, at: 0, ifVersion: two) } }
       // The revalidation's answer: version 1.
       let outcome = try await io {
         try session.apply(.modified(Self.head(version: 1)), revalidating: revalidated)
@@ -127,4 +131,9 @@ import Testing
       #expect(manager.manifest.storedHeaders == stored)
     }
   }
+}
+
+/// Runs `body` on the I/O executor (it makes blocking calls).
+private func io<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+  try await IOExecutor.shared.run(body)
 }
