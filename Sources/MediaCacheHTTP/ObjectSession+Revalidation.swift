@@ -66,8 +66,7 @@ extension ObjectSession {
       throw error
     }
     environment.outages.noteAnswer(url)
-    let applied = try await IOExecutor.shared.run { [self] in try apply(answer, revalidating: manifest) }
-    return applied
+    return try await IOExecutor.shared.run { [self] in try apply(answer, revalidating: manifest) }
   }
 
   /// Applies the origin's `answer` to a revalidation of the version `manifest` records (on the I/O executor:

@@ -217,11 +217,19 @@ func quotedURIAttribute(_ list: Substring) -> Substring? {
 /// A URI as written in a playlist resolved against the playlist's URL, as a player would (RFC 3986).
 /// Remembered for the input being run (`Memo`): the checks resolve each URI several times.
 func resolve(_ uri: Substring, against base: URL) -> URL? {
-  let key = Memo.Key(text: String(uri), base: base == originURL)
-  if let known = Memo.resolved[key] { return known }
-  let url = URL(string: trimmingWhitespace(uri), relativeTo: base)?.absoluteURL
-  Memo.resolved[key] = .some(url)
-  return url
+  remembered(&Memo.resolved, Memo.Key(text: String(uri), base: base == originURL)) {
+    URL(string: trimmingWhitespace(uri), relativeTo: base)?.absoluteURL
+  }
+}
+
+/// `table[key]` if it is there, else `compute()`, kept there (nil results too).
+func remembered<Key: Hashable, Value>(_ table: inout [Key: Value?], _ key: Key, _ compute: () -> Value?)
+  -> Value?
+{
+  if let known = table[key] { return known }
+  let value = compute()
+  table[key] = .some(value)
+  return value
 }
 
 /// `text.trimmingCharacters(in: .whitespaces)`, without Foundation's round trip through UTF-16 when neither end
@@ -265,11 +273,7 @@ func isHTTP(_ url: URL) -> Bool {
 /// resolved against the proxied playlist's URL); nil if the request does not go to the proxy at all, and a
 /// `fatalError` if it goes to the proxy but would be refused.
 func proxiedOrigin(of reference: Substring) -> String? {
-  let key = String(reference)
-  if let known = Memo.proxied[key] { return known }
-  let origin = uncachedProxiedOrigin(of: reference)
-  Memo.proxied[key] = .some(origin)
-  return origin
+  remembered(&Memo.proxied, String(reference)) { uncachedProxiedOrigin(of: reference) }
 }
 
 func uncachedProxiedOrigin(of reference: Substring) -> String? {
@@ -439,10 +443,7 @@ func resource(_ url: URL) -> String { pathForm(url.absoluteString) ?? url.absolu
 
 /// `ProxyPathForm.path(for:)`, remembered for the input being run (`Memo`).
 func pathForm(_ url: String) -> String? {
-  if let known = Memo.pathForms[url] { return known }
-  let path = ProxyPathForm.path(for: url)
-  Memo.pathForms[url] = .some(path)
-  return path
+  remembered(&Memo.pathForms, url) { ProxyPathForm.path(for: url) }
 }
 
 func checkMedia(_ playlist: HLSPlaylist.MediaPlaylist) {
