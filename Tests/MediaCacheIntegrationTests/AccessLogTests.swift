@@ -67,7 +67,7 @@ import Testing
       #expect(try await blocking { try rawRequest(port: port, path) }.status == 200)
       try await Task.sleep(for: .milliseconds(300))
       #expect(!proxy.errorsSoFar.contains("msg=request"), "\(proxy.errorsSoFar)")
-      let bad = try run(binary("mediacache"), ["proxy", "--log-level", "loud", "--port", "0"])
+      let bad = try await run(binary("mediacache"), ["proxy", "--log-level", "loud", "--port", "0"])
       #expect(bad.status == 64 && bad.stderr.contains("--log-level 'loud' is not a level"), "\(bad.stderr)")
     }
   }

@@ -35,28 +35,28 @@ import Testing
 
   /// In another process (the check is process-wide): opening a cache in a task trips it, the same open on the
   /// executor does not, and without the variable nothing is checked.
-  @Test func aBlockingCallInATaskStopsAProcessRunningWithTrap() throws {
+  @Test func aBlockingCallInATaskStopsAProcessRunningWithTrap() async throws {
     let directory = try TemporaryDirectory()
     defer { directory.cleanup() }
-    func helper(_ place: String, _ mode: String?, _ name: String) throws -> CommandResult {
+    func helper(_ place: String, _ mode: String?, _ name: String) async throws -> CommandResult {
       var environment = ProcessInfo.processInfo.environment
       environment["MEDIACACHE_BLOCKING_CHECK"] = mode
-      return try run(
+      return try await run(
         binary("mediacache-testhelper"), ["open-cache", directory.path + "/" + name, place],
         environment: environment)
     }
-    let trapped = try helper("in-task", "trap", "a")
+    let trapped = try await helper("in-task", "trap", "a")
     #expect(trapped.status != 0)
     #expect(trapped.text.isEmpty)
     #expect(trapped.stderr.contains("mediacache: blocking call "), "\(trapped.stderr)")
     #expect(trapped.stderr.contains(" on \(directory.path)/a"), "\(trapped.stderr)")
     #expect(trapped.stderr.contains(" in a Swift task (the cooperative pool)"), "\(trapped.stderr)")
-    let logged = try helper("in-task", "log", "b")
+    let logged = try await helper("in-task", "log", "b")
     #expect(logged.status == 0)
     #expect(logged.text == "opened\n")
     #expect(logged.stderr.contains("blocking call"), "\(logged.stderr)")
     for (place, mode, name) in [("on-executor", "trap", "c"), ("in-task", nil, "d")] {
-      let quiet = try helper(place, mode, name)
+      let quiet = try await helper(place, mode, name)
       #expect(quiet.status == 0, "\(place) \(mode ?? "off"): \(quiet.stderr)")
       #expect(quiet.text == "opened\n")
       #expect(!quiet.stderr.contains("blocking call"), "\(place) \(mode ?? "off"): \(quiet.stderr)")

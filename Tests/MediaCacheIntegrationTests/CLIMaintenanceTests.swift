@@ -11,16 +11,16 @@ import Testing
   let mediacache = binary("mediacache")
 
   /// What `stats --json` prints for `cache`.
-  func statistics(_ cache: String) throws -> CacheStatistics {
-    try decodeReport(CacheStatistics.self, try run(mediacache, ["stats", "--cache", cache, "--json"]))
+  func statistics(_ cache: String) async throws -> CacheStatistics {
+    try await decodeReport(CacheStatistics.self, try run(mediacache, ["stats", "--cache", cache, "--json"]))
   }
 
   /// Imports `keys` (`bytes` each) and stamps their last access an hour apart, the first the oldest (5 h ago
   /// for five keys).
-  func fill(_ cache: String, keys: [String], bytes: Int, dir: TemporaryDirectory) throws {
+  func fill(_ cache: String, keys: [String], bytes: Int, dir: TemporaryDirectory) async throws {
     try randomBytes(count: bytes, seed: 11).write(to: URL(fileURLWithPath: dir.file("src")))
     for key in keys {
-      let imported = try run(mediacache, ["import", "--cache", cache, key, dir.file("src")])
+      let imported = try await run(mediacache, ["import", "--cache", cache, key, dir.file("src")])
       #expect(imported.status == 0, "\(imported.stderr)")
     }
     try stamp(cache, keys: keys)
@@ -36,20 +36,21 @@ import Testing
     }
   }
 
-  @Test func purgeEvictsOldestFirstAndKeepsPinned() throws {
+  @Test func purgeEvictsOldestFirstAndKeepsPinned() async throws {
     let dir = try TemporaryDirectory()
     defer { dir.cleanup() }
     let cache = dir.file("cache")
     let keys = (0..<5).map { "https://cdn.example.com/v\($0).mp4" }
-    try fill(cache, keys: keys, bytes: 300_000, dir: dir)
-    #expect(try run(mediacache, ["pin", "--cache", cache, keys[0]]).status == 0)
+    try await fill(cache, keys: keys, bytes: 300_000, dir: dir)
+    #expect(try await run(mediacache, ["pin", "--cache", cache, keys[0]]).status == 0)
     try stamp(cache, keys: keys)  // pinning rewrote keys[0]'s manifest: make it the oldest again
     let store = try ShardedStore(root: cache)
     let perObject = try store.diskUsage(CacheKey(keys[1]).objectID)
     #expect(perObject >= 300_000)
 
     // Room for three objects: the two oldest unpinned ones go, the pinned oldest stays.
-    let purge = try run(mediacache, ["purge", "--cache", cache, "--max-size", "\(perObject * 3)", "--json"])
+    let purge = try await run(
+      mediacache, ["purge", "--cache", cache, "--max-size", "\(perObject * 3)", "--json"])
     #expect(purge.status == 0, "\(purge.stderr)")
     let report = try decodeReport(CompactionReport.self, purge)
     #expect(report.objectsScanned == 5)
@@ -63,36 +64,36 @@ import Testing
     #expect(report.evicted == [.size: 2])
     #expect(!report.dryRun && !report.incomplete && report.errors.isEmpty)
     for (key, state) in zip(keys, ["complete", "none", "none", "complete", "complete"]) {
-      let status = try decodeReport(
+      let status = try await decodeReport(
         MediaCache.Status.self, try run(mediacache, ["status", "--cache", cache, key, "--json"]))
       #expect(status.stateName == state, "\(key)")
     }
 
     // Under the limit: nothing to do, said in one line.
-    let again = try run(mediacache, ["purge", "--cache", cache, "--max-size", "1G"])
+    let again = try await run(mediacache, ["purge", "--cache", cache, "--max-size", "1G"])
     #expect(again.status == 0, "\(again.stderr)")
     #expect(again.text.hasPrefix("evicted 0 of 3 objects, freed 0 bytes;"), "\(again.text)")
     #expect(again.text.contains("kept 0 pinned, skipped 0 busy"))
     #expect(again.text.split(separator: "\n").count == 1)
 
     // By age: keys[3] was last used 2 h ago, keys[4] 1 h ago; the pinned keys[0] (5 h) stays.
-    let byAge = try run(mediacache, ["purge", "--cache", cache, "--max-age", "90m"])
+    let byAge = try await run(mediacache, ["purge", "--cache", cache, "--max-age", "90m"])
     #expect(byAge.status == 0, "\(byAge.stderr)")
     #expect(
       byAge.text.hasPrefix("evicted 1 of 3 objects (age 1), freed \(perObject) bytes;"), "\(byAge.text)")
     #expect(byAge.text.contains("kept 1 pinned"))
-    #expect(try run(mediacache, ["status", "--cache", cache, keys[3]]).text == "none\n")
-    #expect(try run(mediacache, ["status", "--cache", cache, keys[4]]).text.hasPrefix("complete"))
+    #expect(try await run(mediacache, ["status", "--cache", cache, keys[3]]).text == "none\n")
+    #expect(try await run(mediacache, ["status", "--cache", cache, keys[4]]).text.hasPrefix("complete"))
 
     // Down to nothing: only the pinned object is left.
-    let all = try decodeReport(
+    let all = try await decodeReport(
       CompactionReport.self, try run(mediacache, ["purge", "--cache", cache, "--max-size", "0", "--json"]))
     #expect(all.evictedCount == 1)
     #expect(all.pinnedKept == 1)
-    #expect(try run(mediacache, ["status", "--cache", cache, keys[0]]).text.hasPrefix("complete"))
+    #expect(try await run(mediacache, ["status", "--cache", cache, keys[0]]).text.hasPrefix("complete"))
   }
 
-  @Test func purgeRefusesBadLimitsAndMissingCaches() throws {
+  @Test func purgeRefusesBadLimitsAndMissingCaches() async throws {
     let dir = try TemporaryDirectory()
     defer { dir.cleanup() }
     let cache = dir.file("cache")
@@ -107,46 +108,46 @@ import Testing
       ([], "give --max-size SIZE, --max-age SECONDS or both"),
     ]
     for (arguments, message) in cases {
-      let result = try run(mediacache, ["purge", "--cache", cache] + arguments)
+      let result = try await run(mediacache, ["purge", "--cache", cache] + arguments)
       #expect(result.status == 64, "\(arguments)")
       #expect(result.stderr.contains(message), "\(arguments): \(result.stderr)")
     }
     // A cache that does not exist: exit 4 (not a usable cache directory), nothing created.
-    let missing = try run(mediacache, ["purge", "--cache", cache, "--max-size", "1G"])
+    let missing = try await run(mediacache, ["purge", "--cache", cache, "--max-size", "1G"])
     #expect(missing.status == 4)
     #expect(missing.stderr == "mediacache: no cache at \(cache): nothing to purge\n")
     #expect(!FileManager.default.fileExists(atPath: cache))
     // A directory that is not a cache: exit 4 too.
     try FileManager.default.createDirectory(atPath: dir.file("foreign"), withIntermediateDirectories: true)
     try Data("x".utf8).write(to: URL(fileURLWithPath: dir.file("foreign/notes")))
-    let foreign = try run(mediacache, ["purge", "--cache", dir.file("foreign"), "--max-size", "1G"])
+    let foreign = try await run(mediacache, ["purge", "--cache", dir.file("foreign"), "--max-size", "1G"])
     #expect(foreign.status == 4)
     #expect(foreign.stderr.contains("not a MediaCache directory"))
   }
 
-  @Test func statsCountsObjectsByState() throws {
+  @Test func statsCountsObjectsByState() async throws {
     let dir = try TemporaryDirectory()
     defer { dir.cleanup() }
     let cache = dir.file("cache")
-    let empty = try decodeReport(
+    let empty = try await decodeReport(
       CacheStatistics.self, try run(mediacache, ["stats", "--cache", cache, "--json"]))
     #expect(empty == CacheStatistics())
     #expect(!FileManager.default.fileExists(atPath: cache))
 
     try randomBytes(count: 200_000, seed: 12).write(to: URL(fileURLWithPath: dir.file("src")))
     for key in ["a", "b", "c"] {
-      #expect(try run(mediacache, ["import", "--cache", cache, key, dir.file("src")]).status == 0)
+      #expect(try await run(mediacache, ["import", "--cache", cache, key, dir.file("src")]).status == 0)
     }
-    let partial = try run(
+    let partial = try await run(
       mediacache,
       [
         "import", "--cache", cache, "p", dir.file("src"), "--range", "0-65535", "--length", "200000",
         "--chunk-size", "65536",
       ])
     #expect(partial.status == 0, "\(partial.stderr)")
-    #expect(try run(mediacache, ["pin", "--cache", cache, "b"]).status == 0)
+    #expect(try await run(mediacache, ["pin", "--cache", cache, "b"]).status == 0)
 
-    let stats = try decodeReport(
+    let stats = try await decodeReport(
       CacheStatistics.self, try run(mediacache, ["stats", "--cache", cache, "--json"]))
     #expect(stats.objects == 4)
     #expect(stats.complete == 3)
@@ -159,14 +160,14 @@ import Testing
     let disk = try ["a", "b", "c", "p"].reduce(Int64(0)) { $0 + (try store.diskUsage(CacheKey($1).objectID)) }
     #expect(stats.diskBytes == disk)
 
-    let line = try run(mediacache, ["stats", "--cache", cache])
+    let line = try await run(mediacache, ["stats", "--cache", cache])
     #expect(
       line.text
         == "4 objects: 3 complete, 1 partial, 0 empty, 0 unreadable; 1 pinned; \(3 * 200_000 + 65536) bytes cached, "
         + "\(disk) bytes on disk\n")
   }
 
-  @Test func ignoredQueryItemsMakeSignedURLsShareOneObject() throws {
+  @Test func ignoredQueryItemsMakeSignedURLsShareOneObject() async throws {
     let dir = try TemporaryDirectory()
     defer { dir.cleanup() }
     let cache = dir.file("cache")
@@ -176,24 +177,26 @@ import Testing
     let signedB = "https://cdn.example.com/v.mp4?Signature=bbb&id=7&expires=200"
     let ignore = ["--ignore-query", "Expires", "--ignore-query", "signature"]
 
-    #expect(try run(mediacache, ["import", "--cache", cache, signedA, dir.file("src")] + ignore).status == 0)
-    // Without the option the other signature is another object; with it, the same one.
-    #expect(try run(mediacache, ["status", "--cache", cache, signedB]).text == "none\n")
     #expect(
-      try run(mediacache, ["status", "--cache", cache, signedB] + ignore).text == "complete 70000 bytes\n")
-    #expect(try run(mediacache, ["cat", "--cache", cache, signedB] + ignore).stdout == source)
-    let inspect = try decodeReport(
+      try await run(mediacache, ["import", "--cache", cache, signedA, dir.file("src")] + ignore).status == 0)
+    // Without the option the other signature is another object; with it, the same one.
+    #expect(try await run(mediacache, ["status", "--cache", cache, signedB]).text == "none\n")
+    #expect(
+      try await run(mediacache, ["status", "--cache", cache, signedB] + ignore).text
+        == "complete 70000 bytes\n")
+    #expect(try await run(mediacache, ["cat", "--cache", cache, signedB] + ignore).stdout == source)
+    let inspect = try await decodeReport(
       ObjectDescription.self, try run(mediacache, ["inspect", "--cache", cache, signedB, "--json"] + ignore))
     #expect(inspect.objectID == CacheKey("https://cdn.example.com/v.mp4?id=7").objectID)
-    #expect(try run(mediacache, ["pin", "--cache", cache, signedB] + ignore).status == 0)
-    #expect(try statistics(cache).pinned == 1)
-    #expect(try run(mediacache, ["unpin", "--cache", cache, signedA] + ignore).status == 0)
-    #expect(try statistics(cache).objects == 1)
-    let removed = try run(mediacache, ["rm", "--cache", cache, signedB] + ignore)
+    #expect(try await run(mediacache, ["pin", "--cache", cache, signedB] + ignore).status == 0)
+    #expect(try await statistics(cache).pinned == 1)
+    #expect(try await run(mediacache, ["unpin", "--cache", cache, signedA] + ignore).status == 0)
+    #expect(try await statistics(cache).objects == 1)
+    let removed = try await run(mediacache, ["rm", "--cache", cache, signedB] + ignore)
     #expect(removed.status == 0, "\(removed.stderr)")
-    #expect(try statistics(cache).objects == 0)
+    #expect(try await statistics(cache).objects == 0)
     // A missing object named through the key function: exit 2 naming the id of the reduced key.
-    let gone = try run(mediacache, ["rm", "--cache", cache, signedA] + ignore)
+    let gone = try await run(mediacache, ["rm", "--cache", cache, signedA] + ignore)
     #expect(gone.status == 2)
     #expect(gone.stderr.contains(CacheKey("https://cdn.example.com/v.mp4?id=7").objectID.description))
   }
@@ -208,32 +211,32 @@ import Testing
     let first = origin.url(.normal, "signed", size: size, query: "Expires=1&Signature=one")
     let second = origin.url(.normal, "signed", size: size, query: "Expires=2&Signature=two")
     let ignore = ["--ignore-query", "Expires", "--ignore-query", "Signature"]
-    let fetched = try run(mediacache, ["fetch", "--cache", cache, first] + ignore)
+    let fetched = try await run(mediacache, ["fetch", "--cache", cache, first] + ignore)
     #expect(fetched.status == 0, "\(fetched.stderr)")
     let requests = origin.requests(for: "signed").count
     #expect(requests >= 1)
-    let again = try run(mediacache, ["fetch", "--cache", cache, second] + ignore)
+    let again = try await run(mediacache, ["fetch", "--cache", cache, second] + ignore)
     #expect(again.status == 0, "\(again.stderr)")
     #expect(again.text.contains("fetched 0 bytes from the origin"), "\(again.text)")
     #expect(origin.requests(for: "signed").count == requests)
     #expect(
-      try run(mediacache, ["cat", "--cache", cache, second] + ignore).stdout
+      try await run(mediacache, ["cat", "--cache", cache, second] + ignore).stdout
         == Data(TestOrigin.bytes(name: "signed", size: size)))
   }
 
   /// Every subcommand's help exits 0 and shows its abstract; those with a discussion give an example.
-  @Test func helpOfEverySubcommand() throws {
+  @Test func helpOfEverySubcommand() async throws {
     func words(_ text: String) -> String {
       text.split(whereSeparator: { $0 == " " || $0 == "\n" }).joined(separator: " ")
     }
-    let top = try run(mediacache, ["--help"])
+    let top = try await run(mediacache, ["--help"])
     #expect(top.status == 0)
     #expect(words(top.text).contains(words(MediaCacheCommand.configuration.abstract)))
     let subcommands = MediaCacheCommand.configuration.subcommands
     #expect(subcommands.count >= 13)
     for command in subcommands {
       let name = try #require(command.configuration.commandName)
-      let help = try run(mediacache, [name, "--help"])
+      let help = try await run(mediacache, [name, "--help"])
       #expect(help.status == 0, "\(name): \(help.stderr)")
       #expect(words(help.text).contains(words(command.configuration.abstract)), "\(name): \(help.text)")
       #expect(help.text.contains("USAGE: mediacache \(name)"), "\(name)")
@@ -244,7 +247,7 @@ import Testing
       }
     }
     for name in ["status", "cat", "rm", "pin", "unpin", "inspect", "import"] {
-      let help = try run(mediacache, [name, "--help"])
+      let help = try await run(mediacache, [name, "--help"])
       #expect(help.text.contains("<KEY-OR-URL>"), "\(name)")
       #expect(help.text.contains("--ignore-query <NAME>"), "\(name)")
     }

@@ -12,7 +12,7 @@ import Testing
     try await withTemporaryDirectory { directory in
       try await withFileOrigin { origin in
         // 64 KiB chunks: a range fills only the chunks it touches.
-        let proxy = try ProxyProcess(
+        let proxy = try await ProxyProcess(
           cache: "\(directory)/cache", ["--cache-status-name", "node-a", "--chunk-size", "65536"])
         let size = 600_000
         let url = origin.url(.normal, "status", size: size)
@@ -58,7 +58,7 @@ import Testing
           #expect(response.status == 200)
           #expect(response.header("Cache-Status") == expectedStatus)
         }
-        #expect(proxy.stop().status == 0)
+        #expect(await proxy.stop().status == 0)
       }
     }
   }
@@ -66,15 +66,15 @@ import Testing
   @Test func theDefaultNameIsMediaCacheAndABadOneIsAUsageError() async throws {
     try await withTemporaryDirectory { directory in
       try await withFileOrigin { origin in
-        let proxy = try ProxyProcess(cache: "\(directory)/cache")
+        let proxy = try await ProxyProcess(cache: "\(directory)/cache")
         let response = try await blocking {
           try proxy.request(ProxyServer.proxyPath(for: origin.url(.normal, "default-name", size: 1000)))
         }
         #expect(response.header("Cache-Status") == "MediaCache; fwd=miss; stored")
-        #expect(proxy.stop().status == 0)
+        #expect(await proxy.stop().status == 0)
       }
       for bad in ["1node", "node a", "node;hit", "", String(repeating: "n", count: 65)] {
-        let result = try run(
+        let result = try await run(
           binary("mediacache"), ["proxy", "--cache", "\(directory)/cache", "--cache-status-name", bad])
         #expect(result.status == 64, "'\(bad)'")
         #expect(result.stderr.contains("--cache-status-name"), "'\(bad)': \(result.stderr)")

@@ -86,7 +86,7 @@ private func writeWholeFile(_ path: String, _ bytes: [UInt8]) throws {
   guard written == bytes.count else { throw POSIXError(.EIO) }
 }
 
-/// Removes a big tree quickly.
+/// Removes a big tree quickly. Blocks its thread (for cleanup in a `defer`, which cannot await).
 func removeTree(_ path: String) {
-  _ = try? run("/bin/rm", ["-rf", path])
+  _ = try? runOnThisThread("/bin/rm", ["-rf", path])
 }

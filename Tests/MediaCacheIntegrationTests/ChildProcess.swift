@@ -17,12 +17,21 @@ struct CommandResult {
 }
 
 /// Runs a program to completion.
-func run(_ program: String, _ arguments: [String], environment: [String: String]? = nil) throws
+@available(*, noasync, message: "blocks a thread of the cooperative pool: use the async run")
+func runOnThisThread(_ program: String, _ arguments: [String], environment: [String: String]? = nil) throws
   -> CommandResult
 {
   let child = try ChildProcess(program, arguments, environment: environment)
   child.closeInput()
-  return child.wait()
+  return child.waitOnThisThread()
+}
+
+/// `run` waited on from a thread of its own, so the child never holds one of the few threads of Swift's
+/// cooperative pool (two on a 2-core CI machine) that every test of the process and the code under test share.
+func run(_ program: String, _ arguments: [String], environment: [String: String]? = nil) async throws
+  -> CommandResult
+{
+  try await blocking { try runOnThisThread(program, arguments, environment: environment) }
 }
 
 /// A child process whose standard output is collected as it arrives, so a test can wait for a line.
@@ -74,8 +83,9 @@ final class ChildProcess: Sendable {
   var errorsSoFar: String { collected.withLock { String(decoding: $0.err, as: UTF8.self) } }
 
   /// Waits until some output line satisfies `predicate`, the process exits, or `timeout` passes.
+  @available(*, noasync, message: "blocks a thread of the cooperative pool: use the async waitForLine")
   @discardableResult
-  func waitForLine(timeout: Double = 60, _ predicate: (Substring) -> Bool) -> Bool {
+  func waitForLineOnThisThread(timeout: Double = 60, _ predicate: (Substring) -> Bool) -> Bool {
     let deadline = Date().addingTimeInterval(timeout)
     while Date() < deadline {
       if outputSoFar.split(separator: "\n").contains(where: predicate) { return true }
@@ -89,7 +99,23 @@ final class ChildProcess: Sendable {
     return false
   }
 
+  /// `waitForLine` from a thread of its own (see `run`).
+  @discardableResult
+  func waitForLine(timeout: Double = 60, _ predicate: @escaping @Sendable (Substring) -> Bool) async -> Bool {
+    await onOwnThread { self.waitForLineOnThisThread(timeout: timeout, predicate) }
+  }
+
   func closeInput() { try? input.fileHandleForWriting.close() }
+
+  /// Runs `body`, then (also when it throws) closes the child's input and waits up to `timeout` seconds for it
+  /// to exit: the async stand-in for `defer { closeInput(); wait() }`, since a defer body cannot await.
+  func closingInputAfter<T>(timeout: Double = 30, _ body: () async throws -> T) async throws -> T {
+    let result: Result<T, any Error>
+    do { result = .success(try await body()) } catch { result = .failure(error) }
+    closeInput()
+    _ = await wait(timeout: timeout)
+    return try result.get()
+  }
 
   /// After exit: waits until the reader threads have read both pipes to end of file (a second call returns at
   /// once).
@@ -102,18 +128,36 @@ final class ChildProcess: Sendable {
 
   /// Waits for exit and returns everything it printed. A child still running after `timeout` seconds is killed
   /// (SIGKILL) and the test records an issue, so a hung child never hangs the suite.
-  func wait(timeout: Double = 120) -> CommandResult {
+  @available(*, noasync, message: "blocks a thread of the cooperative pool: use the async wait")
+  func waitOnThisThread(timeout: Double = 120) -> CommandResult {
+    let (result, killed) = waitOrKill(timeout: timeout)
+    if killed { recordKilled(timeout) }
+    return result
+  }
+
+  /// `wait` from a thread of its own (see `run`); the issue, if any, is recorded in the calling test's task.
+  func wait(timeout: Double = 120) async -> CommandResult {
+    let (result, killed) = await onOwnThread { self.waitOrKill(timeout: timeout) }
+    if killed { recordKilled(timeout) }
+    return result
+  }
+
+  private func recordKilled(_ timeout: Double) {
+    Issue.record(
+      "\(process.executableURL?.lastPathComponent ?? "child") still running after \(timeout) s; killed")
+  }
+
+  /// Blocks until exit, killing the child after `timeout` seconds; whether it was killed.
+  private func waitOrKill(timeout: Double) -> (CommandResult, killed: Bool) {
     let deadline = Date().addingTimeInterval(timeout)
     while process.isRunning && Date() < deadline { usleep(1000) }
-    if process.isRunning {
-      Issue.record(
-        "\(process.executableURL?.lastPathComponent ?? "child") still running after \(timeout) s; killed")
-      kill(SIGKILL)
-    }
+    let killed = process.isRunning
+    if killed { kill(SIGKILL) }
     drainOutput()
-    return collected.withLock {
-      return CommandResult(
+    let result = collected.withLock {
+      CommandResult(
         status: process.terminationStatus, stdout: $0.out, stderr: String(decoding: $0.err, as: UTF8.self))
     }
+    return (result, killed)
   }
 }

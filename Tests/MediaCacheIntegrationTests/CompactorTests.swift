@@ -65,7 +65,7 @@ struct CompactorTests {
     return lines.sorted()
   }
 
-  @Test func leastRecentlyUsedGoFirstDownToTheWatermark() throws {
+  @Test func leastRecentlyUsedGoFirstDownToTheWatermark() async throws {
     let dir = try TemporaryDirectory()
     defer { dir.cleanup() }
     let cache = dir.file("cache")
@@ -73,9 +73,9 @@ struct CompactorTests {
     let perObject = try store.diskUsage(CacheKey("obj-0").objectID)
     // Room for 6.5 objects: the pass must go down to 90% of that, i.e. keep 5.
     let limit = perObject * 13 / 2
-    let result = try run(compactor, [cache, "--max-size", "\(limit)", "--json"])
+    let result = try await run(compactor, [cache, "--max-size", "\(limit)", "--json"])
     #expect(result.status == 0, "\(result.stderr)")
-    let pass = try #require(try passJSON(result).first)
+    let pass = try #require(try await passJSON(result).first)
     #expect(pass.pass == 1)
     let removed = pass.report.removed
     let expectedOrder = (0..<5).map { CacheKey("obj-\($0)").objectID }
@@ -86,11 +86,11 @@ struct CompactorTests {
     for index in 0..<10 { #expect(exists(store, "obj-\(index)") == (index >= 5), "obj-\(index)") }
     // Under the limit now: a second pass evicts nothing.
     let again = try #require(
-      try passJSON(try run(compactor, [cache, "--max-size", "\(limit)", "--json"])).first)
+      try await passJSON(try run(compactor, [cache, "--max-size", "\(limit)", "--json"])).first)
     #expect(again.report.evictedCount == 0)
   }
 
-  @Test func ageLimitPinsAndDryRun() throws {
+  @Test func ageLimitPinsAndDryRun() async throws {
     let dir = try TemporaryDirectory()
     defer { dir.cleanup() }
     let cache = dir.file("cache")
@@ -106,13 +106,14 @@ struct CompactorTests {
     // A dry run decides the same but changes nothing: the tree is byte-for-byte and time-for-time identical.
     let before = try treeFingerprint(cache)
     let dry = try #require(
-      try passJSON(try run(compactor, [cache, "--max-age", "90d", "--dry-run", "--json"])).first)
+      try await passJSON(try run(compactor, [cache, "--max-age", "90d", "--dry-run", "--json"])).first)
     #expect(dry.report.dryRun)
     #expect(dry.report.evictedCount == 2)
     #expect(dry.report.pinnedKept == 1)
     #expect(try treeFingerprint(cache) == before)
 
-    let real = try #require(try passJSON(try run(compactor, [cache, "--max-age", "90d", "--json"])).first)
+    let real = try #require(
+      try await passJSON(try run(compactor, [cache, "--max-age", "90d", "--json"])).first)
     #expect(!real.report.dryRun)
     #expect(real.report.evicted == [.age: 2])
     #expect(real.report.pinnedKept == 1)
@@ -120,26 +121,28 @@ struct CompactorTests {
     #expect((3..<6).allSatisfy { exists(store, "obj-\($0)") })
   }
 
-  @Test func busyObjectSurvivesUntilClosed() throws {
+  @Test func busyObjectSurvivesUntilClosed() async throws {
     let dir = try TemporaryDirectory()
     defer { dir.cleanup() }
     let cache = dir.file("cache")
     let store = try makeTree(cache, count: 3, size: 20_000)
     let holder = try ChildProcess(binary("mediacache-testhelper"), ["hold", cache, "obj-0"])
-    #expect(holder.waitForLine { $0 == "holding" })
-    let first = try #require(try passJSON(try run(compactor, [cache, "--max-size", "1", "--json"])).first)
+    #expect(await holder.waitForLine { $0 == "holding" })
+    let first = try #require(
+      try await passJSON(try run(compactor, [cache, "--max-size", "1", "--json"])).first)
     #expect(first.report.skippedBusy == 1)
     #expect(first.report.evictedCount == 2)
     #expect(exists(store, "obj-0"))
     holder.closeInput()
-    #expect(holder.wait().status == 0)
-    let second = try #require(try passJSON(try run(compactor, [cache, "--max-size", "1", "--json"])).first)
+    #expect(await holder.wait().status == 0)
+    let second = try #require(
+      try await passJSON(try run(compactor, [cache, "--max-size", "1", "--json"])).first)
     #expect(second.report.evictedCount == 1)
     #expect(second.report.skippedBusy == 0)
     #expect(!exists(store, "obj-0"))
   }
 
-  @Test func readersSeeCorrectBytesOrCleanMissesWhilePassesRun() throws {
+  @Test func readersSeeCorrectBytesOrCleanMissesWhilePassesRun() async throws {
     let dir = try TemporaryDirectory()
     defer { dir.cleanup() }
     let cache = dir.file("cache")
@@ -154,15 +157,15 @@ struct CompactorTests {
     let deadline = Date().addingTimeInterval(3)
     var writes = 0
     while Date() < deadline {
-      let writer = try run(
+      let writer = try await run(
         binary("mediacache-testhelper"),
         ["write", cache, "video", dir.file("source"), "--chunk-size", "65536", "--piece", "65536"])
       #expect(writer.status == 0, "\(writer.stderr)")
       writes += 1
     }
-    let readResult = reader.wait()
+    let readResult = await reader.wait()
     passes.kill(SIGTERM)
-    let passResult = passes.wait()
+    let passResult = await passes.wait()
     #expect(readResult.status == 0, "reader: \(readResult.text) \(readResult.stderr)")
     #expect(readResult.text.hasPrefix("reads="), "\(readResult.text)")
     #expect(passResult.status == 0, "\(passResult.stderr)")
@@ -170,16 +173,16 @@ struct CompactorTests {
     #expect(writes > 1)
   }
 
-  @Test func killedMidPassLeavesAConsistentTree() throws {
+  @Test func killedMidPassLeavesAConsistentTree() async throws {
     let dir = try TemporaryDirectory()
     defer { dir.cleanup() }
     let cache = dir.file("cache")
     let store = try makeTree(cache, count: 400, size: 9000)
     for round in 0..<12 {
       let pass = try ChildProcess(compactor, [cache, "--max-size", "\(max(1, 400 - round * 30) * 12_000)"])
-      usleep(useconds_t(1000 + (round * 7919) % 15000))
+      try await Task.sleep(for: .microseconds(1000 + (round * 7919) % 15000))
       pass.kill(SIGKILL)
-      _ = pass.wait()
+      _ = await pass.wait()
       // No manifest without its data file; every listed chunk passes its CRC.
       for object in try store.scanObjects() where object.manifestModified != nil {
         #expect(object.dataModified != nil, "manifest without data: \(object.id)")
@@ -193,51 +196,53 @@ struct CompactorTests {
     #expect(report.bytesAfter <= report.bytesBefore)
   }
 
-  @Test func intervalModeExitsZeroOnSIGTERM() throws {
+  @Test func intervalModeExitsZeroOnSIGTERM() async throws {
     let dir = try TemporaryDirectory()
     defer { dir.cleanup() }
     let cache = dir.file("cache")
     _ = try makeTree(cache, count: 2, size: 5000)
     let loop = try ChildProcess(compactor, [cache, "--interval", "1h"])
-    #expect(loop.waitForLine { $0.hasPrefix("pass 1") })
+    #expect(await loop.waitForLine { $0.hasPrefix("pass 1") })
     loop.kill(SIGTERM)
-    let result = loop.wait()
+    let result = await loop.wait()
     #expect(result.status == 0)
     #expect(!result.text.contains("pass 2"))
   }
 
   /// Found by tools/soak: a pass that failed on a full disk ended `--interval` mode (exit 1), so the compactor a
   /// supervisor ran was gone when the cache needed it most. A failed pass is reported; the next one runs.
-  @Test func intervalModeKeepsGoingAfterAFailedPass() throws {
+  @Test func intervalModeKeepsGoingAfterAFailedPass() async throws {
     let dir = try TemporaryDirectory()
     defer { dir.cleanup() }
     let cache = dir.file("cache")
     _ = try makeTree(cache, count: 2, size: 5000)
     let loop = try ChildProcess(compactor, [cache, "--min-free", "1", "--interval", "0.05s"])
-    #expect(loop.waitForLine { $0.hasPrefix("pass 1") })
+    #expect(await loop.waitForLine { $0.hasPrefix("pass 1") })
     // The cache moved away: each pass fails asking how much the file system has free (statvfs).
     try FileManager.default.moveItem(atPath: cache, toPath: "\(cache).away")
     let deadline = Date().addingTimeInterval(60)
     while loop.errorsSoFar.components(separatedBy: " failed: ").count < 4 && loop.process.isRunning
       && Date() < deadline
     {
-      usleep(10_000)
+      try await Task.sleep(for: .milliseconds(10))
     }
     #expect(loop.process.isRunning, "the compactor ended after a failed pass: \(loop.errorsSoFar)")
     // Once the cache is back, the passes succeed again.
     try FileManager.default.moveItem(atPath: "\(cache).away", toPath: cache)
     let passesBefore = loop.outputSoFar.split(separator: "\n").count
     let back = Date().addingTimeInterval(60)
-    while loop.outputSoFar.split(separator: "\n").count <= passesBefore && Date() < back { usleep(10_000) }
+    while loop.outputSoFar.split(separator: "\n").count <= passesBefore && Date() < back {
+      try await Task.sleep(for: .milliseconds(10))
+    }
     loop.kill(SIGTERM)
-    let result = loop.wait()
+    let result = await loop.wait()
     #expect(result.status == 0, "\(result.stderr)")
     #expect(result.stderr.contains(" failed: "), "\(result.stderr)")
     #expect(
       result.text.split(separator: "\n").count > passesBefore, "no pass succeeded once the cache was back")
   }
 
-  @Test func scrubDropsExactlyTheCorruptChunk() throws {
+  @Test func scrubDropsExactlyTheCorruptChunk() async throws {
     let dir = try TemporaryDirectory()
     defer { dir.cleanup() }
     let cache = dir.file("cache")
@@ -251,7 +256,8 @@ struct CompactorTests {
     try handle.write(contentsOf: Data([original[0] ^ 0x40]))
     try handle.close()
 
-    let pass = try #require(try passJSON(try run(compactor, [cache, "--scrub", "100M", "--json"])).first)
+    let pass = try #require(
+      try await passJSON(try run(compactor, [cache, "--scrub", "100M", "--json"])).first)
     #expect(pass.report.chunksDropped == 1)
     #expect(pass.report.droppedChunks == [id: [6]])
     #expect(pass.report.chunksScrubbed == 30)
@@ -264,26 +270,26 @@ struct CompactorTests {
     var seen = 0
     for _ in 0..<3 {
       let small = try #require(
-        try passJSON(try run(compactor, [cache, "--scrub", "\(12 * chunkSize)", "--json"])).first)
+        try await passJSON(try run(compactor, [cache, "--scrub", "\(12 * chunkSize)", "--json"])).first)
       seen += small.report.chunksScrubbed
       #expect(small.report.chunksDropped == 0)
     }
     #expect(seen >= 29)
   }
 
-  @Test func refusesWhatIsNotACache() throws {
+  @Test func refusesWhatIsNotACache() async throws {
     let dir = try TemporaryDirectory()
     defer { dir.cleanup() }
-    let missing = try run(compactor, [dir.file("absent"), "--max-size", "1"])
+    let missing = try await run(compactor, [dir.file("absent"), "--max-size", "1"])
     #expect(missing.status == 1)
     #expect(missing.stderr.contains("does not exist"))
     #expect(!FileManager.default.fileExists(atPath: dir.file("absent")))
     try Data("x".utf8).write(to: URL(fileURLWithPath: dir.file("foreign.txt")))
-    let foreign = try run(compactor, [dir.path, "--max-size", "1"])
+    let foreign = try await run(compactor, [dir.path, "--max-size", "1"])
     #expect(foreign.status == 1)
     #expect(foreign.stderr.contains("not a MediaCache directory"))
     #expect(try FileManager.default.contentsOfDirectory(atPath: dir.path).sorted() == ["foreign.txt"])
-    #expect(try run(compactor, [dir.path, "--max-age", "soon"]).status == 64)
-    #expect(try run(compactor, [dir.path, "--scrub", "-5M"]).status == 64)
+    #expect(try await run(compactor, [dir.path, "--max-age", "soon"]).status == 64)
+    #expect(try await run(compactor, [dir.path, "--scrub", "-5M"]).status == 64)
   }
 }

@@ -13,7 +13,7 @@ import Testing
     try await withTemporaryDirectory { directory in
       let origin = try await TestOrigin.start()
       defer { Task { try? await origin.shutdown() } }
-      let proxy = try ProxyProcess(cache: "\(directory)/cache")
+      let proxy = try await ProxyProcess(cache: "\(directory)/cache")
       let size = 200_000
       let path = ProxyServer.proxyPath(for: origin.url(.normal, "cond", size: size))
       let etag = TestOrigin.etag(name: "cond")
@@ -71,7 +71,7 @@ import Testing
       }
       #expect(response.status == 304 && response.header("ETag") == nil)
       #expect(response.header("Last-Modified") == lastModified)
-      #expect(proxy.stop().status == 0)
+      #expect(await proxy.stop().status == 0)
     }
   }
 }

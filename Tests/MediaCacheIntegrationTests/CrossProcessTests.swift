@@ -36,7 +36,7 @@ struct CrossProcessTests {
   }
 
   @Test("a writer killed with SIGKILL leaves only chunks whose bytes match", arguments: [false, true])
-  func killedWriter(durable: Bool) throws {
+  func killedWriter(durable: Bool) async throws {
     let dir = try TemporaryDirectory()
     defer { dir.cleanup() }
     let source = randomBytes(count: 2 << 20, seed: durable ? 11 : 12)
@@ -52,12 +52,17 @@ struct CrossProcessTests {
       ]
       if durable { arguments.append("--durable") }
       let writer = try ChildProcess(binary("mediacache-testhelper"), arguments)
-      let reached = writer.waitForLine { line in
-        line.hasPrefix("wrote ") && (Int(line.dropFirst(6)) ?? 0) >= target
+      // Killed on the thread that saw the line: a hop back to the test's task first lets the writer finish
+      // the last 5% before the kill.
+      let reached = await onOwnThread {
+        let reached = writer.waitForLineOnThisThread { line in
+          line.hasPrefix("wrote ") && (Int(line.dropFirst(6)) ?? 0) >= target
+        }
+        writer.kill(SIGKILL)
+        return reached
       }
       #expect(reached, "writer output: \(writer.outputSoFar)")
-      writer.kill(SIGKILL)
-      let result = writer.wait()
+      let result = await writer.wait()
       #expect(result.status != 0)
       let store = try ShardedStore(root: cache, chunkSize: chunkSize)
       listedAfterKills.append(try verifyListedChunks(store: store, key: key, source: source))
@@ -65,7 +70,7 @@ struct CrossProcessTests {
     // Commits happen every chunk, so later kills must have committed something.
     #expect(listedAfterKills.last ?? 0 > 0, "chunks listed after each kill: \(listedAfterKills)")
     // A final uninterrupted run completes the object with the source's bytes.
-    let finish = try run(
+    let finish = try await run(
       binary("mediacache-testhelper"),
       ["write", cache, key, dir.file("source.bin"), "--chunk-size", "\(chunkSize)"])
     #expect(finish.status == 0, "\(finish.stderr)")
@@ -77,7 +82,7 @@ struct CrossProcessTests {
   }
 
   @Test("two processes writing alternate chunks at once: every committed chunk survives the merge")
-  func concurrentWriters() throws {
+  func concurrentWriters() async throws {
     for round in 0..<3 {
       let dir = try TemporaryDirectory()
       defer { dir.cleanup() }
@@ -92,8 +97,8 @@ struct CrossProcessTests {
       ]
       let even = try ChildProcess(binary("mediacache-testhelper"), ["write"] + common + ["--only", "even"])
       let odd = try ChildProcess(binary("mediacache-testhelper"), ["write"] + common + ["--only", "odd"])
-      let evenResult = even.wait()
-      let oddResult = odd.wait()
+      let evenResult = await even.wait()
+      let oddResult = await odd.wait()
       #expect(evenResult.status == 0, "\(evenResult.stderr)")
       #expect(oddResult.status == 0, "\(oddResult.stderr)")
       let store = try ShardedStore(root: cache, chunkSize: chunkSize)
@@ -111,33 +116,34 @@ struct CrossProcessTests {
     let cache = dir.file("cache")
     try randomBytes(count: 300_000, seed: 7).write(to: URL(fileURLWithPath: dir.file("a.bin")))
     let mediacache = binary("mediacache")
-    #expect(try run(mediacache, ["import", "--cache", cache, "held", dir.file("a.bin")]).status == 0)
-    #expect(try run(mediacache, ["import", "--cache", cache, "free", dir.file("a.bin")]).status == 0)
+    #expect(try await run(mediacache, ["import", "--cache", cache, "held", dir.file("a.bin")]).status == 0)
+    #expect(try await run(mediacache, ["import", "--cache", cache, "free", dir.file("a.bin")]).status == 0)
 
     let holder = try ChildProcess(binary("mediacache-testhelper"), ["hold", cache, "held"])
-    #expect(holder.waitForLine { $0 == "holding" })
+    #expect(await holder.waitForLine { $0 == "holding" })
 
-    let rm = try run(mediacache, ["rm", "--cache", cache, "held"])
+    let rm = try await run(mediacache, ["rm", "--cache", cache, "held"])
     #expect(rm.status == 3)
     #expect(rm.stderr.contains("in use"))
     #expect(rm.stdout.isEmpty)
     let inProcess = try MediaCache(configuration: .init(directory: FilePath(cache)))
     await #expect(throws: StoreError.busy(CacheKey("held").objectID)) { try await inProcess.remove("held") }
 
-    let clear = try run(mediacache, ["clear", "--cache", cache])
+    let clear = try await run(mediacache, ["clear", "--cache", cache])
     #expect(clear.status == 3)
     #expect(clear.text.contains("busy: \(CacheKey("held").objectID.hex)"))
-    #expect(try run(mediacache, ["status", "--cache", cache, "held"]).text == "complete 300000 bytes\n")
-    #expect(try run(mediacache, ["status", "--cache", cache, "free"]).text == "none\n")
+    #expect(
+      try await run(mediacache, ["status", "--cache", cache, "held"]).text == "complete 300000 bytes\n")
+    #expect(try await run(mediacache, ["status", "--cache", cache, "free"]).text == "none\n")
 
     holder.closeInput()
-    #expect(holder.waitForLine { $0 == "released" })
-    #expect(holder.wait().status == 0)
+    #expect(await holder.waitForLine { $0 == "released" })
+    #expect(await holder.wait().status == 0)
 
-    let clearAgain = try run(mediacache, ["clear", "--cache", cache])
+    let clearAgain = try await run(mediacache, ["clear", "--cache", cache])
     #expect(clearAgain.status == 0, "\(clearAgain.stderr)")
     #expect(clearAgain.text.hasPrefix("freed "))
-    #expect(try run(mediacache, ["status", "--cache", cache, "held"]).text == "none\n")
+    #expect(try await run(mediacache, ["status", "--cache", cache, "held"]).text == "none\n")
     let objects = try FileManager.default.subpathsOfDirectory(atPath: "\(cache)/objects")
     #expect(objects.filter { $0.hasSuffix(".data") || $0.hasSuffix(".manifest") }.isEmpty)
   }

@@ -21,15 +21,15 @@ import Testing
         store: try ShardedStore(root: "\(directory)/cache"), id: try #require(ObjectID(hex: Self.grouped)))
       try manager.setGroup("file-7")
       try manager.close()
-      let (proxy, port) = try startProxy(cache: "\(directory)/cache", [])
+      let (proxy, port) = try await startProxy(cache: "\(directory)/cache", [])
       defer { proxy.kill() }
       try await body(port)
     }
   }
 
   /// Headless Chromium's DOM of `url` after its scripts ran for `seconds` of virtual time, and its console.
-  func chromium(_ url: String, seconds: Int = 5) throws -> (dom: String, console: [Substring]) {
-    let result = try run(
+  func chromium(_ url: String, seconds: Int = 5) async throws -> (dom: String, console: [Substring]) {
+    let result = try await run(
       "/usr/bin/chromium",
       [
         "--headless=new", "--no-sandbox", "--disable-gpu", "--enable-logging=stderr", "--v=0",
@@ -41,7 +41,7 @@ import Testing
 
   @Test func thePageShowsTheObjectsAndTheirGapsWithoutAConsoleMessage() async throws {
     try await withFixtureProxy { port in
-      let (dom, console) = try chromium("http://127.0.0.1:\(port)/")
+      let (dom, console) = try await chromium("http://127.0.0.1:\(port)/")
       #expect(console.isEmpty, "\(console)")
       // The four objects of the fixture, each a row; the partial one (chunks 0 and 2 of 3) has two runs.
       for id in [
@@ -59,7 +59,7 @@ import Testing
       // its answer, Chromium fails that fetch, and the page says it cannot reach the proxy.)
     }
     // The check can fail: a page that writes to the console is seen.
-    let (_, console) = try chromium(
+    let (_, console) = try await chromium(
       "data:text/html,<script>console.error('dashboard-check')</script>", seconds: 1)
     #expect(console.contains { $0.contains("dashboard-check") })
   }

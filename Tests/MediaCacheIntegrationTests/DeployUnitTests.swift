@@ -29,7 +29,7 @@ import Testing
       for name in units {
         try unit(name).write(toFile: "\(directory)/\(name)", atomically: true, encoding: .utf8)
       }
-      let result = try run(
+      let result = try await run(
         "/usr/bin/systemd-analyze", ["verify", "--man=no"] + units.map { "\(directory)/\($0)" })
       #expect(
         result.status == 0 && result.stderr.isEmpty && result.text.isEmpty, "\(result.text)\(result.stderr)")
@@ -37,7 +37,8 @@ import Testing
       let broken = try unit(units[0]).replacingOccurrences(
         of: "ProtectSystem=strict", with: "ProtectSystem=bogus")
       try broken.write(toFile: "\(directory)/\(units[0])", atomically: true, encoding: .utf8)
-      let warned = try run("/usr/bin/systemd-analyze", ["verify", "--man=no", "\(directory)/\(units[0])"])
+      let warned = try await run(
+        "/usr/bin/systemd-analyze", ["verify", "--man=no", "\(directory)/\(units[0])"])
       #expect(warned.stderr.contains("bogus"), "\(warned.stderr)")
     }
   }
@@ -47,12 +48,12 @@ import Testing
       let cache = "\(directory)/cache"
       let proxyWords = try execStart("mediacache-proxy.service", cache: cache).map { $0 == "8089" ? "0" : $0 }
       let proxy = try ChildProcess(proxyWords[0], Array(proxyWords.dropFirst()))
-      #expect(proxy.waitForLine(timeout: 30) { $0.hasPrefix("listening on http://127.0.0.1:") })
+      #expect(await proxy.waitForLine(timeout: 30) { $0.hasPrefix("listening on http://127.0.0.1:") })
       proxy.kill(SIGTERM)
-      #expect(proxy.wait(timeout: 15).status == 0)
+      #expect(await proxy.wait(timeout: 15).status == 0)
 
       let compactorWords = try execStart("cache-compactor.service", cache: cache)
-      let pass = try run(compactorWords[0], Array(compactorWords.dropFirst()))
+      let pass = try await run(compactorWords[0], Array(compactorWords.dropFirst()))
       #expect(pass.status == 0, "\(pass.stderr)")
       #expect(pass.text.hasPrefix("{") && pass.text.contains("\"evictedCount\":0"), "\(pass.text)")
     }

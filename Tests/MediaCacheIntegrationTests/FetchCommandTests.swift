@@ -29,9 +29,11 @@ struct FetchCommandTests {
     for round in 0..<4 {
       let before = origin.requests(for: "resumable").count
       let fetch = try ChildProcess(mediacache, arguments)
-      usleep(useconds_t(Int.random(in: 1_100_000...1_600_000, using: &generator)))
+      // Timed from its request, not its start: on a loaded machine a run once made none before the kill.
+      _ = await waitForRequest(origin, after: before)
+      try await Task.sleep(for: .microseconds(Int.random(in: 1_100_000...1_600_000, using: &generator)))
       fetch.kill(SIGKILL)
-      _ = fetch.wait()
+      _ = await fetch.wait()
       // What the manifest lists is exactly right, and the next run asks only for what is missing.
       let store = try ShardedStore(root: cacheDir, chunkSize: 65536)
       let id = CacheKey(url).objectID
@@ -50,7 +52,7 @@ struct FetchCommandTests {
       let restart = try ChildProcess(mediacache, arguments)
       let requested = await waitForRequest(origin, after: before + 1)
       restart.kill(SIGKILL)
-      _ = restart.wait()
+      _ = await restart.wait()
       if let firstMissing = cached.gaps(in: 0..<Int64(size)).first?.lowerBound {
         let asked = requested?.range ?? "bytes=0-"
         #expect(
@@ -61,10 +63,10 @@ struct FetchCommandTests {
       }
       if round == 3 { #expect(!cached.isEmpty, "nothing was committed before any kill") }
     }
-    let final = try run(mediacache, arguments)
+    let final = try await run(mediacache, arguments)
     #expect(final.status == 0, "\(final.stderr)")
     #expect(final.text.contains("complete \(size) bytes"))
-    let cat = try run(mediacache, ["cat", "--cache", cacheDir, url])
+    let cat = try await run(mediacache, ["cat", "--cache", cacheDir, url])
     #expect(cat.stdout == Data(TestOrigin.bytes(name: "resumable", size: size)))
   }
 
@@ -83,19 +85,20 @@ struct FetchCommandTests {
     defer { dir.cleanup() }
     let origin = try await TestOrigin.start()
     defer { Task { try? await origin.shutdown() } }
-    let gone = try run(mediacache, ["fetch", "--cache", dir.file("c"), origin.url(.gzip, "z", size: 1000)])
+    let gone = try await run(
+      mediacache, ["fetch", "--cache", dir.file("c"), origin.url(.gzip, "z", size: 1000)])
     #expect(gone.status == 1)
     #expect(
       gone.stderr.split(separator: "\n").last?.contains("Content-Encoding gzip") == true, "\(gone.stderr)")
-    let scheme = try run(mediacache, ["fetch", "--cache", dir.file("c"), "file:///etc/passwd"])
+    let scheme = try await run(mediacache, ["fetch", "--cache", dir.file("c"), "file:///etc/passwd"])
     #expect(scheme.status == 1)
     #expect(scheme.stderr.contains("only http and https"))
-    let range = try run(
+    let range = try await run(
       mediacache,
       ["fetch", "--cache", dir.file("c"), "--range", "100-199", origin.url(.normal, "r", size: 1000)])
     #expect(range.status == 0, "\(range.stderr)")
     #expect(
-      try run(
+      try await run(
         mediacache,
         ["cat", "--cache", dir.file("c"), origin.url(.normal, "r", size: 1000), "--range", "100-199"]
       ).stdout

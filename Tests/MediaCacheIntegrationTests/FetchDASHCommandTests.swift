@@ -17,19 +17,19 @@ import Testing
   }
 
   /// What `status --json` prints for `url`.
-  func status(_ cache: String, _ url: String) throws -> MediaCache.Status {
-    try decodeReport(
+  func status(_ cache: String, _ url: String) async throws -> MediaCache.Status {
+    try await decodeReport(
       MediaCache.Status.self, try run(mediacache, ["status", "--cache", cache, url, "--json"]))
   }
 
   /// Every file is complete in the cache, with exactly the fixture's bytes.
-  func expectCached(_ files: [String], cache: String, origin: TestOrigin) throws {
+  func expectCached(_ files: [String], cache: String, origin: TestOrigin) async throws {
     for file in files {
       let url = origin.url(file: file)
       let fixture = try mediaFixture(file)
-      let state = try status(cache, url)
+      let state = try await status(cache, url)
       #expect(state.stateName == "complete", "\(file): \(state)")
-      let cat = try run(mediacache, ["cat", "--cache", cache, url])
+      let cat = try await run(mediacache, ["cat", "--cache", cache, url])
       #expect(cat.status == 0, "\(file): \(cat.stderr)")
       #expect([UInt8](cat.stdout) == fixture, "\(file): cached bytes differ from the fixture")
     }
@@ -43,7 +43,7 @@ import Testing
     let cache = dir.file("cache")
     try await withFileOrigin { origin in
       let mpd = origin.url(file: "dash/manifest.mpd")
-      let first = try run(mediacache, ["fetch", "--dash", "--cache", cache, mpd])
+      let first = try await run(mediacache, ["fetch", "--dash", "--cache", cache, mpd])
       #expect(first.status == 0, "\(first.stderr)")
       #expect(
         first.text.hasPrefix(
@@ -56,7 +56,7 @@ import Testing
         first.text.contains(
           "cached DASH \(mpd): 2 representations, 11 files (9 media segments, 2 initialization segments), "
             + "\(total) bytes; fetched \(total) bytes from the origin"), "\(first.text)")
-      try expectCached(["dash/manifest.mpd"] + wanted, cache: cache, origin: origin)
+      try await expectCached(["dash/manifest.mpd"] + wanted, cache: cache, origin: origin)
       for file in Self.files(1) { #expect(origin.requests(for: file).isEmpty, "\(file)") }
       // Each initialization segment was complete before any segment after it was asked for.
       let names = origin.allRequests().map(\.name)
@@ -70,7 +70,7 @@ import Testing
 
       // Everything is cached: the second run sends no request at all, MPD or segments.
       let requestsBefore = origin.allRequests().count
-      let second = try run(mediacache, ["fetch", "--dash", "--cache", cache, mpd])
+      let second = try await run(mediacache, ["fetch", "--dash", "--cache", cache, mpd])
       #expect(second.status == 0, "\(second.stderr)")
       #expect(second.text.contains("\(total) bytes; fetched 0 bytes from the origin"), "\(second.text)")
       #expect(origin.allRequests().count == requestsBefore, "\(origin.allRequests().suffix(5))")
@@ -84,16 +84,18 @@ import Testing
     try await withFileOrigin { origin in
       let mpd = origin.url(file: "dash/manifest.mpd")
       // '1' is in the video set; the audio set has no '1' and keeps its highest bandwidth.
-      let chosen = try run(mediacache, ["fetch", "--dash", "--representation", "1", "--cache", cache, mpd])
+      let chosen = try await run(
+        mediacache, ["fetch", "--dash", "--representation", "1", "--cache", cache, mpd])
       #expect(chosen.status == 0, "\(chosen.stderr)")
       #expect(chosen.text.contains("adaptation set 0 (video): representation '1' (bandwidth 100000, 192x108"))
       #expect(chosen.text.contains("adaptation set 1 (audio): representation '2'"), "\(chosen.text)")
-      try expectCached(Self.files(1) + Self.files(2), cache: cache, origin: origin)
+      try await expectCached(Self.files(1) + Self.files(2), cache: cache, origin: origin)
       for file in Self.files(0) { #expect(origin.requests(for: file).isEmpty, "\(file)") }
 
       // An ID no set has: a usage error listing what there is, and no segment fetched.
       let requestsBefore = origin.allRequests().count
-      let unknown = try run(mediacache, ["fetch", "--dash", "--representation", "9", "--cache", cache, mpd])
+      let unknown = try await run(
+        mediacache, ["fetch", "--dash", "--representation", "9", "--cache", cache, mpd])
       #expect(unknown.status == 64)
       #expect(unknown.stderr.contains("--representation '9' matches no representation; \(mpd) has:"))
       #expect(
@@ -103,9 +105,9 @@ import Testing
         "\(unknown.stderr)")
       #expect(origin.allRequests().count == requestsBefore)
 
-      let notDash = try run(mediacache, ["fetch", "--representation", "1", "--cache", cache, mpd])
+      let notDash = try await run(mediacache, ["fetch", "--representation", "1", "--cache", cache, mpd])
       #expect(notDash.status == 64)
-      let both = try run(mediacache, ["fetch", "--dash", "--hls", "--cache", cache, mpd])
+      let both = try await run(mediacache, ["fetch", "--dash", "--hls", "--cache", cache, mpd])
       #expect(both.status == 64)
     }
   }
@@ -153,7 +155,7 @@ import Testing
     try write("huge.mpd", "<MPD><!--" + String(repeating: "x", count: 9 << 20) + "--></MPD>")
     try await withFileOrigin(root: root) { origin in
       let list = origin.url(file: "show/list.mpd")
-      let fetched = try run(mediacache, ["fetch", "--dash", "--cache", cache, list])
+      let fetched = try await run(mediacache, ["fetch", "--dash", "--cache", cache, list])
       #expect(fetched.status == 0, "\(fetched.stderr)")
       // The SegmentBase file is already one of the list's files: 5 distinct files.
       #expect(
@@ -161,12 +163,12 @@ import Testing
         "\(fetched.text)")
       for file in copies {
         let url = origin.url(file: "media/v/\((file as NSString).lastPathComponent)")
-        let state = try status(cache, url)
+        let state = try await status(cache, url)
         #expect(state.stateName == "complete", "\(url): \(state)")
       }
 
       let limited = dir.file("limited")
-      let tooMany = try run(
+      let tooMany = try await run(
         mediacache, ["fetch", "--dash", "--max-segments", "5", "--cache", limited, list])
       #expect(tooMany.status == 1)
       #expect(
@@ -175,19 +177,19 @@ import Testing
         "\(tooMany.stderr)")
 
       let live = origin.url(file: "show/live.mpd")
-      let refused = try run(mediacache, ["fetch", "--dash", "--cache", cache, live])
+      let refused = try await run(mediacache, ["fetch", "--dash", "--cache", cache, live])
       #expect(refused.status == 1)
       #expect(refused.stderr.contains("\(live) is a live MPD (type=\"dynamic\")"), "\(refused.stderr)")
 
       let broken = origin.url(file: "show/broken.mpd")
-      let malformed = try run(mediacache, ["fetch", "--dash", "--cache", cache, broken])
+      let malformed = try await run(mediacache, ["fetch", "--dash", "--cache", cache, broken])
       #expect(malformed.status == 1)
       #expect(
         malformed.stderr.contains("\(broken) is not a DASH MPD: malformed XML at line 1"),
         "\(malformed.stderr)")
 
       let huge = origin.url(file: "show/huge.mpd")
-      let tooLarge = try run(mediacache, ["fetch", "--dash", "--cache", cache, huge])
+      let tooLarge = try await run(mediacache, ["fetch", "--dash", "--cache", cache, huge])
       #expect(tooLarge.status == 1)
       #expect(
         tooLarge.stderr.contains(
@@ -197,7 +199,7 @@ import Testing
       #expect(origin.totalBodyBytes(for: "show/huge.mpd") <= (8 << 20) + (1 << 20), "read past the limit")
 
       let notXML = origin.url(file: "media/v/init-stream1.m4s")
-      let binary = try run(mediacache, ["fetch", "--dash", "--cache", cache, notXML])
+      let binary = try await run(mediacache, ["fetch", "--dash", "--cache", cache, notXML])
       #expect(binary.status == 1)
       #expect(binary.stderr.contains("\(notXML) is not a DASH MPD"), "\(binary.stderr)")
     }

@@ -17,20 +17,20 @@ import Testing
   ]
 
   /// What `status --json` prints for `url`.
-  func status(_ cache: String, _ url: String) throws -> MediaCache.Status {
-    try decodeReport(
+  func status(_ cache: String, _ url: String) async throws -> MediaCache.Status {
+    try await decodeReport(
       MediaCache.Status.self, try run(mediacache, ["status", "--cache", cache, url, "--json"]))
   }
 
   /// Every file is complete in the cache, with exactly the fixture's bytes.
-  func expectCached(_ files: [String], cache: String, origin: TestOrigin) throws {
+  func expectCached(_ files: [String], cache: String, origin: TestOrigin) async throws {
     for file in files {
       let url = origin.url(file: file)
       let fixture = try mediaFixture(file)
-      let state = try status(cache, url)
+      let state = try await status(cache, url)
       #expect(state.stateName == "complete", "\(file): \(state)")
       #expect(state.length == Int64(fixture.count), "\(file)")
-      let cat = try run(mediacache, ["cat", "--cache", cache, url])
+      let cat = try await run(mediacache, ["cat", "--cache", cache, url])
       #expect(cat.status == 0, "\(file): \(cat.stderr)")
       #expect([UInt8](cat.stdout) == fixture, "\(file): cached bytes differ from the fixture")
     }
@@ -51,7 +51,7 @@ import Testing
     let cache = dir.file("cache")
     try await withFileOrigin { origin in
       let master = origin.url(file: "hls/master.m3u8")
-      let first = try run(mediacache, ["fetch", "--hls", "--cache", cache, master])
+      let first = try await run(mediacache, ["fetch", "--hls", "--cache", cache, master])
       #expect(first.status == 0, "\(first.stderr)")
       // v0 has the highest BANDWIDTH (457216).
       #expect(first.text.hasPrefix("variant 0 of 3: BANDWIDTH=457216 RESOLUTION=320x180 "), "\(first.text)")
@@ -60,7 +60,7 @@ import Testing
         first.text.contains(
           "cached HLS \(origin.url(file: "hls/v0/index.m3u8")): 4 files (4 segments, 0 keys, 0 init sections), "
             + "\(segmentBytes) bytes; fetched \(segmentBytes) bytes from the origin"), "\(first.text)")
-      try expectCached(
+      try await expectCached(
         ["hls/master.m3u8", "hls/v0/index.m3u8"] + Self.variantFiles[0], cache: cache, origin: origin)
       // Nothing of the other variants was fetched.
       for file in Self.variantFiles[1] + Self.variantFiles[2] + ["hls/v1/index.m3u8", "hls/v2/index.m3u8"] {
@@ -70,7 +70,7 @@ import Testing
 
       // Everything is cached: the second run sends no request at all, segments or playlists.
       let requestsBefore = origin.allRequests().count
-      let second = try run(mediacache, ["fetch", "--hls", "--cache", cache, master])
+      let second = try await run(mediacache, ["fetch", "--hls", "--cache", cache, master])
       #expect(second.status == 0, "\(second.stderr)")
       #expect(second.text.contains("fetched 0 bytes from the origin"), "\(second.text)")
       #expect(origin.allRequests().count == requestsBefore, "\(origin.allRequests().suffix(5))")
@@ -83,24 +83,25 @@ import Testing
     let cache = dir.file("cache")
     try await withFileOrigin { origin in
       let master = origin.url(file: "hls/master.m3u8")
-      let encrypted = try run(mediacache, ["fetch", "--hls", "--variant", "1", "--cache", cache, master])
+      let encrypted = try await run(
+        mediacache, ["fetch", "--hls", "--variant", "1", "--cache", cache, master])
       #expect(encrypted.status == 0, "\(encrypted.stderr)")
       #expect(encrypted.text.contains("5 files (4 segments, 1 key, 0 init sections)"), "\(encrypted.text)")
-      try expectCached(["hls/v1/index.m3u8"] + Self.variantFiles[1], cache: cache, origin: origin)
+      try await expectCached(["hls/v1/index.m3u8"] + Self.variantFiles[1], cache: cache, origin: origin)
       #expect(origin.requests(for: "hls/v0/seg000.ts").isEmpty)
 
       // A media playlist given directly: no variant choice; the init section is cached before any segment
       // is asked for.
-      let fragmented = try run(
+      let fragmented = try await run(
         mediacache, ["fetch", "--hls", "--cache", cache, origin.url(file: "hls/v2/index.m3u8")])
       #expect(fragmented.status == 0, "\(fragmented.stderr)")
       #expect(!fragmented.text.contains("variant"), "\(fragmented.text)")
       #expect(fragmented.text.contains("5 files (4 segments, 0 keys, 1 init section)"), "\(fragmented.text)")
-      try expectCached(["hls/v2/index.m3u8"] + Self.variantFiles[2], cache: cache, origin: origin)
+      try await expectCached(["hls/v2/index.m3u8"] + Self.variantFiles[2], cache: cache, origin: origin)
       try expectFirst("hls/v2/init.mp4", before: Self.variantFiles[2].dropFirst(), origin: origin)
       try expectFirst("hls/v1/key.bin", before: Self.variantFiles[1].dropFirst(), origin: origin)
 
-      let stats = try run(mediacache, ["stats", "--cache", cache, "--json"])
+      let stats = try await run(mediacache, ["stats", "--cache", cache, "--json"])
       let counts = try decodeReport(CacheStatistics.self, stats)
       // master, two media playlists, 5 + 5 files.
       #expect(counts.objects == 13)
@@ -114,7 +115,8 @@ import Testing
     let cache = dir.file("cache")
     try await withFileOrigin { origin in
       let master = origin.url(file: "hls/master.m3u8")
-      let outOfRange = try run(mediacache, ["fetch", "--hls", "--variant", "3", "--cache", cache, master])
+      let outOfRange = try await run(
+        mediacache, ["fetch", "--hls", "--variant", "3", "--cache", cache, master])
       #expect(outOfRange.status == 64)
       #expect(outOfRange.stderr.contains("--variant 3 is out of range; \(master) has 3 variants:"))
       #expect(outOfRange.stderr.contains("  2: BANDWIDTH=195792 RESOLUTION=192x108"), "\(outOfRange.stderr)")
@@ -122,16 +124,18 @@ import Testing
       #expect(origin.requests(for: "hls/v2/index.m3u8").isEmpty)
 
       let media = origin.url(file: "hls/v0/index.m3u8")
-      let notMaster = try run(mediacache, ["fetch", "--hls", "--variant", "0", "--cache", cache, media])
+      let notMaster = try await run(
+        mediacache, ["fetch", "--hls", "--variant", "0", "--cache", cache, media])
       #expect(notMaster.status == 64)
       #expect(notMaster.stderr.contains("is a media playlist"))
 
       let segment = origin.url(file: "hls/v0/seg000.ts")
-      let notPlaylist = try run(mediacache, ["fetch", "--hls", "--cache", cache, segment])
+      let notPlaylist = try await run(mediacache, ["fetch", "--hls", "--cache", cache, segment])
       #expect(notPlaylist.status == 1)
       #expect(notPlaylist.stderr.contains("\(segment) is not an HLS playlist"), "\(notPlaylist.stderr)")
 
-      let withRange = try run(mediacache, ["fetch", "--hls", "--range", "0-9", "--cache", cache, master])
+      let withRange = try await run(
+        mediacache, ["fetch", "--hls", "--range", "0-9", "--cache", cache, master])
       #expect(withRange.status == 64)
     }
 
@@ -146,15 +150,15 @@ import Testing
     try Data(segment).write(to: URL(fileURLWithPath: "\(root)/show/seg000.ts"))
     try await withFileOrigin(root: root) { origin in
       let playlist = origin.url(file: "show/index.m3u8")
-      let failed = try run(mediacache, ["fetch", "--hls", "--cache", cache, playlist])
+      let failed = try await run(mediacache, ["fetch", "--hls", "--cache", cache, playlist])
       #expect(failed.status == 1)
       #expect(
         failed.stderr.contains("\(origin.url(file: "show/late.ts")): origin answered HTTP 404"),
         "\(failed.stderr)")
       try Data(segment.reversed()).write(to: URL(fileURLWithPath: "\(root)/show/late.ts"))
-      let rerun = try run(mediacache, ["fetch", "--hls", "--cache", cache, playlist])
+      let rerun = try await run(mediacache, ["fetch", "--hls", "--cache", cache, playlist])
       #expect(rerun.status == 0, "\(rerun.stderr)")
-      let late = try run(mediacache, ["cat", "--cache", cache, origin.url(file: "show/late.ts")])
+      let late = try await run(mediacache, ["cat", "--cache", cache, origin.url(file: "show/late.ts")])
       #expect([UInt8](late.stdout) == Array(segment.reversed()))
     }
   }

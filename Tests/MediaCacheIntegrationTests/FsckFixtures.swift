@@ -96,10 +96,14 @@ struct FsckReport {
 }
 
 /// Runs the real `cache-fsck` with `arguments`.
-func fsck(_ arguments: [String]) throws -> CommandResult { try run(binary("cache-fsck"), arguments) }
+func fsck(_ arguments: [String]) async throws -> CommandResult {
+  try await run(binary("cache-fsck"), arguments)
+}
 
 /// Runs `cache-fsck … --json` and parses what it printed.
-func fsckJSON(_ arguments: [String]) throws -> FsckReport { try FsckReport(fsck(arguments + ["--json"])) }
+func fsckJSON(_ arguments: [String]) async throws -> FsckReport {
+  try await FsckReport(fsck(arguments + ["--json"]))
+}
 
 /// Copies fixture `name` (without its `expected.json`) to `destination` as fresh files, so every file's
 /// modification time is now; then ages every file whose name contains `marker` to two hours old.

@@ -35,7 +35,7 @@ struct FsckTests {
   }
 
   @Test("check, repair, re-check: exact findings and exit codes", arguments: cacheFixtureNames)
-  func fixture(_ name: String) throws {
+  func fixture(_ name: String) async throws {
     let expected = try FixtureExpectation(fixture: name)
     let dir = try TemporaryDirectory()
     defer { dir.cleanup() }
@@ -43,18 +43,18 @@ struct FsckTests {
     try copyFixture(name, to: cache, agingNamesContaining: expected.agedNameMarker)
 
     let copied = try snapshot(cache)
-    let check = try fsckJSON([cache])
+    let check = try await fsckJSON([cache])
     compare(check, expected.check, "\(name) check")
     let before = try snapshot(cache)
     #expect(before == copied, "\(name): a check (without -n) changed the tree")
-    let repair = try fsckJSON([cache, "--repair"])
+    let repair = try await fsckJSON([cache, "--repair"])
     compare(repair, expected.repair, "\(name) repair")
     let after = try snapshot(cache)
     for path in expected.untouchedByRepair {
       #expect(after[path] != nil && after[path] == before[path], "\(name): repair changed \(path)")
     }
 
-    let recheck = try fsckJSON([cache])
+    let recheck = try await fsckJSON([cache])
     compare(recheck, expected.recheck, "\(name) re-check after repair")
     #expect(recheck.status == 0, "\(name): re-check after repair is not clean")
   }
@@ -78,7 +78,7 @@ struct FsckTests {
   }
 
   @Test("-n leaves the tree byte-identical", arguments: cacheFixtureNames)
-  func checkOnlyWritesNothing(_ name: String) throws {
+  func checkOnlyWritesNothing(_ name: String) async throws {
     let expected = try FixtureExpectation(fixture: name)
     let dir = try TemporaryDirectory()
     defer { dir.cleanup() }
@@ -86,7 +86,7 @@ struct FsckTests {
     try copyFixture(name, to: cache, agingNamesContaining: expected.agedNameMarker)
     let before = try snapshot(cache)
     for arguments in [["-n", cache], ["--check", cache, "--json"], ["-n", "--fast", cache]] {
-      let result = try fsck(arguments)
+      let result = try await fsck(arguments)
       if !arguments.contains("--fast") {  // --fast reads no chunk data, so it may find less
         #expect(
           result.status == expected.check.exitCode, "\(name) \(arguments): \(result.text) \(result.stderr)")
@@ -106,10 +106,10 @@ struct FsckTests {
     .enabled(
       if: FileManager.default.isExecutableFile(atPath: binary("mediacache-fixtures")),
       "mediacache-fixtures was not built"))
-  func fixturesMatchTheirGenerator() throws {
+  func fixturesMatchTheirGenerator() async throws {
     let dir = try TemporaryDirectory()
     defer { dir.cleanup() }
-    let generated = try run(binary("mediacache-fixtures"), [dir.file("caches")])
+    let generated = try await run(binary("mediacache-fixtures"), [dir.file("caches")])
     #expect(generated.status == 0, "\(generated.stderr)")
     let fresh = try allFiles(under: dir.file("caches"))
     let committed = try allFiles(under: cacheFixturesDirectory)
@@ -123,19 +123,19 @@ struct FsckTests {
 
   // MARK: Exit status
 
-  @Test func operationalErrorsExit8() throws {
+  @Test func operationalErrorsExit8() async throws {
     let dir = try TemporaryDirectory()
     defer { dir.cleanup() }
 
-    let missing = try fsckJSON([dir.file("no-such-cache")])
+    let missing = try await fsckJSON([dir.file("no-such-cache")])
     #expect(missing.status == 8, "\(missing.raw)")
     #expect(missing.exitCodeField == 8)
-    #expect(try fsck([dir.file("no-such-cache"), "--repair"]).status == 8)
+    #expect(try await fsck([dir.file("no-such-cache"), "--repair"]).status == 8)
     #expect(
       !FileManager.default.fileExists(atPath: dir.file("no-such-cache")), "fsck must not create a cache")
 
     try Data("not a directory".utf8).write(to: URL(fileURLWithPath: dir.file("plain-file")))
-    #expect(try fsck([dir.file("plain-file")]).status == 8)
+    #expect(try await fsck([dir.file("plain-file")]).status == 8)
 
     // A cache of a future major version: nothing is checked or touched, even with --repair (which would
     // otherwise fix the planted bad chunk).
@@ -144,14 +144,14 @@ struct FsckTests {
     try Data("mediacache-format 2.0\n".utf8).write(to: URL(fileURLWithPath: "\(cache)/FORMAT"))
     let before = try snapshot(cache)
     for arguments in [[cache], [cache, "--repair"], ["-n", cache]] {
-      let result = try fsck(arguments)
+      let result = try await fsck(arguments)
       #expect(result.status == 8, "\(arguments): \(result.text) \(result.stderr)")
       #expect(result.stderr.contains("2.0"), "the error names the version found: \(result.stderr)")
     }
     #expect(try snapshot(cache) == before, "a cache of another major version must not be touched")
   }
 
-  @Test func usageErrorsExit16() throws {
+  @Test func usageErrorsExit16() async throws {
     let dir = try TemporaryDirectory()
     defer { dir.cleanup() }
     let cache = dir.file("cache")
@@ -161,16 +161,16 @@ struct FsckTests {
       ["-n", "--repair", cache], ["--check", "--repair", cache], [], ["--tmp-grace", "-1", cache],
       ["--no-such-option", cache], [cache, "extra-argument"],
     ] {
-      let result = try fsck(arguments)
+      let result = try await fsck(arguments)
       #expect(result.status == 16, "\(arguments): \(result.status) \(result.stderr)")
       #expect(!result.stderr.isEmpty, "\(arguments): a usage error says what is wrong")
     }
     #expect(try snapshot(cache) == before)
   }
 
-  @Test func helpExits0() throws {
+  @Test func helpExits0() async throws {
     for flag in ["--help", "-h"] {
-      let result = try fsck([flag])
+      let result = try await fsck([flag])
       #expect(result.status == 0, "cache-fsck \(flag): status \(result.status)\n\(result.stderr.prefix(300))")
       #expect(result.text.contains("USAGE"), "cache-fsck \(flag) prints the usage")
     }
@@ -181,7 +181,7 @@ struct FsckTests {
   /// few thousand objects, and sends the signal once cache-fsck has read about a third of the data (Linux:
   /// `/proc/PID/io`), so the cancel lands mid-way; a bigger tree is tried if the check still won the race.
   @Test(.timeLimit(.minutes(1)))
-  func sigintCancelsWithStatus32() throws {
+  func sigintCancelsWithStatus32() async throws {
     var sawCancel = false
     for count in [2000, 8000] where !sawCancel {
       let dir = try TemporaryDirectory()
@@ -198,10 +198,10 @@ struct FsckTests {
       while child.process.isRunning && Date() < deadline
         && !(hasSignalHandler(child.pid, SIGINT) && (bytesRead(by: child.pid) ?? .max) > count * 4096 / 3)
       {
-        usleep(200)
+        try await Task.sleep(for: .microseconds(200))
       }
       child.kill(SIGINT)
-      let result = child.wait(timeout: 30)
+      let result = await child.wait(timeout: 30)
       #expect(child.process.terminationReason == .exit, "cache-fsck died of the signal: \(result.stderr)")
       let lines = result.text.split(separator: "\n")
       let summary = String(lines.last ?? "")
@@ -237,7 +237,7 @@ struct FsckTests {
   /// false corruption for chunks being written, busy objects skipped, nothing changed, and the other processes
   /// finish with the right bytes.
   @Test(.timeLimit(.minutes(2)))
-  func fsckWhileOtherProcessesWriteAndRead() throws {
+  func fsckWhileOtherProcessesWriteAndRead() async throws {
     let dir = try TemporaryDirectory()
     defer { dir.cleanup() }
     let cache = dir.file("cache")
@@ -254,7 +254,7 @@ struct FsckTests {
     for index in 0..<2 {
       let key = "https://live.example/read-\(index).mp4"
       let path = try source("read-\(index).bin", 700_000 + index * 12345, seed: UInt64(100 + index))
-      let written = try run(helper, ["write", cache, key, path, "--chunk-size", "\(chunkSize)"])
+      let written = try await run(helper, ["write", cache, key, path, "--chunk-size", "\(chunkSize)"])
       #expect(written.status == 0, "\(written.stderr)")
       readKeys.append((key, path))
     }
@@ -275,7 +275,8 @@ struct FsckTests {
           ]))
     }
     for writer in writers {
-      #expect(writer.waitForLine(timeout: 30) { $0 == "opened" }, "writer output: \(writer.outputSoFar)")
+      #expect(
+        await writer.waitForLine(timeout: 30) { $0 == "opened" }, "writer output: \(writer.outputSoFar)")
     }
     // Readers of the complete objects, and one of an object still being written (misses until it is done).
     var readers: [ChildProcess] = []
@@ -290,7 +291,7 @@ struct FsckTests {
     let deadline = Date().addingTimeInterval(60)
     while (writers.contains(where: { $0.process.isRunning }) || runs < 6) && Date() < deadline {
       for arguments in [[cache], [cache, "--fast"], [cache, "--repair"]] {
-        let report = try fsckJSON(arguments)
+        let report = try await fsckJSON(arguments)
         runs += 1
         busySeen = max(busySeen, report.totals?.busy ?? 0)
         #expect(report.status == 0, "\(arguments): \(report.raw)")
@@ -308,12 +309,12 @@ struct FsckTests {
     #expect(busySeen > 0, "no fsck run saw a busy object in \(runs) runs")
 
     for writer in writers {
-      let result = writer.wait(timeout: 60)
+      let result = await writer.wait(timeout: 60)
       #expect(result.status == 0, "writer: \(result.stderr)")
       #expect(result.text.hasSuffix("done\n"), "writer output ends: \(result.text.suffix(40))")
     }
     for (index, reader) in readers.enumerated() {
-      let result = reader.wait(timeout: 60)
+      let result = await reader.wait(timeout: 60)
       #expect(result.status == 0, "reader \(index) (3 = wrong byte): \(result.text) \(result.stderr)")
       #expect(result.text.hasPrefix("reads="), "\(result.text)")
       if index < readKeys.count {
@@ -331,7 +332,7 @@ struct FsckTests {
         try manager.read(0..<manager.manifest.contentLength!) == Data(contentsOf: URL(fileURLWithPath: path)))
     }
     for arguments in [[cache], [cache, "--repair"]] {
-      let final = try fsckJSON(arguments)
+      let final = try await fsckJSON(arguments)
       #expect(final.status == 0 && final.findings.isEmpty, "\(final.raw)")
       #expect(final.objectTotals == FsckTotals(objects: 5, complete: 5, partial: 0, pinned: 0))
       #expect(final.totals?.busy == 0)

@@ -20,9 +20,9 @@ import Testing
     try await withTemporaryDirectory { directory in
       try await withOrigin { origin in
         let cache = "\(directory)/cache"
-        let proxy = try ProxyProcess(cache: cache, arguments)
+        let proxy = try await ProxyProcess(cache: cache, arguments)
         try await body(origin, proxy, cache)
-        #expect(proxy.stop().status == 0)
+        #expect(await proxy.stop().status == 0)
       }
     }
   }
@@ -112,13 +112,13 @@ import Testing
           #expect(response.header("X-Content-Type-Options") == "nosniff", "\(what)")
           #expect(response.header("Age") != nil, "\(what)")
         }
-        let proxy = try ProxyProcess(cache: cache)
+        let proxy = try await ProxyProcess(cache: cache)
         check(try await get(proxy, path), "the miss")
         check(try await get(proxy, path), "the hit")
         #expect(origin.requests(for: "fields").count == 1)
-        #expect(proxy.stop().status == 0)
+        #expect(await proxy.stop().status == 0)
         // Another process serves them from the manifest (1.3).
-        let second = try ProxyProcess(cache: cache)
+        let second = try await ProxyProcess(cache: cache)
         let hit = try await get(second, path)
         check(hit, "the hit of a new process")
         #expect(hit.header("Cache-Status") == "MediaCache; hit")
@@ -130,7 +130,7 @@ import Testing
         #expect(bytes[5] == 3, "manifest minor version")
         #expect(
           !String(decoding: bytes, as: UTF8.self).contains("session=secret"), "Set-Cookie is not stored")
-        #expect(second.stop().status == 0)
+        #expect(await second.stop().status == 0)
       }
     }
   }
@@ -200,7 +200,7 @@ import Testing
   @Test func aNoStorePlaylistIsRelayedAndStillRewritten() async throws {
     try await withTemporaryDirectory { directory in
       try await withFileOrigin { origin in
-        let proxy = try ProxyProcess(cache: "\(directory)/cache")
+        let proxy = try await ProxyProcess(cache: "\(directory)/cache")
         let file = "hls/v0/index.m3u8"
         origin.setHeaders(name: file, [("Cache-Control", "no-store")])
         let url = origin.url(file: file)
@@ -220,7 +220,7 @@ import Testing
             #expect(!segments.isEmpty && segments.allSatisfy { $0.hasPrefix("/http/127.0.0.1:") }, "\(text)")
           }
         }
-        #expect(proxy.stop().status == 0)
+        #expect(await proxy.stop().status == 0)
       }
     }
   }
@@ -228,7 +228,7 @@ import Testing
   @Test func aCachedPlaylistIsServedWithItsStoredFields() async throws {
     try await withTemporaryDirectory { directory in
       try await withFileOrigin { origin in
-        let proxy = try ProxyProcess(cache: "\(directory)/cache")
+        let proxy = try await ProxyProcess(cache: "\(directory)/cache")
         let file = "hls/v0/index.m3u8"
         origin.setHeaders(
           name: file,
@@ -246,7 +246,7 @@ import Testing
           #expect(response.header("ETag") == nil, "rewritten, round \(round)")
         }
         #expect(origin.requests(for: file).count == 1)
-        #expect(proxy.stop().status == 0)
+        #expect(await proxy.stop().status == 0)
       }
     }
   }
@@ -423,7 +423,7 @@ import Testing
       #expect(revalidated.header("Cache-Status") == "MediaCache; fwd=stale; fwd-status=304")
     }
     for bad in ["-1", "2147483649", "soon"] {
-      let result = try run(binary("mediacache"), ["proxy", "--default-ttl", bad, "--port", "0"])
+      let result = try await run(binary("mediacache"), ["proxy", "--default-ttl", bad, "--port", "0"])
       #expect(result.status == 64, "--default-ttl \(bad): \(result.status) \(result.stderr)")
     }
   }

@@ -37,8 +37,8 @@ struct HeadKeepingTests {
   func content(_ index: Int) -> Data { randomBytes(count: size, seed: UInt64(index + 1)) }
   func id(_ index: Int) -> ObjectID { CacheKey("obj-\(index)").objectID }
 
-  func pass(_ arguments: [String]) throws -> CompactionReport {
-    let result = try run(compactor, arguments + ["--json"])
+  func pass(_ arguments: [String]) async throws -> CompactionReport {
+    let result = try await run(compactor, arguments + ["--json"])
     #expect(result.status == 0, "\(result.stderr)")
     let line = try #require(result.text.split(separator: "\n").first)
     return try decodeReport(PassReport.self, Data(line.utf8)).report
@@ -49,7 +49,7 @@ struct HeadKeepingTests {
     return try #require(attributes[.modificationDate] as? Date).timeIntervalSince1970
   }
 
-  @Test func tailsGoFirstLeastRecentFirstAndHeadsStayReadable() throws {
+  @Test func tailsGoFirstLeastRecentFirstAndHeadsStayReadable() async throws {
     let dir = try TemporaryDirectory()
     defer { dir.cleanup() }
     let cache = dir.file("cache")
@@ -61,12 +61,12 @@ struct HeadKeepingTests {
     let arguments = [cache, "--max-size", "\(limit)", "--keep-heads", "\(head)", "--max-age", "1000d"]
 
     let before = try (0..<8).map { try Data(contentsOf: URL(fileURLWithPath: store.paths(for: id($0)).data)) }
-    let dry = try pass(arguments + ["--dry-run"])
+    let dry = try await pass(arguments + ["--dry-run"])
     #expect(dry.trimmed.map(\.id) == [id(0), id(1), id(2)])
     #expect(
       try (0..<8).map { try Data(contentsOf: URL(fileURLWithPath: store.paths(for: id($0)).data)) } == before)
 
-    let report = try pass(arguments)
+    let report = try await pass(arguments)
     // The three least recently used lost their tails; nothing was evicted whole.
     #expect(report.trimmed.map(\.id) == [id(0), id(1), id(2)])
     #expect(report.trimmed.allSatisfy { $0.keptHead == Int64(head) && $0.bytes >= tail - Int64(chunkSize) })
@@ -92,7 +92,7 @@ struct HeadKeepingTests {
       }
     }
     // The tree is clean for cache-fsck, and a cut object fills again to the same bytes.
-    let fsck = try run(binary("cache-fsck"), [cache])
+    let fsck = try await run(binary("cache-fsck"), [cache])
     #expect(fsck.status == 0, "\(fsck.text) \(fsck.stderr)")
     let refill = try FileHandleAssetDataManager(store: store, id: id(0))
     try refill.write(content(0).suffix(from: head), at: Int64(head))
@@ -101,14 +101,14 @@ struct HeadKeepingTests {
     #expect(try store.readManifest(id(0))?.isComplete == true)
   }
 
-  @Test func wholeObjectsGoOnlyAfterEveryTail() throws {
+  @Test func wholeObjectsGoOnlyAfterEveryTail() async throws {
     let dir = try TemporaryDirectory()
     defer { dir.cleanup() }
     let cache = dir.file("cache")
     let (store, _) = try makeTree(cache, count: 4)
     // Half an object: the four cut tails are not enough, so the least recent cut objects go whole after.
     let limit = try store.diskUsage(id(0)) / 2
-    let report = try pass([cache, "--max-size", "\(limit)", "--keep-heads", "\(head)"])
+    let report = try await pass([cache, "--max-size", "\(limit)", "--keep-heads", "\(head)"])
     #expect(report.trimmed.map(\.id) == (0..<4).map(id))
     #expect(!report.removed.isEmpty)
     #expect(report.removed.map(\.id) == (0..<report.removed.count).map(id))
@@ -118,7 +118,7 @@ struct HeadKeepingTests {
     }
   }
 
-  @Test func busyAndPinnedObjectsKeepTheirTails() throws {
+  @Test func busyAndPinnedObjectsKeepTheirTails() async throws {
     let dir = try TemporaryDirectory()
     defer { dir.cleanup() }
     let cache = dir.file("cache")
@@ -127,10 +127,10 @@ struct HeadKeepingTests {
     try pinned.setPinned(true)
     try pinned.close()
     let holder = try ChildProcess(binary("mediacache-testhelper"), ["hold", cache, "obj-0"])
-    #expect(holder.waitForLine { $0 == "holding" })
-    let report = try pass([cache, "--max-size", "1", "--keep-heads", "\(head)"])
+    #expect(await holder.waitForLine { $0 == "holding" })
+    let report = try await pass([cache, "--max-size", "1", "--keep-heads", "\(head)"])
     holder.closeInput()
-    #expect(holder.wait().status == 0)
+    #expect(await holder.wait().status == 0)
     #expect(report.trimmed.map(\.id) == [id(2)])
     #expect(report.removed.map(\.id) == [id(2)])
     #expect(report.skippedBusy == 1 && report.pinnedKept == 1)
@@ -141,7 +141,7 @@ struct HeadKeepingTests {
   /// A planner's ranges are kept wherever they lie (rounded out to chunks): the chunks between are unlisted and
   /// their blocks freed (a hole), the file keeps its length, and an object the planner has nothing for keeps
   /// its first `bytes`. `mediaStart` plans nothing for bytes that are not an MP4: those keep the byte window.
-  @Test func aPlannersRangesAreKeptWhereverTheyLie() throws {
+  @Test func aPlannersRangesAreKeptWhereverTheyLie() async throws {
     let dir = try TemporaryDirectory()
     defer { dir.cleanup() }
     let cache = dir.file("cache")
@@ -175,7 +175,7 @@ struct HeadKeepingTests {
     #expect(try manager.read(28_672..<40_000) == content(0).subdata(in: 28_672..<40_000))
     #expect(throws: StoreError.self) { try manager.read(4096..<4097) }
     try manager.close()
-    let fsck = try run(binary("cache-fsck"), [cache])
+    let fsck = try await run(binary("cache-fsck"), [cache])
     #expect(fsck.status == 0, "\(fsck.text) \(fsck.stderr)")
 
     // Random bytes are not an MP4: mediaStart keeps its byte window (here larger than the objects: no cut).
@@ -186,10 +186,10 @@ struct HeadKeepingTests {
     #expect(media.trimmed.isEmpty && media.removed.count == 2)
   }
 
-  @Test func refusesABadHeadSize() throws {
+  @Test func refusesABadHeadSize() async throws {
     let dir = try TemporaryDirectory()
     defer { dir.cleanup() }
-    let result = try run(compactor, [dir.path, "--max-size", "1M", "--keep-heads", "lots"])
+    let result = try await run(compactor, [dir.path, "--max-size", "1M", "--keep-heads", "lots"])
     #expect(result.status == 64)
     #expect(result.stderr.contains("--keep-heads 'lots' is not a window"))
   }

@@ -39,7 +39,7 @@ struct HostilePeerProxyTests {
     defer { Task { try? await origin.shutdown() } }
     let hostile = try HostileOrigin.start()
     defer { hostile.stop() }
-    let proxy = try ProxyProcess(cache: directory.path, Self.proxyArguments)
+    let proxy = try await ProxyProcess(cache: directory.path, Self.proxyArguments)
     try expectNormalRead(proxy, origin, "warmup")
     let baseline = residentBytes(pid: proxy.child.pid)
     let size = 300_000
@@ -87,9 +87,9 @@ struct HostilePeerProxyTests {
     if let baseline, let now = residentBytes(pid: proxy.child.pid) {
       #expect(now - baseline < 64 << 20, "proxy RSS grew \((now - baseline) >> 20) MiB")
     }
-    #expect(proxy.stop().status == 0)
+    #expect(await proxy.stop().status == 0)
     // Nothing wrong is cached: fsck is clean and every listed chunk holds the real bytes.
-    let check = try run(binary("cache-fsck"), ["-n", directory.path])
+    let check = try await run(binary("cache-fsck"), ["-n", directory.path])
     #expect(check.status == 0, "\(check.text)\(check.stderr)")
     let cache = try MediaCache(configuration: .init(directory: FilePath(directory.path)))
     for behaviour in HostileOrigin.Behaviour.allCases {
@@ -187,7 +187,7 @@ struct HostilePeerProxyTests {
     defer { directory.cleanup() }
     let origin = try await TestOrigin.start()
     defer { Task { try? await origin.shutdown() } }
-    let proxy = try ProxyProcess(cache: directory.path, Self.proxyArguments)
+    let proxy = try await ProxyProcess(cache: directory.path, Self.proxyArguments)
     try expectNormalRead(proxy, origin, "warmup")
     let baseline = residentBytes(pid: proxy.child.pid)
     let idle = try (0..<300).map { _ in try RawHTTPConnection(port: proxy.port, timeoutSeconds: 15) }
@@ -227,7 +227,7 @@ struct HostilePeerProxyTests {
     #expect(slowClosed.load(ordering: .relaxed) == 20, "slow connections closed by the proxy")
     for connection in idle { connection.close() }
     try expectNormalRead(proxy, origin, "after")
-    #expect(proxy.stop().status == 0)
+    #expect(await proxy.stop().status == 0)
   }
 }
 

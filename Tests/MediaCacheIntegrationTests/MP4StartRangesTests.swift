@@ -14,8 +14,8 @@ import Testing
 
   /// ffprobe's packets of `path`: stream, decoding time in seconds (presentation time line, so negative
   /// before the first edit's start), and where the packet's bytes lie.
-  func packets(_ path: String) throws -> [Packet] {
-    let text = try runMediaTool(
+  func packets(_ path: String) async throws -> [Packet] {
+    let text = try await runMediaTool(
       "ffprobe",
       ["-v", "error", "-show_entries", "packet=stream_index,dts_time,pos,size", "-of", "json", path])
     struct Output: Decodable {
@@ -63,9 +63,9 @@ import Testing
 
   /// A QuickTime file made by ffmpeg: 30 fps with B-frames and a 15-frame GOP, 48 kHz AAC, moov at the tail
   /// (other tables than the fixtures').
-  func generatedMOV(in directory: String) throws -> String {
+  func generatedMOV(in directory: String) async throws -> String {
     let path = "\(directory)/generated.mov"
-    _ = try runMediaTool(
+    _ = try await runMediaTool(
       "ffmpeg",
       [
         "-v", "error", "-f", "lavfi", "-i", "testsrc2=duration=6:size=160x90:rate=30", "-f", "lavfi", "-i",
@@ -90,9 +90,9 @@ import Testing
     try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
     defer { try? FileManager.default.removeItem(atPath: directory) }
     let path =
-      file == "generated.mov" ? try generatedMOV(in: directory) : "\(mediaFixturesDirectory)/\(file)"
+      await file == "generated.mov" ? try generatedMOV(in: directory) : "\(mediaFixturesDirectory)/\(file)"
     let bytes = [UInt8](try #require(FileManager.default.contents(atPath: path)))
-    let all = try packets(path)
+    let all = try await packets(path)
     let streams = Set(all.map(\.stream)).count
     #expect(all.count >= 5 && streams == (file.hasSuffix("audio-only.mp4") ? 1 : 2))
     let lastDTS = try #require(all.map(\.dts).max())
@@ -196,7 +196,7 @@ import Testing
     try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
     defer { try? FileManager.default.removeItem(atPath: directory) }
     let generated = "\(directory)/fragmented.mp4"
-    _ = try runMediaTool(
+    _ = try await runMediaTool(
       "ffmpeg",
       [
         "-v", "error", "-i", "\(mediaFixturesDirectory)/faststart.mp4", "-c", "copy", "-movflags",
@@ -204,7 +204,7 @@ import Testing
       ])
     for path in [generated, "\(mediaFixturesDirectory)/mp4/fragmented.mp4"] {
       let bytes = [UInt8](try #require(FileManager.default.contents(atPath: path)))
-      let all = try packets(path)
+      let all = try await packets(path)
       let lastDTS = try #require(all.map(\.dts).max())
       var previous: Int64 = 0
       for seconds in [0.15, 0.5, 1.5, lastDTS + 1] {

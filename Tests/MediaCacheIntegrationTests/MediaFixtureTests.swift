@@ -46,7 +46,7 @@ func mediaTool(_ name: String) throws -> String {
 }
 
 /// A media tool is missing or failed. Thrown, not recorded with `#require`, so that it also fails the test
-/// when the tool runs on a Dispatch thread (outside the test's task, where an issue would lose its test).
+/// when the tool is waited for on a thread of its own (outside the test's task, where an issue would lose its test).
 struct MediaToolError: Error, CustomStringConvertible {
   let description: String
 }
@@ -60,8 +60,8 @@ func mediaInputOptions(for input: String) -> [String] {
 }
 
 /// ffmpeg's output of a run, failing the test with its stderr when it exits non-zero.
-func runMediaTool(_ name: String, _ arguments: [String]) throws -> String {
-  let result = try run(try mediaTool(name), arguments)
+func runMediaTool(_ name: String, _ arguments: [String]) async throws -> String {
+  let result = try await run(try mediaTool(name), arguments)
   guard result.status == 0 else {
     throw MediaToolError(
       description: "\(name) \(arguments.joined(separator: " ")) exited \(result.status): \(result.stderr)")
@@ -70,8 +70,8 @@ func runMediaTool(_ name: String, _ arguments: [String]) throws -> String {
 }
 
 /// `ffprobe`'s container duration of `input` (a local path or a URL), as printed.
-func probedDuration(_ input: String) throws -> String {
-  try runMediaTool(
+func probedDuration(_ input: String) async throws -> String {
+  try await runMediaTool(
     "ffprobe",
     ["-v", "error"] + mediaInputOptions(for: input) + [
       "-show_entries", "format=duration", "-of", "csv=p=0", input,
@@ -81,13 +81,13 @@ func probedDuration(_ input: String) throws -> String {
 
 /// `ffmpeg -f framemd5` of every decoded frame of `input` (from `seek` seconds on when given, for `duration`
 /// seconds when given).
-func frameHashes(_ input: String, seek: Double? = nil, duration: Double? = nil) throws -> String {
+func frameHashes(_ input: String, seek: Double? = nil, duration: Double? = nil) async throws -> String {
   var arguments = ["-nostdin", "-v", "error"]
   if let seek { arguments += ["-ss", String(seek)] }
   arguments += mediaInputOptions(for: input) + ["-i", input]
   if let duration { arguments += ["-t", String(duration)] }
   arguments += ["-f", "framemd5", "-"]
-  return try runMediaTool("ffmpeg", arguments)
+  return try await runMediaTool("ffmpeg", arguments)
 }
 
 /// The offsets of the top-level atoms (boxes) of an MP4 file, by type (the first of each type).
@@ -370,16 +370,14 @@ func topLevelAtoms(_ bytes: [UInt8]) -> [String: Int] {
   func standaloneOriginServesAFileRoot() async throws {
     let child = try ChildProcess(
       binary("mediacache-test-origin"), ["--port", "0", "--file-root", mediaFixturesDirectory])
-    defer {
-      child.closeInput()
-      _ = child.wait(timeout: 30)
+    try await child.closingInputAfter {
+      #expect(await child.waitForLine(timeout: 30) { $0.hasPrefix("listening on http://127.0.0.1:") })
+      let line = try #require(child.outputSoFar.split(separator: "\n").first)
+      let port = try #require(Int(line.split(separator: ":").last ?? ""))
+      let response = try rawRequest(
+        port: port, TestOrigin.path(file: "hls/master.m3u8"), headers: [("Range", "bytes=0-6")])
+      #expect(response.status == 206 && response.body == Array("#EXTM3U".utf8))
     }
-    #expect(child.waitForLine(timeout: 30) { $0.hasPrefix("listening on http://127.0.0.1:") })
-    let line = try #require(child.outputSoFar.split(separator: "\n").first)
-    let port = try #require(Int(line.split(separator: ":").last ?? ""))
-    let response = try rawRequest(
-      port: port, TestOrigin.path(file: "hls/master.m3u8"), headers: [("Range", "bytes=0-6")])
-    #expect(response.status == 206 && response.body == Array("#EXTM3U".utf8))
   }
 
   // MARK: ffmpeg over HTTP
@@ -387,8 +385,8 @@ func topLevelAtoms(_ bytes: [UInt8]) -> [String: Int] {
   @Test(arguments: ["tail-index.mp4", "faststart.mp4", "hls/master.m3u8"])
   func ffprobeReadsFixturesOverHTTP(file: String) async throws {
     try await withFileOrigin { origin in
-      let local = try probedDuration("\(mediaFixturesDirectory)/\(file)")
-      let remote = try probedDuration(origin.url(file: file))
+      let local = try await probedDuration("\(mediaFixturesDirectory)/\(file)")
+      let remote = try await probedDuration(origin.url(file: file))
       #expect(remote == local)
       let seconds = try #require(Double(remote), "ffprobe printed '\(remote)'")
       #expect(abs(seconds - 4) < 0.1, "duration \(seconds)")
@@ -420,8 +418,8 @@ func topLevelAtoms(_ bytes: [UInt8]) -> [String: Int] {
   ])
   func ffmpegDecodesTheSameFramesOverHTTP(file: String) async throws {
     try await withFileOrigin { origin in
-      let local = try frameHashes("\(mediaFixturesDirectory)/\(file)")
-      let remote = try frameHashes(origin.url(file: file))
+      let local = try await frameHashes("\(mediaFixturesDirectory)/\(file)")
+      let remote = try await frameHashes(origin.url(file: file))
       #expect(remote == local)
       let videoFrames = local.split(separator: "\n").filter { $0.hasPrefix("0,") }.count
       #expect(videoFrames == 100, "\(videoFrames) video frames")
@@ -440,8 +438,8 @@ func topLevelAtoms(_ bytes: [UInt8]) -> [String: Int] {
   func ffmpegSeeksTheSameOverHTTP(file: String) async throws {
     try await withFileOrigin { origin in
       // ffmpeg starts at the key frame before 2 s and drops the frames before 2 s.
-      let local = try frameHashes("\(mediaFixturesDirectory)/\(file)", seek: 2)
-      let remote = try frameHashes(origin.url(file: file), seek: 2)
+      let local = try await frameHashes("\(mediaFixturesDirectory)/\(file)", seek: 2)
+      let remote = try await frameHashes(origin.url(file: file), seek: 2)
       #expect(remote == local)
       let videoFrames = local.split(separator: "\n").filter { $0.hasPrefix("0,") }.count
       if file == "hls/v2/index.m3u8" && videoFrames == 0 {

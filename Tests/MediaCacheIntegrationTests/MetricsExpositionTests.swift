@@ -14,10 +14,10 @@ import Testing
 /// `ProxyMetrics.metricsFactory(for:)`, pass the linter too.
 @Suite struct MetricsExpositionTests {
   /// `promtool check metrics` on `text`: its exit status and what it printed.
-  func promtool(_ text: String, in directory: String) throws -> CommandResult {
+  func promtool(_ text: String, in directory: String) async throws -> CommandResult {
     let file = "\(directory)/metrics-\(UUID().uuidString).txt"
     try text.write(toFile: file, atomically: true, encoding: .utf8)
-    return try run("/bin/sh", ["-c", "/usr/bin/promtool check metrics < '\(file)' 2>&1"])
+    return try await run("/bin/sh", ["-c", "/usr/bin/promtool check metrics < '\(file)' 2>&1"])
   }
 
   @Test func promtoolFindsNothingToSay() async throws {
@@ -29,10 +29,10 @@ import Testing
       let text = String(
         decoding: try await blocking { try rawRequest(port: port, "/metrics") }.body, as: UTF8.self)
       #expect(text.contains("mediacache_proxy_cache_hits_total 1\n"), "\(text)")
-      let checked = try promtool(text, in: directory)
+      let checked = try await promtool(text, in: directory)
       #expect(checked.status == 0 && checked.text.isEmpty, "\(checked.text)")
       // The check can fail: a counter without `_total`.
-      let broken = try promtool("# HELP foo x\n# TYPE foo counter\nfoo 1\n", in: directory)
+      let broken = try await promtool("# HELP foo x\n# TYPE foo counter\nfoo 1\n", in: directory)
       #expect(broken.status != 0 && broken.text.contains("_total"), "\(broken.text)")
     }
   }
@@ -81,7 +81,7 @@ import Testing
             #expect(fromCache >= 200_000 && fromCache + fromOrigin == 400_000, "\(text)")
             #expect(sample("mediacache_proxy_hit_ratio", in: text) == fromCache / 400_000, "\(text)")
             #expect(sample("mediacache_cache_objects", in: text) ?? 0 >= 1, "\(text)")
-            let checked = try promtool(text, in: directory)
+            let checked = try await promtool(text, in: directory)
             #expect(checked.status == 0 && checked.text.isEmpty, "\(checked.text)")
             // The other server answered nothing but its own /metrics.
             let other = String(
@@ -123,7 +123,7 @@ import Testing
       }
       #expect(sample("mediacache_origin_request_duration_seconds_count", in: text) == 1, "\(text)")
       #expect(sample("mediacache_evictions_total{reason=\"someValue\"}", in: text) == 3, "\(text)")
-      let checked = try promtool(
+      let checked = try await promtool(
         text.split(separator: "\n").filter { !$0.contains("other_total") }.joined(separator: "\n") + "\n",
         in: directory)
       #expect(checked.status == 0 && checked.text.isEmpty, "\(checked.text)")

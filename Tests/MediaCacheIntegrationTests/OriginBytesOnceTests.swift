@@ -232,10 +232,11 @@ struct OriginBytesOnceTests {
   @Test func anAbandonedOpenRequestFillsItsReadAheadThenStops() async throws {
     try await withReader(readAhead: Int64(2 * Self.chunkSize)) { reader, origin, cache in
       let size = 40 * Self.chunkSize
-      // About 800 KB/s (a 64 KiB chunk per 80 ms), so a loaded machine noticing the reader's close late still
+      // About 400 KB/s (a 64 KiB chunk per 160 ms), so a loaded machine noticing the reader's close late still
       // stops well inside the bound below (the full test suite on 2 cores has seen the close take effect after
-      // chunk 11: the bound is on bytes sent, not on a chunk a close noticed in time would stop before).
-      let url = origin.url(.slow, "abandoned", size: size, query: "delay-ms=20")
+      // chunk 11 at twice this speed, and once after the bound: the bound is on bytes sent, not on a chunk a
+      // close noticed in time would stop before).
+      let url = origin.url(.slow, "abandoned", size: size, query: "delay-ms=40")
       do {
         let bytes = try await reader.read(url, range: .from(0))
         var iterator = bytes.makeAsyncIterator()

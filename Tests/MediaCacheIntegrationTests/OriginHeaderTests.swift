@@ -30,13 +30,13 @@ import Testing
       try await withOrigin { origin in
         let cache = "\(directory)/cache"
         let url = origin.url(.normal, "private", size: size, query: "auth=\(secret)")
-        let refused = try run(binary("mediacache"), ["fetch", "--cache", cache, url])
+        let refused = try await run(binary("mediacache"), ["fetch", "--cache", cache, url])
         #expect(refused.status != 0 && refused.stderr.contains("HTTP 401"), "\(refused.stderr)")
-        let fetched = try run(
+        let fetched = try await run(
           binary("mediacache"),
           ["fetch", "--cache", cache, "--origin-header", "Authorization: Bearer \(secret)", url])
         #expect(fetched.status == 0, "\(fetched.stderr)")
-        let cat = try run(binary("mediacache"), ["cat", "--cache", cache, url])
+        let cat = try await run(binary("mediacache"), ["cat", "--cache", cache, url])
         #expect(Array(cat.stdout) == TestOrigin.bytes(name: "private", size: size))
         let sent = origin.requests(for: "private").filter { $0.status == 200 || $0.status == 206 }
         #expect(!sent.isEmpty && sent.allSatisfy { $0.headers["authorization"] == "Bearer \(secret)" })
@@ -57,14 +57,14 @@ import Testing
         try "# origin credentials\n\nAuthorization: Bearer \(secret)\r\nX-Extra: 1\n".write(
           toFile: file, atomically: true, encoding: .utf8)
         let url = origin.url(.normal, "from-file", size: size, query: "auth=\(secret)")
-        let fetched = try run(
+        let fetched = try await run(
           binary("mediacache"),
           ["fetch", "--cache", "\(directory)/cache", "--origin-headers-file", file, url])
         #expect(fetched.status == 0, "\(fetched.stderr)")
         let sent = origin.requests(for: "from-file").filter { $0.status == 206 || $0.status == 200 }
         #expect(!sent.isEmpty && sent.allSatisfy { $0.headers["x-extra"] == "1" })
         try "X-Extra: 1\nAuthorization \(secret)\n".write(toFile: file, atomically: true, encoding: .utf8)
-        let refused = try run(
+        let refused = try await run(
           binary("mediacache"),
           ["fetch", "--cache", "\(directory)/cache", "--origin-headers-file", file, url])
         #expect(
@@ -79,7 +79,7 @@ import Testing
       try await withOrigin { origin in
         let cache = "\(directory)/cache"
         let header = ["--origin-header", "Authorization: Bearer \(secret)"]
-        let (proxy, port) = try startProxy(cache: cache, header)
+        let (proxy, port) = try await startProxy(cache: cache, header)
         defer { proxy.kill() }
         let (originPort, size, secret) = (origin.port, size, secret)
         @Sendable func path(_ name: String, _ query: String) -> String {
@@ -99,13 +99,13 @@ import Testing
         #expect(
           unmarked.status == 200 && Array(unmarked.body) == TestOrigin.bytes(name: "unmarked", size: size))
         #expect(unmarked.header("Cache-Status") == "MediaCache; fwd=miss; detail=not-storable")
-        let status = try run(
+        let status = try await run(
           binary("mediacache"),
           ["status", "--cache", cache, origin.url(.normal, "unmarked", size: size, query: "auth=\(secret)")])
         #expect(!status.text.contains("complete") && !status.text.contains("partial"), "\(status.text)")
         #expect(filesHolding(secret, under: cache).isEmpty)
         proxy.kill(SIGTERM)
-        let result = proxy.wait(timeout: 10)
+        let result = await proxy.wait(timeout: 10)
         // Nothing printed holds it, but in the URLs (the test origin takes the token in the query too).
         let printed = (result.text + result.stderr).replacingOccurrences(of: "auth=\(secret)", with: "")
         #expect(!printed.contains(secret), "\(printed)")
@@ -119,10 +119,10 @@ import Testing
     try await withTemporaryDirectory { directory in
       try await withOrigin { origin in
         let token = [("Authorization", "Bearer \(secret)")]
-        let (forwarding, port) = try startProxy(
+        let (forwarding, port) = try await startProxy(
           cache: "\(directory)/forwarding", ["--forward-header", "Authorization"])
         defer { forwarding.kill() }
-        let (plain, plainPort) = try startProxy(cache: "\(directory)/plain", [])
+        let (plain, plainPort) = try await startProxy(cache: "\(directory)/plain", [])
         defer { plain.kill() }
         let (originPort, size, secret) = (origin.port, size, secret)
         @Sendable func path(_ name: String, _ query: String) -> String {
@@ -143,7 +143,7 @@ import Testing
         #expect(
           unmarked.status == 200 && Array(unmarked.body) == TestOrigin.bytes(name: "unmarked", size: size))
         #expect(unmarked.header("Cache-Status") == "MediaCache; fwd=miss; detail=not-storable")
-        let bad = try run(binary("mediacache"), ["proxy", "--forward-header", "Range", "--port", "0"])
+        let bad = try await run(binary("mediacache"), ["proxy", "--forward-header", "Range", "--port", "0"])
         #expect(bad.status == 64 && bad.stderr.contains("the cache sets this field itself"), "\(bad.stderr)")
       }
     }
@@ -152,7 +152,7 @@ import Testing
   @Test func aPrivateProxyStoresWhatItsCredentialsFetch() async throws {
     try await withTemporaryDirectory { directory in
       try await withOrigin { origin in
-        let (proxy, port) = try startProxy(
+        let (proxy, port) = try await startProxy(
           cache: "\(directory)/cache",
           ["--private-cache", "--origin-header", "Authorization: Bearer \(secret)"])
         defer { proxy.kill() }
@@ -197,7 +197,7 @@ import Testing
     ("X-Token: a\u{1}s3cret-token-4711", "control character"),
     ("Bad Name: s3cret-token-4711", "not an HTTP field name"),
   ])
-  func badHeadersAreRefused(field: String, reason: String) throws {
+  func badHeadersAreRefused(field: String, reason: String) async throws {
     for command in ["fetch", "proxy"] {
       let arguments =
         command == "fetch"
@@ -205,7 +205,7 @@ import Testing
         : [
           "proxy", "--origin-header", field, "--port", "0",
         ]
-      let result = try run(binary("mediacache"), arguments)
+      let result = try await run(binary("mediacache"), arguments)
       #expect(result.status == 64, "\(command): \(result.stderr)")
       #expect(result.stderr.contains(reason), "\(command): \(result.stderr)")
       #expect(!result.stderr.contains(secret) && !result.text.contains(secret))

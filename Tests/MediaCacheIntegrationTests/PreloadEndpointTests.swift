@@ -32,7 +32,7 @@ import Testing
   @Test func aFeedsNextItemsArePreloadedAndReported() async throws {
     try await withTemporaryDirectory { directory in
       try await withFileOrigin { origin in
-        let (proxy, port) = try startProxy(cache: "\(directory)/cache", [])
+        let (proxy, port) = try await startProxy(cache: "\(directory)/cache", [])
         defer { proxy.kill() }
         let feed = [
           origin.url(file: "faststart.mp4"), origin.url(file: "tail-index.mp4"),
@@ -88,7 +88,7 @@ import Testing
     try await withTemporaryDirectory { directory in
       try await withFileOrigin { origin in
         let head = 32768
-        let (proxy, port) = try startProxy(
+        let (proxy, port) = try await startProxy(
           cache: "\(directory)/cache",
           ["--chunk-size", "16384", "--max-size", "200000", "--keep-heads", "\(head)"])
         defer { proxy.kill() }
@@ -136,7 +136,7 @@ import Testing
     try await withTemporaryDirectory { directory in
       try await withFileOrigin { origin in
         let cache = "\(directory)/cache"
-        let (proxy, port) = try startProxy(
+        let (proxy, port) = try await startProxy(
           cache: cache, ["--chunk-size", "16384", "--preload-check-interval", "0.5"])
         defer { proxy.kill() }
         let body =
@@ -149,7 +149,7 @@ import Testing
         // The preload's last writes are committed once its object closes (a second after its last read).
         try await Task.sleep(for: .seconds(2))
         #expect(try await metric(port, "mediacache_preload_evicted_unplayed_bytes_total") == 0)
-        let pass = try run(
+        let pass = try await run(
           binary("cache-compactor"), [cache, "--max-size", "1", "--keep-heads", "off", "--json"])
         #expect(pass.status == 0, "\(pass.stderr)")
         #expect(pass.text.contains("\"evictedCount\":1"), "\(pass.text)")
@@ -167,7 +167,7 @@ import Testing
 
   @Test func badBodiesAreRefusedWithTheReason() async throws {
     try await withTemporaryDirectory { directory in
-      let (proxy, port) = try startProxy(cache: "\(directory)/cache", [])
+      let (proxy, port) = try await startProxy(cache: "\(directory)/cache", [])
       defer { proxy.kill() }
       let cases: [(String, String, Int, String)] = [
         ("PUT", "{\"items\": [1], \"current\": 0}", 400, "the body is not {\"items\""),

@@ -30,13 +30,13 @@ import Testing
           file == "fragmented.mp4"
           ? ["-movflags", "frag_keyframe+empty_moov", "\(root)/\(file)"]
           : ["-f", "dash", "-seg_duration", "1", "-use_timeline", "0", "\(root)/\(file)"]
-        _ = try runMediaTool("ffmpeg", input + output)
+        _ = try await runMediaTool("ffmpeg", input + output)
       }
       let url = try await withFileOrigin(root: root) { origin in
         let url = origin.url(file: file)
         for (cache, preloaded) in [(full, seconds), (short, seconds - 1)] {
           // Chunks of 16 KiB, so that a preload of N - 1 seconds does not hold N by rounding up to chunks.
-          let result = try run(
+          let result = try await run(
             binary("mediacache"),
             ["preload", "--cache", cache, "--chunk-size", "16384", "--seconds", String(preloaded), url])
           #expect(result.status == 0, "\(result.stderr)")
@@ -54,9 +54,7 @@ import Testing
       // A master playlist's first variant is the one preloaded (where players start; ffmpeg, which opens every
       // variant, plays the one with the most pixels that it could open: that one, with the others missing).
       let reference = file == "hls/master.m3u8" ? "hls/v0/index.m3u8" : file
-      let local = try await blocking {
-        try frameHashes("\(root)/\(reference)", duration: seconds)
-      }
+      let local = try await frameHashes("\(root)/\(reference)", duration: seconds)
       // 2 s of video at 25 fps (48 or 49 frames from fragments and segments, which start at a later time).
       #expect((48...50).contains(local.split(separator: "\n").filter { $0.hasPrefix("0,") }.count))
       try await expectPlaybackFromCacheOnly(
@@ -72,10 +70,10 @@ func expectPlaybackFromCacheOnly(
   _ url: String, enough: String, short: String, local: String, seconds: Double, what: String
 ) async throws {
   for (cache, isEnough) in [(enough, true), (short, false)] {
-    let (proxy, port) = try startProxy(cache: cache, [])
+    let (proxy, port) = try await startProxy(cache: cache, [])
     defer { proxy.kill() }
     let proxied = "http://127.0.0.1:\(port)\(try #require(ProxyPathForm.path(for: url)))"
-    let played = try? await blocking { try frameHashes(proxied, duration: seconds) }
+    let played = try? await frameHashes(proxied, duration: seconds)
     if isEnough {
       #expect(played == local, "\(what): \(cache) did not play \(seconds) s the same")
     } else {

@@ -19,8 +19,8 @@ import Testing
   let seconds = 2
 
   /// The bytes `mediacache preload` plans (MP4: "= N bytes") or fetches into an empty cache (HLS).
-  func preloaded(_ url: String, in directory: String) throws -> Int64 {
-    let result = try run(
+  func preloaded(_ url: String, in directory: String) async throws -> Int64 {
+    let result = try await run(
       binary("mediacache"),
       [
         "preload", "--cache", "\(directory)/preload", "--chunk-size", "\(Self.chunkSize)", "--seconds",
@@ -40,15 +40,15 @@ import Testing
     CommandResult, planned: Int64
   ) {
     try await withFileOrigin { origin in
-      let (proxy, port) = try startProxy(cache: "\(directory)/proxied", [])
+      let (proxy, port) = try await startProxy(cache: "\(directory)/proxied", [])
       defer { proxy.kill() }
       let proxied = "http://127.0.0.1:\(port)\(try #require(ProxyPathForm.path(for: origin.url(file: file))))"
       let arguments = [
         "-v", level, "-read_intervals", "%+\(seconds)", "-show_entries", entries, "-of", "json",
       ]
-      let result = try await blocking { try run(try mediaTool("ffprobe"), arguments + [proxied]) }
+      let result = try await run(try mediaTool("ffprobe"), arguments + [proxied])
       #expect(result.status == 0, "\(result.stderr.suffix(2000))")
-      return (result, try preloaded(origin.url(file: file), in: directory))
+      return await (result, try preloaded(origin.url(file: file), in: directory))
     }
   }
 

@@ -57,14 +57,15 @@ struct PreloaderTests {
   @Test func anItemThatLeavesTheWindowIsCancelledAtOnce() async throws {
     try await withOrigin { origin in
       try await withReader(origin) { reader, cache in
-        // 16 KiB every 50 ms: 1 MiB would take 3.2 s.
-        let items = ["a", "b", "c"].map {
-          origin.url(.slow, "scroll-\($0)", size: 1 << 20, query: "delay-ms=50")
+        // b at 16 KiB every 160 ms (1 MiB would take 10 s), so that a loaded machine still sees it part-way (at
+        // 50 ms, CI once saw it finish first); c, which must finish here, at 16 KiB every 10 ms.
+        let items = [("a", 160), ("b", 160), ("c", 10)].map {
+          origin.url(.slow, "scroll-\($0.0)", size: 1 << 20, query: "delay-ms=\($0.1)")
         }
         let preloader = Preloader(reader: reader, policy: .init(targets: [.bytes(1 << 20)]))
         await preloader.update(items: items, current: 0)
         // b is being fetched and has some bytes (its planning looks at the cache on the I/O executor first).
-        for _ in 0..<500 where await (preloader.status().first?.fetchedBytes ?? 0) < 64 << 10 {
+        for _ in 0..<1500 where await (preloader.status().first?.fetchedBytes ?? 0) < 64 << 10 {
           try await Task.sleep(for: .milliseconds(10))
         }
         #expect(await preloader.status().first?.state == .fetching)

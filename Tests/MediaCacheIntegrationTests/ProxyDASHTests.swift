@@ -10,7 +10,7 @@ import Testing
 @Suite struct ProxyDASHTests {
   /// A temporary file root with `dash/stream.mpd` (SegmentTemplate, video and audio, 4 s) and
   /// `single/sb.mp4` with `single/sb.mpd` (SegmentBase with indexRange: byte ranges of one file).
-  static func makeStreams() throws -> TemporaryDirectory {
+  static func makeStreams() async throws -> TemporaryDirectory {
     let root = try TemporaryDirectory()
     for directory in ["dash", "single"] {
       try FileManager.default.createDirectory(
@@ -20,10 +20,10 @@ import Testing
       "-nostdin", "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc=duration=4:size=160x90:rate=25", "-f",
       "lavfi", "-i", "sine=duration=4", "-c:v", "libx264", "-preset", "ultrafast", "-g", "25", "-c:a", "aac",
     ]
-    _ = try runMediaTool(
+    _ = try await runMediaTool(
       "ffmpeg",
       source + ["-f", "dash", "-seg_duration", "1", "-use_timeline", "0", root.file("dash/stream.mpd")])
-    _ = try runMediaTool(
+    _ = try await runMediaTool(
       "ffmpeg",
       source + ["-an", "-movflags", "+dash+global_sidx", "-f", "mp4", root.file("single/sb.mp4")])
     let file = [UInt8](try Data(contentsOf: URL(fileURLWithPath: root.file("single/sb.mp4"))))
@@ -49,20 +49,20 @@ import Testing
   }
 
   @Test func ffmpegDecodesADASHStreamThroughThePathFormLikeTheLocalFile() async throws {
-    let streams = try Self.makeStreams()
+    let streams = try await Self.makeStreams()
     defer { streams.cleanup() }
     try await withProxy(fileRoot: streams.path) { fixture in
-      let local = try await blocking { try frameHashes(streams.file("dash/stream.mpd")) }
+      let local = try await frameHashes(streams.file("dash/stream.mpd"))
       let proxied = "\(fixture.endpoint)\(fixture.path(fixture.origin.url(file: "dash/stream.mpd")))"
       #expect(proxied.contains("/http/127.0.0.1:\(fixture.origin.port)/files/dash/stream.mpd"))
-      let cold = try await blocking { try frameHashes(proxied) }
+      let cold = try await frameHashes(proxied)
       #expect(cold == local)
       #expect(local.split(separator: "\n").filter { $0.hasPrefix("0,") }.count == 100)
       // The segments were fetched by the proxy (they are in the cache now), not by ffmpeg directly.
       #expect(fixture.origin.requests(for: "dash/chunk-stream0-00001.m4s").count == 1)
       #expect(fixture.origin.allRequests().allSatisfy { !($0.headers["user-agent"] ?? "").contains("Lavf") })
       fixture.origin.resetRecords()
-      let warm = try await blocking { try frameHashes(proxied) }
+      let warm = try await frameHashes(proxied)
       #expect(warm == local)
       // Everything came from the cache; only the segment after the last one, which ffmpeg tries and the
       // origin does not have (a 404 is not cached), was asked for again.
@@ -82,7 +82,7 @@ import Testing
   }
 
   @Test func absoluteURLsAndTheQueryFormAreRewrittenSoEverythingGoesThroughTheProxy() async throws {
-    let streams = try Self.makeStreams()
+    let streams = try await Self.makeStreams()
     defer { streams.cleanup() }
     try await withProxy(fileRoot: streams.path) { fixture in
       // An MPD whose segments are named by absolute URLs at the origin.
@@ -90,7 +90,7 @@ import Testing
       let absolute = original.replacingOccurrences(
         of: "<Period ", with: "<BaseURL>\(fixture.origin.url(file: "dash/"))</BaseURL>\n\t<Period ")
       try Data(absolute.utf8).write(to: URL(fileURLWithPath: streams.file("dash/absolute.mpd")))
-      let local = try await blocking { try frameHashes(streams.file("dash/stream.mpd")) }
+      let local = try await frameHashes(streams.file("dash/stream.mpd"))
       for path in [
         fixture.path(fixture.origin.url(file: "dash/absolute.mpd")),
         ProxyServer.queryFormPath(for: fixture.origin.url(file: "dash/stream.mpd")),
@@ -101,7 +101,7 @@ import Testing
           served.contains("<BaseURL>/http/127.0.0.1:\(fixture.origin.port)/files/dash/</BaseURL>"),
           "\(served)")
         fixture.origin.resetRecords()
-        let proxied = try await blocking { try frameHashes("\(fixture.endpoint)\(path)") }
+        let proxied = try await frameHashes("\(fixture.endpoint)\(path)")
         #expect(proxied == local, "\(path)")
         // ffmpeg never reached the origin itself: every origin request came from the proxy.
         #expect(
@@ -111,7 +111,7 @@ import Testing
   }
 
   @Test func segmentBaseIndexRangeIsServedByRangeRequests() async throws {
-    let streams = try Self.makeStreams()
+    let streams = try await Self.makeStreams()
     defer { streams.cleanup() }
     try await withProxy(fileRoot: streams.path) { fixture in
       let mpdURL = fixture.origin.url(file: "single/sb.mpd")
@@ -129,8 +129,8 @@ import Testing
       #expect(index.body == Array(file[sidx..<moof]))
       #expect(Array(index.body[4..<8]) == Array("sidx".utf8))
 
-      let local = try await blocking { try frameHashes(streams.file("single/sb.mpd")) }
-      let proxied = try await blocking { try frameHashes("\(fixture.endpoint)\(fixture.path(mpdURL))") }
+      let local = try await frameHashes(streams.file("single/sb.mpd"))
+      let proxied = try await frameHashes("\(fixture.endpoint)\(fixture.path(mpdURL))")
       #expect(proxied == local)
       #expect(local.split(separator: "\n").filter { $0.hasPrefix("0,") }.count == 100)
     }
@@ -138,13 +138,13 @@ import Testing
 
   @Test(arguments: ["dash/stream.mpd", "single/sb.mpd"])
   func gstreamerPlaysTheMPDThroughTheProxy(file: String) async throws {
-    guard (try? run(try mediaTool("gst-inspect-1.0"), ["dashdemux"]))?.status == 0 else { return }
-    let streams = try Self.makeStreams()
+    guard await (try? run(try mediaTool("gst-inspect-1.0"), ["dashdemux"]))?.status == 0 else { return }
+    let streams = try await Self.makeStreams()
     defer { streams.cleanup() }
     try await withProxy(fileRoot: streams.path) { fixture in
       let uri = "\(fixture.endpoint)\(fixture.path(fixture.origin.url(file: file)))"
       let result = try await blocking {
-        try run(
+        try runOnThisThread(
           try mediaTool("timeout"),
           [
             "120", try mediaTool("gst-launch-1.0"), "-q", "playbin", "uri=\(uri)", "video-sink=fakesink",
@@ -166,7 +166,7 @@ import Testing
   }
 
   @Test func liveMPDsAreFetchedAgainAndStaticOnesCached() async throws {
-    let streams = try Self.makeStreams()
+    let streams = try await Self.makeStreams()
     defer { streams.cleanup() }
     let original = try String(contentsOfFile: streams.file("dash/stream.mpd"), encoding: .utf8)
     let live = original.replacingOccurrences(of: #"type="static""#, with: #"type="dynamic""#)

@@ -25,7 +25,7 @@ struct ProxyFixture: Sendable {
   /// The proxied path of an origin URL, for `RawHTTPConnection.sendRequest`.
   func path(_ originURL: String) -> String { ProxyServer.proxyPath(for: originURL) }
 
-  /// One request through the proxy on a fresh connection (on a Dispatch thread).
+  /// One request through the proxy on a fresh connection (on a thread of its own).
   func request(_ path: String, method: String = "GET", headers: [(String, String)] = []) async throws
     -> RawHTTPResponse
   {
@@ -59,7 +59,7 @@ func withProxy<T>(
   let origin = try await TestOrigin.start(fileRoot: fileRoot)
   let proxy: ProxyProcess
   do {
-    proxy = try await blocking { try ProxyProcess(cache: directory.path, arguments) }
+    proxy = try await ProxyProcess(cache: directory.path, arguments)
   } catch {
     try? await origin.shutdown()
     throw error
@@ -68,12 +68,12 @@ func withProxy<T>(
     origin: origin, endpoint: .init(host: "127.0.0.1", port: proxy.port), directory: directory.path)
   do {
     let result = try await body(fixture)
-    let exit = try await blocking { proxy.stop() }
+    let exit = await proxy.stop()
     #expect(exit.status == 0, "proxy exit: \(exit.stderr)")
     try? await origin.shutdown()
     return result
   } catch {
-    _ = try? await blocking { proxy.stop(SIGKILL) }
+    _ = await proxy.stop(SIGKILL)
     try? await origin.shutdown()
     throw error
   }

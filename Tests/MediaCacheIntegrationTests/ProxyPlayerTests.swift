@@ -15,13 +15,13 @@ import Testing
   @Test(arguments: decodable)
   func ffmpegDecodesTheSameFramesThroughTheProxyColdAndWarm(file: String) async throws {
     try await withProxy(fileRoot: mediaFixturesDirectory) { fixture in
-      let local = try await blocking { try frameHashes("\(mediaFixturesDirectory)/\(file)") }
+      let local = try await frameHashes("\(mediaFixturesDirectory)/\(file)")
       let proxied = "\(fixture.endpoint)\(fixture.path(fixture.origin.url(file: file)))"
-      let cold = try await blocking { try frameHashes(proxied) }
+      let cold = try await frameHashes(proxied)
       #expect(cold == local, "cold")
       #expect(!fixture.origin.allRequests().isEmpty)
       fixture.origin.resetRecords()
-      let warm = try await blocking { try frameHashes(proxied) }
+      let warm = try await frameHashes(proxied)
       #expect(warm == local, "warm")
       if file.hasSuffix(".m3u8") {
         // Every playlist, key and segment came from the cache the second time.
@@ -37,10 +37,10 @@ import Testing
   @Test(arguments: ["tail-index.mp4", "faststart.mp4", "hls/v0/index.m3u8", "hls/v1/index.m3u8"])
   func ffmpegSeeksTheSameThroughTheProxy(file: String) async throws {
     try await withProxy(fileRoot: mediaFixturesDirectory) { fixture in
-      let local = try await blocking { try frameHashes("\(mediaFixturesDirectory)/\(file)", seek: 2) }
+      let local = try await frameHashes("\(mediaFixturesDirectory)/\(file)", seek: 2)
       let proxied = "\(fixture.endpoint)\(fixture.path(fixture.origin.url(file: file)))"
-      let cold = try await blocking { try frameHashes(proxied, seek: 2) }
-      let warm = try await blocking { try frameHashes(proxied, seek: 2) }
+      let cold = try await frameHashes(proxied, seek: 2)
+      let warm = try await frameHashes(proxied, seek: 2)
       #expect(cold == local)
       #expect(warm == local)
       let videoFrames = local.split(separator: "\n").filter { $0.hasPrefix("0,") }.count
@@ -51,9 +51,9 @@ import Testing
   @Test(arguments: ["tail-index.mp4", "faststart.mp4", "hls/master.m3u8"])
   func ffprobeReadsThroughTheProxy(file: String) async throws {
     try await withProxy(fileRoot: mediaFixturesDirectory) { fixture in
-      let local = try await blocking { try probedDuration("\(mediaFixturesDirectory)/\(file)") }
+      let local = try await probedDuration("\(mediaFixturesDirectory)/\(file)")
       let proxied = "\(fixture.endpoint)\(fixture.path(fixture.origin.url(file: file)))"
-      let remote = try await blocking { try probedDuration(proxied) }
+      let remote = try await probedDuration(proxied)
       #expect(remote == local)
       if file == "tail-index.mp4" {
         // The player asked the proxy for the index at the tail; the proxy fetched only chunks it needed.

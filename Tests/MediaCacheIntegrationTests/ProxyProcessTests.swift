@@ -23,14 +23,14 @@ struct ProxyProcess {
   /// Every proxy of the tests runs with `MEDIACACHE_BLOCKING_CHECK=trap`: a blocking file-system call in a
   /// Swift task or on an event loop stops it with that call named on standard error, and the test fails
   /// (`withProxy` expects exit status 0).
-  init(cache: String, _ extra: [String] = [], blockingCheck: String = "trap") throws {
+  init(cache: String, _ extra: [String] = [], blockingCheck: String = "trap") async throws {
     var environment = ProcessInfo.processInfo.environment
     environment["MEDIACACHE_BLOCKING_CHECK"] = blockingCheck
     child = try ChildProcess(
       binary("mediacache"), ["proxy", "--cache", cache, "--port", "0"] + extra, environment: environment)
     let prefix = "listening on http://127.0.0.1:"
-    guard child.waitForLine(timeout: 30, { $0.hasPrefix(prefix) }) else {
-      let result = child.wait(timeout: 5)
+    guard await child.waitForLine(timeout: 30, { $0.hasPrefix(prefix) }) else {
+      let result = await child.wait(timeout: 5)
       throw RawHTTPError(description: "proxy did not start: \(result.stderr)")
     }
     let first = child.outputSoFar.split(separator: "\n").first ?? ""
@@ -52,9 +52,9 @@ struct ProxyProcess {
   }
 
   /// Sends `signal` and returns the exit status (the test fails if it takes more than 15 s).
-  func stop(_ signal: Int32 = SIGTERM) -> CommandResult {
+  func stop(_ signal: Int32 = SIGTERM) async -> CommandResult {
     child.kill(signal)
-    return child.wait(timeout: 15)
+    return await child.wait(timeout: 15)
   }
 }
 
@@ -65,26 +65,26 @@ struct ProxyProcess {
     let origin = try await TestOrigin.start()
     defer { Task { try? await origin.shutdown() } }
     for signal in [SIGTERM, SIGINT] {
-      let proxy = try ProxyProcess(cache: directory.path)
+      let proxy = try await ProxyProcess(cache: directory.path)
       let url = origin.url(.normal, "cli-\(signal)", size: 300_000)
       let response = try proxy.request(ProxyServer.proxyPath(for: url))
       #expect(response.status == 200)
       let cliBody = sameBytes(response.body, TestOrigin.bytes(name: "cli-\(signal)", size: 300_000))
       #expect(cliBody.equal, "\(cliBody)")
-      let result = proxy.stop(signal)
+      let result = await proxy.stop(signal)
       #expect(result.status == 0, "exit after signal \(signal): \(result.stderr)")
       #expect(
         try await MediaCache(configuration: .init(directory: FilePath(directory.path))).status(for: url)
           == .complete(length: 300_000))
     }
     // A port in use is a clear failure, a bad port a usage error.
-    let holder = try ProxyProcess(cache: directory.path)
-    let clash = try run(
+    let holder = try await ProxyProcess(cache: directory.path)
+    let clash = try await run(
       binary("mediacache"), ["proxy", "--cache", directory.path, "--port", "\(holder.port)"])
     #expect(clash.status == 1)
     #expect(clash.stderr.contains("cannot serve on 127.0.0.1:\(holder.port)"))
-    _ = holder.stop()
-    let bad = try run(binary("mediacache"), ["proxy", "--cache", directory.path, "--port", "70000"])
+    _ = await holder.stop()
+    let bad = try await run(binary("mediacache"), ["proxy", "--cache", directory.path, "--port", "70000"])
     #expect(bad.status == 64)
   }
 
@@ -97,21 +97,22 @@ struct ProxyProcess {
     defer { Task { try? await origin.shutdown() } }
     let size = 3 << 19
     let url = origin.url(.normal, "quarter", size: size)
-    let proxy = try ProxyProcess(cache: directory.path, ["--chunk-size", "262144"])
+    let proxy = try await ProxyProcess(cache: directory.path, ["--chunk-size", "262144"])
     let response = try await blocking {
       let connection = try RawHTTPConnection(port: proxy.port)
       defer { connection.close() }
       try connection.sendRequest("GET", ProxyServer.proxyPath(for: url))
       return try connection.readResponse()
     }
-    #expect(proxy.stop().status == 0)
+    #expect(await proxy.stop().status == 0)
     #expect(response.status == 200)
     #expect(sameBytes(response.body, TestOrigin.bytes(name: "quarter", size: size)).equal)
-    let inspect = try run(binary("mediacache"), ["inspect", "--cache", directory.path, url, "--json"])
+    let inspect = try await run(binary("mediacache"), ["inspect", "--cache", directory.path, url, "--json"])
     let fields = try decodeReport(ObjectDescription.self, inspect)
     #expect(fields.chunkSize == 262_144)
     #expect(fields.chunkCount == 6 && fields.presentChunks == 6, "\(fields)")
-    let bad = try run(binary("mediacache"), ["proxy", "--cache", directory.path, "--chunk-size", "1000"])
+    let bad = try await run(
+      binary("mediacache"), ["proxy", "--cache", directory.path, "--chunk-size", "1000"])
     #expect(bad.status == 64)
     #expect(bad.stderr.contains("--chunk-size must be 4096...67108864 bytes, not 1000"), "\(bad.stderr)")
   }
@@ -123,7 +124,7 @@ struct ProxyProcess {
     defer { directory.cleanup() }
     let origin = try await TestOrigin.start()
     defer { Task { try? await origin.shutdown() } }
-    let proxy = try ProxyProcess(cache: directory.path, ["--durability", "relaxed"])
+    let proxy = try await ProxyProcess(cache: directory.path, ["--durability", "relaxed"])
     // Warm up (first request, first fetch) so the baseline includes the server's fixed costs.
     _ = try proxy.request(ProxyServer.proxyPath(for: origin.url(.normal, "warmup", size: 4 << 20)))
     let size = 512 << 20
@@ -136,8 +137,8 @@ struct ProxyProcess {
     #expect(stream.received == size)
     #expect(stream.mismatches == 0)
     #expect(stream.rssGrowth < 48 << 20, "proxy RSS grew \(stream.rssGrowth >> 20) MiB streaming 512 MiB")
-    #expect(proxy.stop().status == 0)
-    let check = try run(binary("cache-fsck"), [directory.path])
+    #expect(await proxy.stop().status == 0)
+    let check = try await run(binary("cache-fsck"), [directory.path])
     #expect(check.status == 0, "\(check.text)\(check.stderr)")
   }
 
@@ -149,7 +150,7 @@ struct ProxyProcess {
     defer { directory.cleanup() }
     let origin = try await TestOrigin.start()
     defer { Task { try? await origin.shutdown() } }
-    let proxy = try ProxyProcess(cache: directory.path)
+    let proxy = try await ProxyProcess(cache: directory.path)
     // About 3 MB/s from the origin, so the whole 24 MiB would take 8 s.
     let size = 24 << 20
     let url = origin.url(.slow, "cut", size: size, query: "delay-ms=5")
@@ -185,8 +186,8 @@ struct ProxyProcess {
     #expect(cutBody.equal, "\(cutBody)")
     let ranges = origin.requests(for: "cut").compactMap(\.range)
     #expect(!ranges.isEmpty && ranges.allSatisfy { !$0.hasPrefix("bytes=0-") }, "\(ranges)")
-    #expect(proxy.stop().status == 0)
-    let check = try run(binary("cache-fsck"), [directory.path])
+    #expect(await proxy.stop().status == 0)
+    let check = try await run(binary("cache-fsck"), [directory.path])
     #expect(check.status == 0, "\(check.text)\(check.stderr)")
   }
 
@@ -196,7 +197,7 @@ struct ProxyProcess {
     defer { directory.cleanup() }
     let origin = try await TestOrigin.start()
     defer { Task { try? await origin.shutdown() } }
-    let proxy = try ProxyProcess(cache: directory.path, ["--max-size", "\(10 << 20)"])
+    let proxy = try await ProxyProcess(cache: directory.path, ["--max-size", "\(10 << 20)"])
     for index in 0..<6 {
       let url = origin.url(.normal, "object\(index)", size: 4 << 20)
       let response = try await blocking { try proxy.request(ProxyServer.proxyPath(for: url)) }
@@ -215,7 +216,7 @@ struct ProxyProcess {
       try await cache.status(for: origin.url(.normal, "object5", size: 4 << 20)) == .complete(length: 4 << 20)
     )
     #expect(try await cache.status(for: origin.url(.normal, "object0", size: 4 << 20)) == .none)
-    #expect(proxy.stop().status == 0)
+    #expect(await proxy.stop().status == 0)
   }
 }
 

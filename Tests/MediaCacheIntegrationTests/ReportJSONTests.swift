@@ -34,7 +34,7 @@ import Testing
   /// `value` encoded again by the reports' encoder, as a line.
   func reencoded(_ value: some Encodable) throws -> String { try ReportJSON.encode(value) + "\n" }
 
-  @Test func purgeAndCompactorPrintTheSameCompactionKeys() throws {
+  @Test func purgeAndCompactorPrintTheSameCompactionKeys() async throws {
     let dir = try TemporaryDirectory()
     defer { dir.cleanup() }
     let (first, second) = (dir.file("purged"), dir.file("compacted"))
@@ -44,9 +44,9 @@ import Testing
     // Room for 2.5 objects: purge goes down to the limit, the compactor to 90% of it; both keep two.
     let limit = "\(perObject * 5 / 2)"
 
-    let purge = try run(mediacache, ["purge", "--cache", first, "--max-size", limit, "--json"])
+    let purge = try await run(mediacache, ["purge", "--cache", first, "--max-size", limit, "--json"])
     #expect(purge.status == 0, "\(purge.stderr)")
-    let pass = try run(compactor, [second, "--max-size", limit, "--max-age", "90d", "--json"])
+    let pass = try await run(compactor, [second, "--max-size", limit, "--max-age", "90d", "--json"])
     #expect(pass.status == 0, "\(pass.stderr)")
 
     let purgeKeys = try decodeReport(JSONKeys.self, purge).keys
@@ -76,14 +76,14 @@ import Testing
     #expect(try reencoded(compacted) == pass.text)
   }
 
-  @Test func fsckReportRoundTrips() throws {
+  @Test func fsckReportRoundTrips() async throws {
     let dir = try TemporaryDirectory()
     defer { dir.cleanup() }
     let cache = dir.file("cache")
     let expected = try FixtureExpectation(fixture: "flipped-chunk-byte")
     try copyFixture("flipped-chunk-byte", to: cache, agingNamesContaining: expected.agedNameMarker)
 
-    let check = try fsck([cache, "--json"])
+    let check = try await fsck([cache, "--json"])
     #expect(check.status == 4, "\(check.stderr)")
     let checked = try decodeReport(FsckOutput.self, check)
     #expect(checked.root == cache && checked.mode == "check" && !checked.fast && checked.exitCode == 4)
@@ -99,32 +99,32 @@ import Testing
     // The derived counts are printed as well.
     #expect(check.text.contains(#""corrected":0"#) && check.text.contains(#""uncorrected":1"#))
 
-    let repair = try fsck([cache, "--repair", "--fast", "--json"])
+    let repair = try await fsck([cache, "--repair", "--fast", "--json"])
     let repaired = try decodeReport(FsckOutput.self, repair)
     #expect(repaired.mode == "repair" && repaired.fast)
     #expect(repaired.exitCode == repair.status)
     #expect(try reencoded(repaired) == repair.text)
 
-    let missing = try fsck([dir.file("absent"), "--json"])
+    let missing = try await fsck([dir.file("absent"), "--json"])
     #expect(missing.status == 8)
     let failure = try decodeReport(FsckFailure.self, missing)
     #expect(failure.exitCode == 8 && failure.error.contains(dir.file("absent")), "\(failure.error)")
     #expect(try reencoded(failure) == missing.text)
   }
 
-  @Test func mediacacheReportsRoundTrip() throws {
+  @Test func mediacacheReportsRoundTrip() async throws {
     let dir = try TemporaryDirectory()
     defer { dir.cleanup() }
     let cache = dir.file("cache")
     try randomBytes(count: 10_000, seed: 21).write(to: URL(fileURLWithPath: dir.file("src")))
-    let imported = try run(
+    let imported = try await run(
       mediacache,
       [
         "import", "--cache", cache, "https://cdn.example/a/b.mp4", dir.file("src"), "--content-type",
         "video/mp4",
       ])
     #expect(imported.status == 0, "\(imported.stderr)")
-    let partial = try run(
+    let partial = try await run(
       mediacache,
       [
         "import", "--cache", cache, "p", dir.file("src"), "--range", "0-4095", "--length", "10000",
@@ -142,12 +142,13 @@ import Testing
     }
     try Data("not a manifest".utf8).write(to: URL(fileURLWithPath: store.paths(for: broken).manifest))
 
-    let status = try run(mediacache, ["status", "--cache", cache, "p", "--json"])
+    let status = try await run(mediacache, ["status", "--cache", cache, "p", "--json"])
     let decodedStatus = try decodeReport(MediaCache.Status.self, status)
     #expect(decodedStatus == .partial(cachedBytes: 4096, length: 10_000, ranges: [0..<4096]))
     #expect(try reencoded(decodedStatus) == status.text)
 
-    let inspect = try run(mediacache, ["inspect", "--cache", cache, "https://cdn.example/a/b.mp4", "--json"])
+    let inspect = try await run(
+      mediacache, ["inspect", "--cache", cache, "https://cdn.example/a/b.mp4", "--json"])
     let description = try decodeReport(ObjectDescription.self, inspect)
     #expect(description.objectID == CacheKey("https://cdn.example/a/b.mp4").objectID)
     #expect(description.contentLength == 10_000 && description.contentType == "video/mp4")
@@ -159,7 +160,7 @@ import Testing
       inspect.text.range(of: #""createdAt":"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ""#, options: .regularExpression)
         != nil)
 
-    let listing = try run(mediacache, ["ls", "--cache", cache, "--json"])
+    let listing = try await run(mediacache, ["ls", "--cache", cache, "--json"])
     let entries = try decodeReport([ListEntry].self, listing)
     #expect(try reencoded(entries) == listing.text)
     #expect(entries.count == 4)
@@ -177,7 +178,7 @@ import Testing
       #expect(listing.text.contains(line), "\(line)")
     }
 
-    let stats = try run(mediacache, ["stats", "--cache", cache, "--json"])
+    let stats = try await run(mediacache, ["stats", "--cache", cache, "--json"])
     let statistics = try decodeReport(CacheStatistics.self, stats)
     #expect(statistics.objects == 4 && statistics.complete == 1 && statistics.partial == 1)
     #expect(statistics.unreadable == 2 && statistics.cachedBytes == 10_000 + 4096)

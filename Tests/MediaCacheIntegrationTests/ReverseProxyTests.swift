@@ -35,7 +35,7 @@ import Testing
     try await withTemporaryDirectory { directory in
       let origin = try await TestOrigin.start()
       defer { Task { try? await origin.shutdown() } }
-      let proxy = try ProxyProcess(cache: "\(directory)/cache", ["--upstream", origin.baseURL])
+      let proxy = try await ProxyProcess(cache: "\(directory)/cache", ["--upstream", origin.baseURL])
       let size = 300_000
       let expected = TestOrigin.bytes(name: "movie", size: size)
       // The same request target a client of the origin would send.
@@ -54,7 +54,7 @@ import Testing
       // The query is part of the upstream URL: another size is another object.
       let other = try await get(proxy, TestOrigin.path(.normal, "movie", size: 1000))
       #expect(sameBytes(other.body, TestOrigin.bytes(name: "movie", size: 1000)).equal)
-      #expect(proxy.stop().status == 0)
+      #expect(await proxy.stop().status == 0)
     }
   }
 
@@ -66,7 +66,7 @@ import Testing
       "page.txt": "page",
     ]
     try await withFiles(files) { origin, directory in
-      let proxy = try ProxyProcess(cache: "\(directory)/cache", ["--upstream", origin.url(file: "")])
+      let proxy = try await ProxyProcess(cache: "\(directory)/cache", ["--upstream", origin.url(file: "")])
       for (path, text) in [
         ("/metrics", files["metrics"]!), ("/preload", files["preload"]!),
         ("/index.html", files["index.html"]!),
@@ -109,14 +109,14 @@ import Testing
       #expect(unknown.status == 404)
       #expect(
         origin.requests(for: ".mediacache/nothing").isEmpty, "the admin prefix never reaches the upstream")
-      #expect(proxy.stop().status == 0)
+      #expect(await proxy.stop().status == 0)
     }
   }
 
   @Test func prefixesMapLongestFirstAndWhatNoneServesOrCouldEscapeIsRefused() async throws {
     let files = ["x/f.txt": "under x", "y/f.txt": "under y", "x/b/f.txt": "x/b, shadowed by /a/b"]
     try await withFiles(files) { origin, directory in
-      let proxy = try ProxyProcess(
+      let proxy = try await ProxyProcess(
         cache: "\(directory)/cache",
         ["--upstream", "/a=\(origin.url(file: "x"))", "--upstream", "/a/b/=\(origin.url(file: "y"))/"])
       for (path, text) in [("/a/f.txt", "under x"), ("/a/b/f.txt", "under y")] {
@@ -133,7 +133,7 @@ import Testing
       }
       #expect(origin.requests(for: "x/f.txt").count == 1 && origin.requests(for: "y/f.txt").count == 1)
       #expect(proxy.child.outputSoFar.contains("upstream /a/b -> \(origin.url(file: "y"))"))
-      #expect(proxy.stop().status == 0)
+      #expect(await proxy.stop().status == 0)
     }
   }
 
@@ -144,7 +144,7 @@ import Testing
         ["https://user:secret@example.com"], ["/v=not a url"], ["/.mediacache/x=http://example.com"],
         ["/v=http://a.example", "/v/=http://b.example"],
       ] {
-        let result = try run(
+        let result = try await run(
           binary("mediacache"),
           ["proxy", "--cache", "\(directory)/cache"] + arguments.flatMap { ["--upstream", $0] })
         #expect(result.status == 64, "\(arguments): \(result.status)")
@@ -158,7 +158,7 @@ import Testing
   @Test func playlistsResolveThroughTheUpstreamPaths() async throws {
     try await withFileOrigin { origin in
       try await withTemporaryDirectory { directory in
-        let proxy = try ProxyProcess(
+        let proxy = try await ProxyProcess(
           cache: "\(directory)/cache", ["--upstream", "/media=\(origin.url(file: ""))"])
         let master = try await get(proxy, "/media/hls/master.m3u8")
         #expect(master.status == 200)
@@ -167,8 +167,8 @@ import Testing
 
         // ffmpeg plays the first video stream of `path` through the proxy alone.
         let ffmpeg = try mediaTool("ffmpeg")
-        func play(_ path: String) throws {
-          let played = try run(
+        func play(_ path: String) async throws {
+          let played = try await run(
             ffmpeg,
             [
               "-v", "error", "-i", "http://127.0.0.1:\(proxy.port)\(path)", "-map", "0:v:0", "-f", "null",
@@ -176,7 +176,7 @@ import Testing
             ])
           #expect(played.status == 0, "\(path): \(played.stderr)")
         }
-        try play("/media/hls/master.m3u8")
+        try await play("/media/hls/master.m3u8")
         let variant = try String(
           contentsOfFile: "\(mediaFixturesDirectory)/hls/v0/index.m3u8", encoding: .utf8)
         let segments = variant.split(separator: "\n").filter { !$0.hasPrefix("#") }
@@ -186,9 +186,9 @@ import Testing
             origin.requests(for: "hls/v0/\(segment)").count >= 1, "\(segment) was read through the proxy")
         }
         // DASH too.
-        try play("/media/dash/manifest.mpd")
+        try await play("/media/dash/manifest.mpd")
         #expect(origin.requests(for: "dash/chunk-stream0-00001.m4s").count >= 1)
-        #expect(proxy.stop().status == 0)
+        #expect(await proxy.stop().status == 0)
       }
     }
     // Absolute URIs: a playlist that names its segments by the upstream's URL, and one elsewhere.
@@ -206,7 +206,8 @@ import Testing
 
         """
       try Data(playlist.utf8).write(to: URL(fileURLWithPath: "\(directory)/root/hls/abs.m3u8"))
-      let proxy = try ProxyProcess(cache: "\(directory)/cache", ["--upstream", "/m=\(origin.url(file: ""))"])
+      let proxy = try await ProxyProcess(
+        cache: "\(directory)/cache", ["--upstream", "/m=\(origin.url(file: ""))"])
       let response = try await get(proxy, "/m/hls/abs.m3u8")
       #expect(response.status == 200)
       let lines = String(decoding: response.body, as: UTF8.self).split(separator: "\n").filter {
@@ -246,7 +247,7 @@ import Testing
       ] {
         #expect(text.contains(expected), "\(expected) in \(text)")
       }
-      #expect(proxy.stop().status == 0)
+      #expect(await proxy.stop().status == 0)
     }
   }
 }

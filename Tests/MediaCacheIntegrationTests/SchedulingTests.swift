@@ -206,12 +206,12 @@ struct SchedulingTests {
     ("proxy", "--max-foreground-requests", "0"), ("proxy", "--max-background-requests-per-host", "-1"),
     ("fetch", "--max-foreground-requests", "-3"), ("fetch", "--max-background-requests-per-host", "0"),
   ])
-  func badLimitsAreRefused(command: String, option: String, value: String) throws {
+  func badLimitsAreRefused(command: String, option: String, value: String) async throws {
     let directory = try TemporaryDirectory()
     defer { directory.cleanup() }
     var arguments = [command, "--cache", directory.path, "\(option)=\(value)"]
     if command == "fetch" { arguments.append("http://127.0.0.1:1/x") }
-    let result = try run(binary("mediacache"), arguments)
+    let result = try await run(binary("mediacache"), arguments)
     #expect(result.status != 0)
     #expect(result.stderr.contains(option) && result.stderr.contains("at least 1"), "\(result.stderr)")
   }

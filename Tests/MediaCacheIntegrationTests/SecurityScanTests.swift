@@ -29,20 +29,22 @@ import Testing
     let proxied = origin.url(.normal, "scan-proxied", size: size, query: "session=Sess1onProxied")
     let imported = "https://private.example/scan/imported.mp4?key=1mportedKey"
 
-    #expect(try run(mediacache, ["fetch", "--cache", cache, "--chunk-size", "65536", fetched]).status == 0)
-    let signedFetch = try run(mediacache, ["fetch", "--cache", cache, "--ignore-query", "Signature", signed])
+    #expect(
+      try await run(mediacache, ["fetch", "--cache", cache, "--chunk-size", "65536", fetched]).status == 0)
+    let signedFetch = try await run(
+      mediacache, ["fetch", "--cache", cache, "--ignore-query", "Signature", signed])
     #expect(signedFetch.status == 0, "\(signedFetch.stderr)")
-    let proxy = try ProxyProcess(cache: cache)
+    let proxy = try await ProxyProcess(cache: cache)
     let response = try proxy.request(ProxyServer.proxyPath(for: proxied))
     #expect(response.status == 200)
-    #expect(proxy.stop().status == 0)
+    #expect(await proxy.stop().status == 0)
     let source = directory.file("source.bin")
     try randomBytes(count: size, seed: 5).write(to: URL(fileURLWithPath: source))
-    #expect(try run(mediacache, ["import", "--cache", cache, imported, source]).status == 0)
-    #expect(try run(mediacache, ["pin", "--cache", cache, imported]).status == 0)
-    #expect(try run(mediacache, ["purge", "--cache", cache, "--max-size", "1G"]).status == 0)
-    #expect(try run(binary("cache-compactor"), [cache, "--scrub", "1G"]).status == 0)
-    #expect(try run(binary("cache-fsck"), [cache, "--repair"]).status == 0)
+    #expect(try await run(mediacache, ["import", "--cache", cache, imported, source]).status == 0)
+    #expect(try await run(mediacache, ["pin", "--cache", cache, imported]).status == 0)
+    #expect(try await run(mediacache, ["purge", "--cache", cache, "--max-size", "1G"]).status == 0)
+    #expect(try await run(binary("cache-compactor"), [cache, "--scrub", "1G"]).status == 0)
+    #expect(try await run(binary("cache-fsck"), [cache, "--repair"]).status == 0)
 
     var needles: [String] = []
     for url in [fetched, signed, proxied, imported] {

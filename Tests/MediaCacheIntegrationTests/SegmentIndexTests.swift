@@ -28,8 +28,8 @@ import Testing
 
   /// A fragmented, video-only copy of faststart.mp4 (a fragment per 1 s key frame) with one `sidx`, written
   /// to `path`; returns its bytes.
-  func makeIndexedFile(_ path: String) throws -> [UInt8] {
-    _ = try runMediaTool(
+  func makeIndexedFile(_ path: String) async throws -> [UInt8] {
+    _ = try await runMediaTool(
       "ffmpeg",
       [
         "-nostdin", "-v", "error", "-y", "-i", "\(mediaFixturesDirectory)/faststart.mp4", "-an", "-c", "copy",
@@ -38,10 +38,10 @@ import Testing
     return Array(try Data(contentsOf: URL(fileURLWithPath: path)))
   }
 
-  @Test func theIndexGivesEachFragmentsBytesAndStart() throws {
+  @Test func theIndexGivesEachFragmentsBytesAndStart() async throws {
     let directory = try TemporaryDirectory()
     defer { directory.cleanup() }
-    let bytes = try makeIndexedFile(directory.file("indexed.mp4"))
+    let bytes = try await makeIndexedFile(directory.file("indexed.mp4"))
     let top = boxes(bytes)
     let sidx = try #require(top.first { $0.type == "sidx" }).range
     let fragments = top.filter { $0.type == "moof" }.map(\.range.lowerBound)
@@ -85,7 +85,7 @@ import Testing
     try await withTemporaryDirectory { directory in
       let root = "\(directory)/media"
       try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
-      let bytes = try makeIndexedFile("\(root)/indexed.mp4")
+      let bytes = try await makeIndexedFile("\(root)/indexed.mp4")
       let top = boxes(bytes)
       let moov = try #require(top.first { $0.type == "moov" }).range
       let sidx = try #require(top.first { $0.type == "sidx" }).range
@@ -106,7 +106,7 @@ import Testing
       // take the fragments starting before 1.75 s, which hold 2 s), and it must not play 2 s.
       let mpdURL = try await withFileOrigin(root: root) { origin in
         for (cache, seconds) in [("cache", "2"), ("short", "0.2")] {
-          let result = try run(
+          let result = try await run(
             binary("mediacache"),
             [
               "preload", "--cache", "\(directory)/\(cache)", "--chunk-size", "4096", "--seconds", seconds,
@@ -114,7 +114,7 @@ import Testing
             ])
           #expect(result.status == 0, "\(result.stderr)")
         }
-        let status = try run(
+        let status = try await run(
           binary("mediacache"),
           ["status", "--cache", "\(directory)/cache", "--json", origin.url(file: "indexed.mp4")])
         struct Status: Decodable { var ranges: [[Int64]] }
@@ -130,13 +130,13 @@ import Testing
         return origin.url(file: "on-demand.mpd")
       }
       // The origin is stopped: played through the proxy from what was preloaded, frame for frame as the file.
-      let local = try await blocking { try frameHashes("\(root)/indexed.mp4", duration: 2) }
+      let local = try await frameHashes("\(root)/indexed.mp4", duration: 2)
       #expect(local.split(separator: "\n").filter { $0.hasPrefix("0,") }.count == 50)
       for (cache, enough) in [("cache", true), ("short", false)] {
-        let (proxy, port) = try startProxy(cache: "\(directory)/\(cache)", [])
+        let (proxy, port) = try await startProxy(cache: "\(directory)/\(cache)", [])
         defer { proxy.kill() }
         let proxied = "http://127.0.0.1:\(port)\(try #require(ProxyPathForm.path(for: mpdURL)))"
-        let played = try? await blocking { try frameHashes(proxied, duration: 2) }
+        let played = try? await frameHashes(proxied, duration: 2)
         if enough {
           #expect(played == local, "2 s preloaded did not play the same")
         } else {

@@ -26,7 +26,7 @@ struct TLSOrigin {
   func url(_ file: String, port: Int) -> String { "https://127.0.0.1:\(port)/\(file)" }
 
   /// Makes the certificates, writes nginx.conf and starts nginx, waiting until all three ports accept.
-  static func start() throws -> TLSOrigin {
+  static func start() async throws -> TLSOrigin {
     let nginxPath = try #require(
       ["/usr/sbin/nginx", "/usr/bin/nginx"].first { FileManager.default.isExecutableFile(atPath: $0) },
       "nginx is not installed (apt-get install nginx)")
@@ -71,34 +71,34 @@ struct TLSOrigin {
     for port in ports {
       while (try? connectLoopback(port, timeout: 1)).map({ close($0) }) == nil {
         guard Date() < deadline, nginx.process.isRunning else {
-          origin.stop()
+          await origin.stop()
           let log = (try? String(contentsOfFile: directory.file("error.log"), encoding: .utf8)) ?? ""
           throw RawHTTPError(description: "nginx did not start on port \(port): \(log)")
         }
-        usleep(20_000)
+        try await Task.sleep(for: .milliseconds(20))
       }
     }
     return origin
   }
 
   /// Stops nginx and removes the directory.
-  func stop() {
+  func stop() async {
     nginx.kill(SIGTERM)
-    _ = nginx.wait(timeout: 15)
+    _ = await nginx.wait(timeout: 15)
     directory.cleanup()
   }
 }
 
-/// Runs `body` with a fresh `TLSOrigin`, stopped afterwards. Starting and stopping run on a Dispatch thread;
-/// `body` runs in the test's own context, so that its expectations are recorded against the test.
+/// Runs `body` with a fresh `TLSOrigin`, stopped afterwards (nginx started and waited for on threads of their
+/// own); `body` runs in the test's own context, so that its expectations are recorded against the test.
 func withTLSOrigin<T>(_ body: (TLSOrigin) async throws -> T) async throws -> T {
-  let origin = try await blocking { try TLSOrigin.start() }
+  let origin = try await TLSOrigin.start()
   do {
     let result = try await body(origin)
-    try await blocking { origin.stop() }
+    await origin.stop()
     return result
   } catch {
-    try? await blocking { origin.stop() }
+    await origin.stop()
     throw error
   }
 }

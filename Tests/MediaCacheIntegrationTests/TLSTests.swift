@@ -144,11 +144,9 @@ import Testing
   {
     try await withTLSOrigin { origin in
       let environment = try trust.environment(origin)
-      let (proxy, port) = try await blocking {
-        try startProxy(
-          cache: origin.directory.file("cache"), trust.arguments(origin) + ["--retries", "3"],
-          environment: environment)
-      }
+      let (proxy, port) = try await startProxy(
+        cache: origin.directory.file("cache"), trust.arguments(origin) + ["--retries", "3"],
+        environment: environment)
       let goodPath = ProxyServer.proxyPath(for: origin.url(Self.file, port: origin.trustedPort))
       let good = try await blocking { try rawRequest(port: port, goodPath) }
       #expect(good.status == 200)
@@ -170,7 +168,7 @@ import Testing
       }
       let exit = try await blocking {
         proxy.kill(SIGTERM)
-        return proxy.wait(timeout: 15)
+        return proxy.waitOnThisThread(timeout: 15)
       }
       #expect(exit.status == 0, "proxy exit: \(exit.stderr)")
     }

@@ -431,13 +431,13 @@ func streamLargeObject(
         let directory = try TemporaryDirectory()
         defer { directory.cleanup() }
         try Data(response.body).write(to: URL(fileURLWithPath: directory.file("z.gz")))
-        let result = try run(gzip, ["-dc", directory.file("z.gz")])
+        let result = try await run(gzip, ["-dc", directory.file("z.gz")])
         #expect(result.status == 0, "\(result.stderr)")
         #expect([UInt8](result.stdout) == TestOrigin.bytes(name: "z", size: size))
         for emptySize in [0, 65_535] {
           try Data(TestOrigin.gzipBody(name: "y", size: emptySize)).write(
             to: URL(fileURLWithPath: directory.file("y.gz")))
-          let decoded = try run(gzip, ["-dc", directory.file("y.gz")])
+          let decoded = try await run(gzip, ["-dc", directory.file("y.gz")])
           #expect(decoded.status == 0)
           #expect([UInt8](decoded.stdout) == TestOrigin.bytes(name: "y", size: emptySize))
         }
@@ -564,27 +564,26 @@ func streamLargeObject(
   func standaloneOriginStreamsWithBoundedMemory() async throws {
     // The same in the standalone origin, whose RSS nothing else disturbs.
     let child = try ChildProcess(binary("mediacache-test-origin"), ["--port", "0"])
-    defer {
-      child.closeInput()
-      _ = child.wait(timeout: 30)
+    try await child.closingInputAfter {
+      #expect(await child.waitForLine(timeout: 30) { $0.hasPrefix("listening on http://127.0.0.1:") })
+      let line = try #require(child.outputSoFar.split(separator: "\n").first)
+      let port = try #require(Int(line.split(separator: ":").last ?? ""))
+      let size = 256 << 20
+      let stream = try await streamLargeObject(
+        port: port, name: "huge", size: size, pid: String(child.pid), pause: .milliseconds(300)
+      ) {}
+      #expect(stream.response.status == 200 && stream.response.isComplete)
+      #expect(stream.received == size && stream.mismatches == 0)
+      #expect(
+        stream.rssGrowth < 32 << 20, "origin RSS grew by \(stream.rssGrowth >> 20) MiB streaming 256 MiB")
     }
-    #expect(child.waitForLine(timeout: 30) { $0.hasPrefix("listening on http://127.0.0.1:") })
-    let line = try #require(child.outputSoFar.split(separator: "\n").first)
-    let port = try #require(Int(line.split(separator: ":").last ?? ""))
-    let size = 256 << 20
-    let stream = try await streamLargeObject(
-      port: port, name: "huge", size: size, pid: String(child.pid), pause: .milliseconds(300)
-    ) {}
-    #expect(stream.response.status == 200 && stream.response.isComplete)
-    #expect(stream.received == size && stream.mismatches == 0)
-    #expect(stream.rssGrowth < 32 << 20, "origin RSS grew by \(stream.rssGrowth >> 20) MiB streaming 256 MiB")
   }
 
   @Test(.enabled(if: FileManager.default.isExecutableFile(atPath: binary("mediacache-test-origin"))))
   func standaloneOriginProcess() async throws {
     // Serves until standard input ends.
     let child = try ChildProcess(binary("mediacache-test-origin"), ["--port", "0"])
-    #expect(child.waitForLine(timeout: 30) { $0.hasPrefix("listening on http://127.0.0.1:") })
+    #expect(await child.waitForLine(timeout: 30) { $0.hasPrefix("listening on http://127.0.0.1:") })
     let line = try #require(child.outputSoFar.split(separator: "\n").first)
     let port = try #require(Int(line.split(separator: ":").last ?? ""))
     let connection = try RawHTTPConnection(port: port)
@@ -593,17 +592,17 @@ func streamLargeObject(
     #expect(response.status == 200 && response.body == TestOrigin.bytes(name: "x", size: 1_000))
     connection.close()
     child.closeInput()
-    let result = child.wait(timeout: 30)
+    let result = await child.wait(timeout: 30)
     #expect(result.status == 0, "\(result.stderr)")
 
     // Serves until SIGTERM.
     let other = try ChildProcess(binary("mediacache-test-origin"), ["0", "--no-stdin"])
-    #expect(other.waitForLine(timeout: 30) { $0.hasPrefix("listening on http://127.0.0.1:") })
+    #expect(await other.waitForLine(timeout: 30) { $0.hasPrefix("listening on http://127.0.0.1:") })
     other.closeInput()
     try await Task.sleep(for: .milliseconds(100))
     #expect(other.process.isRunning)
     other.kill(SIGTERM)
-    #expect(other.wait(timeout: 30).status == 0)
+    #expect(await other.wait(timeout: 30).status == 0)
   }
 
   @Test(.enabled(if: FileManager.default.isExecutableFile(atPath: binary("mediacache-test-origin"))))

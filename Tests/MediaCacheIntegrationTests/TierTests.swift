@@ -22,16 +22,19 @@ import Testing
     try await withTemporaryDirectory { directory in
       let origin = try await TestOrigin.start()
       defer { Task { try? await origin.shutdown() } }
-      var nodes = try (0..<3).map { try TierNode(directory: directory, index: $0, origin: origin) }
+      var nodes: [TierNode] = []
+      for index in 0..<3 {
+        nodes.append(try await TierNode(directory: directory, index: index, origin: origin))
+      }
       let balancer = try await blocking { [nodes] in
         try TierBalancer.start(engine, in: directory, nodes: nodes.map(\.port))
       }
       defer { balancer.stop() }
       var l1Count = 0
       /// A fresh L1 (an empty cache) whose upstream is the balancer.
-      func freshL1() throws -> ProxyProcess {
+      func freshL1() async throws -> ProxyProcess {
         l1Count += 1
-        return try ProxyProcess(
+        return try await ProxyProcess(
           cache: "\(directory)/l1-\(l1Count)", ["--upstream", balancer.url, "--cache-status-name", "l1"])
       }
       func originRequests(_ name: String) -> Int { origin.requests(for: name).count }
@@ -44,11 +47,11 @@ import Testing
       }
 
       // A cold pass: each object is fetched from the origin by exactly one node, which keeps it.
-      let first = try freshL1()
+      let first = try await freshL1()
       try await pass(first)
       var owner: [String: Int] = [:]
       for (name, size) in Self.objects {
-        let holders = try nodes.indices.filter { try nodes[$0].holds(origin.url(.normal, name, size: size)) }
+        let holders = try await holding(nodes, origin.url(.normal, name, size: size))
         #expect(holders.count == 1, "\(name) is on nodes \(holders)")
         owner[name] = holders.first
       }
@@ -56,24 +59,24 @@ import Testing
       for (name, _) in Self.objects {
         #expect(Set(balancer.upstreamsServing(name)) == [nodes[owner[name] ?? 0].port], "\(name)")
       }
-      #expect(first.stop().status == 0)
+      #expect(await first.stop().status == 0)
 
       // A warm pass through another L1: the nodes answer everything, the origin sees nothing.
       let before = Self.objects.map { originRequests($0.0) }
-      let second = try freshL1()
+      let second = try await freshL1()
       try await pass(second)
       #expect(Self.objects.map { originRequests($0.0) } == before, "a warm pass reached the origin")
-      #expect(second.stop().status == 0)
+      #expect(await second.stop().status == 0)
 
       // A fourth node: the balancer's configuration is reloaded; about a quarter of the objects move to it (they
       // are fetched from the origin once, by it), the others stay where they were.
-      nodes.append(try TierNode(directory: directory, index: 3, origin: origin))
+      await nodes.append(try TierNode(directory: directory, index: 3, origin: origin))
       try await blocking { [nodes] in try balancer.reload(nodes: nodes.map(\.port)) }
-      let third = try freshL1()
+      let third = try await freshL1()
       try await pass(third)
       var moved: [String] = []
       for ((name, size), count) in zip(Self.objects, before) {
-        let holdsNew = try nodes[3].holds(origin.url(.normal, name, size: size))
+        let holdsNew = try await nodes[3].holds(origin.url(.normal, name, size: size))
         if originRequests(name) > count {
           moved.append(name)
           #expect(holdsNew, "\(name) was fetched again, but not by the new node")
@@ -84,13 +87,13 @@ import Testing
       #expect(
         (1...Self.objects.count / 2).contains(moved.count),
         "\(moved.count) of \(Self.objects.count) objects moved to the fourth node: \(moved)")
-      #expect(third.stop().status == 0)
+      #expect(await third.stop().status == 0)
 
       // A node killed while it streams: the client gets only right bytes, and its next request is served by
       // another node, which fetches the object from the origin.
       let big = ("tier-big", 24 << 20)
       let expected = TestOrigin.bytes(name: big.0, size: big.1)
-      let fourth = try freshL1()
+      let fourth = try await freshL1()
       let url = origin.url(.normal, big.0, size: big.1)
       let (received, wrongAt, killed) = try await blocking { [nodes] in
         let connection = try RawHTTPConnection(port: fourth.port)
@@ -105,7 +108,7 @@ import Testing
           }
           offset += piece.count
           if offset >= 2 << 20, killed == nil {
-            let holder = nodes.indices.first { (try? nodes[$0].holds(url)) == true }
+            let holder = nodes.indices.first { (try? nodes[$0].holdsOnThisThread(url)) == true }
             killed = .some(holder)
             if let holder { nodes[holder].process.child.kill(SIGKILL) }
           }
@@ -119,10 +122,12 @@ import Testing
       let again = try await blocking { try fourth.request(TestOrigin.path(.normal, big.0, size: big.1)) }
       #expect(again.status == 200)
       #expect(sameBytes(again.body, expected).equal, "the object after its node was killed")
-      let survivors = try nodes.indices.filter { try $0 != victim && nodes[$0].holds(url) }
+      let survivors = try await holding(nodes, url).filter { $0 != victim }
       #expect(survivors.count == 1, "another node took the object: \(survivors)")
-      #expect(fourth.stop().status == 0)
-      for index in nodes.indices where index != victim { #expect(nodes[index].process.stop().status == 0) }
+      #expect(await fourth.stop().status == 0)
+      for index in nodes.indices where index != victim {
+        #expect(await nodes[index].process.stop().status == 0)
+      }
     }
   }
 }
@@ -133,16 +138,28 @@ struct TierNode {
   let process: ProxyProcess
   var port: Int { process.port }
 
-  init(directory: String, index: Int, origin: TestOrigin) throws {
+  init(directory: String, index: Int, origin: TestOrigin) async throws {
     cache = "\(directory)/node\(index)"
-    process = try ProxyProcess(
+    process = try await ProxyProcess(
       cache: cache, ["--upstream", origin.baseURL, "--cache-status-name", "node\(index)"])
   }
 
   /// Whether the node's cache holds bytes of `url` (`mediacache inspect` finds its manifest).
-  func holds(_ url: String) throws -> Bool {
-    try run(binary("mediacache"), ["inspect", "--cache", cache, url]).status == 0
+  func holds(_ url: String) async throws -> Bool {
+    try await run(binary("mediacache"), ["inspect", "--cache", cache, url]).status == 0
   }
+
+  /// `holds` for code already on a thread of its own (it blocks that thread).
+  func holdsOnThisThread(_ url: String) throws -> Bool {
+    try runOnThisThread(binary("mediacache"), ["inspect", "--cache", cache, url]).status == 0
+  }
+}
+
+/// The indices of the nodes that hold `url`.
+func holding(_ nodes: [TierNode], _ url: String) async throws -> [Int] {
+  var holders: [Int] = []
+  for index in nodes.indices where try await nodes[index].holds(url) { holders.append(index) }
+  return holders
 }
 
 /// The engine in front of the nodes, configured from `deploy/tiers/` with its ports changed: nginx
@@ -285,8 +302,9 @@ struct TierBalancer {
     }
   }
 
+  /// Blocks its thread (for a `defer`, which cannot await).
   func stop() {
     process.kill(SIGTERM)
-    _ = process.wait(timeout: 15)
+    _ = process.waitOnThisThread(timeout: 15)
   }
 }
