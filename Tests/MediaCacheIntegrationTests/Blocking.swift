@@ -19,10 +19,3 @@ func onOwnThread<T: Sendable>(_ work: @escaping @Sendable () -> T) async -> T {
     blockingQueue.async { continuation.resume(returning: work()) }
   }
 }
-
-/// `run` on a thread of its own (the async `run`).
-func runBlocking(_ program: String, _ arguments: [String], environment: [String: String]? = nil) async throws
-  -> CommandResult
-{
-  try await run(program, arguments, environment: environment)
-}

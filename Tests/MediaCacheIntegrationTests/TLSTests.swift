@@ -63,11 +63,11 @@ import Testing
     try await withTLSOrigin { origin in
       let cache = origin.directory.file("cache")
       let url = origin.url(Self.file, port: origin.trustedPort)
-      let result = try await runBlocking(
+      let result = try await run(
         Self.mediacache, ["fetch", "--cache", cache, url] + trust.arguments(origin),
         environment: try trust.environment(origin))
       #expect(result.status == 0, "\(trust): \(result.stderr)")
-      let cat = try await runBlocking(Self.mediacache, ["cat", "--cache", cache, url])
+      let cat = try await run(Self.mediacache, ["cat", "--cache", cache, url])
       #expect([UInt8](cat.stdout) == (try mediaFixture(Self.file)), "\(trust): cached bytes differ")
     }
   }
@@ -80,7 +80,7 @@ import Testing
     try await withTLSOrigin { origin in
       let cache = origin.directory.file("cache")
       let url = origin.url(arguments[1], port: origin.trustedPort)
-      let result = try await runBlocking(
+      let result = try await run(
         Self.mediacache, ["fetch", arguments[0], "--cache", cache, url] + trust.arguments(origin),
         environment: try trust.environment(origin))
       #expect(result.status == 0, "\(trust) \(arguments): \(result.stderr)")
@@ -111,7 +111,7 @@ import Testing
       for (port, arguments, expected) in cases {
         let url = origin.url(Self.file, port: port)
         let started = Date()
-        let result = try await runBlocking(
+        let result = try await run(
           Self.mediacache, ["fetch", "--cache", cache, url] + arguments, environment: Self.cleanEnvironment)
         let elapsed = Date().timeIntervalSince(started)
         #expect(result.status == 1, "\(url): \(result.stderr)")
@@ -129,7 +129,7 @@ import Testing
       // The test origin speaks plain HTTP on its port: ask it for https.
       let url = origin.url(file: Self.file).replacingOccurrences(of: "http://", with: "https://")
       let started = Date()
-      let result = try await runBlocking(
+      let result = try await run(
         Self.mediacache, ["fetch", "--cache", directory.file("cache"), url],
         environment: Self.cleanEnvironment)
       #expect(result.status == 1, "\(result.stderr)")
@@ -202,7 +202,7 @@ import Testing
     for (arguments, extra, expected) in cases {
       let environment = Self.cleanEnvironment.merging(extra) { $1 }
       for command in [["fetch", url], ["proxy", "--port", "0"]] {
-        let result = try await runBlocking(
+        let result = try await run(
           Self.mediacache, command + ["--cache", directory.file("cache")] + arguments,
           environment: environment)
         #expect(result.status == 1, "\(command) \(arguments) \(extra): \(result.stderr)")
