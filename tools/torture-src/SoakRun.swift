@@ -128,7 +128,11 @@ func runSoak(_ options: SoakOptions) async -> Int32 {
   }
   let faultSeed = random.next()
   let killSeed = random.next()
-  thread { sampleProxy(holder, port: port, began: began, stop: stop, into: samples) }
+  thread {
+    sampleProxy(
+      holder, port: port, began: began, stop: stop, into: samples, fileSystem: fileSystem.path, cache: root,
+      tally: tally)
+  }
   thread {
     runOriginFaults(
       origin: origin, tls: tls, set: set, fileSystem: fileSystem, timeline: timeline, world: world,
@@ -330,7 +334,9 @@ struct SoakFileSystem: Sendable {
   /// (writing again whatever evictions free), then deletes the file.
   func fill(seconds: Double, timeline: SoakTimeline, counters: SoakCounters) {
     let filler = "\(path)/filler"
-    let fd = open(filler, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+    // O_CLOEXEC: a proxy restarted during the fill inherited the descriptor without it, and kept the deleted
+    // filler, and the disk full, for as long as it lived (the sampler now reports such a descriptor).
+    let fd = open(filler, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
     guard fd >= 0 else { return }
     let block = [UInt8](repeating: 0, count: 1 << 20)
     var written = 0

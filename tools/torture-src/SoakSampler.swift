@@ -30,9 +30,14 @@ final class ProxyHolder: Sendable {
 }
 
 /// Samples the proxy every second until `stop`: RSS, open descriptors and threads from /proc, and the probe.
+/// A descriptor of the proxy's on a file under `fileSystem` but outside `cache` is a problem (once a path): the
+/// proxy opens only the cache's files there, so it is one the harness leaked into it (the disk filler was, when
+/// the proxy restarted during the fill, and kept the disk full for as long as that proxy lived).
 func sampleProxy(
-  _ holder: ProxyHolder, port: Int, began: Double, stop: StopFlag, into samples: Shared<[SoakSample]>
+  _ holder: ProxyHolder, port: Int, began: Double, stop: StopFlag, into samples: Shared<[SoakSample]>,
+  fileSystem: String, cache: String, tally: SoakTally
 ) {
+  var reported: Set<String> = []
   while !stop.isSet {
     let (process, lifetime, started) = holder.current
     if let process, process.child.isRunning,
@@ -48,10 +53,17 @@ func sampleProxy(
       }
       let descriptors =
         (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(process.child.pid)/fd")) ?? []
-      let sockets = descriptors.filter {
-        (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(process.child.pid)/fd/\($0)"))?
-          .hasPrefix("socket:") ?? false
-      }.count
+      let targets = descriptors.compactMap {
+        try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(process.child.pid)/fd/\($0)")
+      }
+      let sockets = targets.filter { $0.hasPrefix("socket:") }.count
+      for target in targets
+      where target.hasPrefix(fileSystem + "/") && !target.hasPrefix(cache + "/")
+      {
+        let path = target.hasSuffix(" (deleted)") ? String(target.dropLast(10)) : target
+        guard reported.insert(path).inserted else { continue }
+        tally.problem("the proxy (pid \(process.child.pid)) holds \(target) open, a file outside its cache")
+      }
       let probe = soakGet(port: port, SoakRequest(target: "/soak-probe"), receiveTimeout: 2)
       let probeMilliseconds = probe.status == nil ? nil : (probe.ended - probe.started) * 1000
       let sample = SoakSample(
