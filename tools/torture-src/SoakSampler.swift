@@ -58,8 +58,7 @@ func sampleProxy(
       }
       let sockets = targets.filter { $0.hasPrefix("socket:") }.count
       for target in targets
-      where target.hasPrefix(fileSystem + "/") && !target.hasPrefix(cache + "/")
-      {
+      where target.hasPrefix(fileSystem + "/") && !target.hasPrefix(cache + "/") {
         let path = target.hasSuffix(" (deleted)") ? String(target.dropLast(10)) : target
         guard reported.insert(path).inserted else { continue }
         tally.problem("the proxy (pid \(process.child.pid)) holds \(target) open, a file outside its cache")
