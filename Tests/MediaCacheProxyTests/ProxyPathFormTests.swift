@@ -10,7 +10,7 @@ import Testing
       ("https://cdn.example.com/v/a/master.mpd?token=x", "/https/cdn.example.com/v/a/master.mpd?token=x"),
       ("http://127.0.0.1:8080/a%20b/c.ts", "/http/127.0.0.1:8080/a%20b/c.ts"),
       ("HTTP://Host.Example/", "/http/Host.Example/"),
-      ("http://[::1]:9/x?q=%2F&r", "/http/[::1]:9/x?q=%2F&r"),
+      ("http://[::1]:9/x?q=%2F&r", "/http/%5B::1%5D:9/x?q=%2F&r"),
       ("https://h.example/seg-$Number%05d$.m4s", "/https/h.example/seg-$Number%05d$.m4s"),
     ]
     for (origin, path) in cases {
@@ -26,6 +26,39 @@ import Testing
     for origin in ["ftp://h/a", "http://user:pw@h/a", "http://h/a b.mp4", "http:///a", "http://h:99999/"] {
       #expect(ProxyPathForm.path(for: origin) == nil, "\(origin)")
       #expect(ProxyServer.proxyPath(for: origin).contains("?url="), "\(origin)")
+    }
+  }
+
+  /// The HLS fuzzer (2026-11-29): a playlist line `//[::1]` was rewritten to `/https/[::1]/`; a player that
+  /// percent-encodes the brackets a path may not hold (Foundation's `URLComponents` does) asked for
+  /// `/https/%5B::1%5D/`, and the proxy refused its own rewritten URI. The host segment is decoded now, and an IP
+  /// literal is written encoded.
+  @Test func anIPLiteralsHostSegmentIsAcceptedEncodedOrNot() throws {
+    for target in ["/https/%5B::1%5D/", "/https/%5b::1%5d/", "/https/[::1]/"] {
+      #expect(ProxyServer.originURL(inRequestTarget: target) == "https://[::1]/", "\(target)")
+    }
+    #expect(
+      try ProxyPathForm.originURL(path: "/http/%5B::1%5D:8080/a%20b.ts", query: "k")
+        == "http://[::1]:8080/a%20b.ts?k")
+    // What the rewriting gives a player, resolved the way Foundation resolves it, maps back to the origin.
+    let rewritten = try #require(
+      ProxyPathForm.rewrittenReference("//[::1]/v/a.ts", base: "https://h.example/p.m3u8"))
+    #expect(rewritten == "/https/%5B::1%5D/v/a.ts")
+    let resolved = try #require(
+      URL(string: rewritten, relativeTo: URL(string: "http://127.0.0.1:9/https/h.example/p.m3u8")))
+    let components = try #require(URLComponents(url: resolved.absoluteURL, resolvingAgainstBaseURL: false))
+    #expect(ProxyServer.originURL(inRequestTarget: components.percentEncodedPath) == "https://[::1]/v/a.ts")
+    for (path, reason) in [
+      ("/http/%5B::1/a", "no ']'"), ("/http/%5/a", "bad percent-encoding"),
+      ("/http/%zz::1%5D/a", "bad percent-encoding"),
+      ("/http/%FF/a", "not UTF-8"), ("/http/%5Bzz%5D/a", "not an IPv6 literal"),
+    ] {
+      do {
+        let origin = try ProxyPathForm.originURL(path: Substring(path), query: nil)
+        Issue.record("\(path) mapped to \(origin)")
+      } catch {
+        #expect(error.description.contains(reason), "\(path): \(error)")
+      }
     }
   }
 

@@ -22,7 +22,7 @@ public enum ProxyPathForm {
     // The fragment is kept: a player drops it from the request, but two references that differ only in it
     // stay distinct in a rewritten playlist.
     let result =
-      "/\(scheme)/\(authority)\(path)\(parts.query.map { "?\($0)" } ?? "")\(parts.fragment.map { "#\($0)" } ?? "")"
+      "/\(scheme)/\(writtenAuthority(authority))\(path)\(parts.query.map { "?\($0)" } ?? "")\(parts.fragment.map { "#\($0)" } ?? "")"
     // A DASH template (`$RepresentationID$/../$Number$.m4s`) is substituted before it is resolved: removing a
     // dot segment first could join text across two `$` pairs (anywhere in the URL) into an identifier that was
     // never there. Such a URL has no path form (the caller uses the query form, or leaves the template as
@@ -72,7 +72,7 @@ public enum ProxyPathForm {
     }
     let afterScheme = schemeEnd == rest.endIndex ? rest[schemeEnd...] : rest[schemeEnd...].droppingFirstByte
     let authorityEnd = afterScheme.utf8.firstIndex(of: UInt8(ascii: "/")) ?? afterScheme.endIndex
-    let authority = afterScheme[..<authorityEnd]
+    let authority = try decodedAuthority(afterScheme[..<authorityEnd])
     try checkAuthority(authority)
     let (originPath, climbed) = URIReference.removeDotSegments(afterScheme[authorityEnd...])
     if climbed { throw .init("a '..' segment climbs above the host") }
@@ -118,6 +118,49 @@ public enum ProxyPathForm {
     guard !reference.contains("$") || templateIdentifiers(target[...]) == templateIdentifiers(reference[...])
     else { return nil }
     return path(for: target)
+  }
+
+  /// The authority as the host segment of a path form: an IP literal's brackets percent-encoded (`[` and `]`
+  /// may not stand in a path, RFC 3986 §3.3; Foundation's `URLComponents` encodes them, and a client that
+  /// refuses them would not resolve the reference at all), everything else as it is.
+  static func writtenAuthority(_ authority: Substring) -> Substring {
+    guard authority.utf8.first == UInt8(ascii: "[") else { return authority }
+    return Substring(authority.replacing("[", with: "%5B").replacing("]", with: "%5D"))
+  }
+
+  /// The host segment of a path-form request with its percent-encoded octets decoded (`%5B::1%5D:8080` is
+  /// `[::1]:8080`: the form `path(for:)` writes, and what a client that encodes the brackets sends), to be
+  /// checked by `checkAuthority` as it is then.
+  ///
+  /// - Throws: `ProxyPathFormError` for a `%` not followed by two hex digits, or octets that are not UTF-8.
+  static func decodedAuthority(_ segment: Substring) throws(ProxyPathFormError) -> Substring {
+    guard segment.utf8.contains(UInt8(ascii: "%")) else { return segment }
+    var bytes: [UInt8] = []
+    var rest = segment.utf8[...]
+    while let byte = rest.popFirst() {
+      guard byte == UInt8(ascii: "%") else {
+        bytes.append(byte)
+        continue
+      }
+      guard let high = rest.popFirst().flatMap(hexValue), let low = rest.popFirst().flatMap(hexValue) else {
+        throw .init(
+          "bad percent-encoding in the host segment '\(segment.prefix(60))' (a '%' needs two hex digits)")
+      }
+      bytes.append(high << 4 | low)
+    }
+    guard let decoded = String(validating: bytes, as: UTF8.self) else {
+      throw .init("the host segment '\(segment.prefix(60))' decodes to bytes that are not UTF-8")
+    }
+    return decoded[...]
+  }
+
+  private static func hexValue(_ byte: UInt8) -> UInt8? {
+    switch byte {
+    case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
+    case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
+    case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
+    default: nil
+    }
   }
 
   /// Refuses an authority that cannot be mapped back to an origin: empty host, userinfo, bad port, a
