@@ -1,5 +1,6 @@
 import Foundation
 import HTTPTypes
+import MediaCacheStreaming
 import NIOCore
 import NIOHTTP1
 import Synchronization
@@ -55,37 +56,6 @@ struct ProxyRequest: Sendable {
     return nil
   }
 
-  /// `%XX` escapes decoded; nil if an escape is malformed or the result is not UTF-8. The same as Foundation's
-  /// `removingPercentEncoding` (tested), without its CFString round trip per call; text that is not all
-  /// ASCII (rare in a request target) is left to Foundation.
-  static func percentDecoded(_ text: Substring) -> String? {
-    let utf8 = text.utf8
-    guard utf8.contains(UInt8(ascii: "%")) else { return String(text) }
-    guard utf8.allSatisfy({ $0 < 0x80 }) else { return text.removingPercentEncoding }
-    func hexValue(_ byte: UInt8) -> UInt8? {
-      switch byte {
-      case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
-      case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
-      case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
-      default: nil
-      }
-    }
-    var bytes: [UInt8] = []
-    bytes.reserveCapacity(utf8.count)
-    var index = utf8.startIndex
-    while index != utf8.endIndex {
-      let byte = utf8[index]
-      utf8.formIndex(after: &index)
-      guard byte == UInt8(ascii: "%") else {
-        bytes.append(byte)
-        continue
-      }
-      guard index != utf8.endIndex, let high = hexValue(utf8[index]) else { return nil }
-      utf8.formIndex(after: &index)
-      guard index != utf8.endIndex, let low = hexValue(utf8[index]) else { return nil }
-      utf8.formIndex(after: &index)
-      bytes.append(high << 4 | low)
-    }
-    return String(validating: bytes, as: UTF8.self)
-  }
+  /// `%XX` escapes decoded; nil if an escape is malformed or the result is not UTF-8 (`Substring.percentDecoded`).
+  static func percentDecoded(_ text: Substring) -> String? { text.percentDecoded }
 }

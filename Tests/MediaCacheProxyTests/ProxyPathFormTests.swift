@@ -51,7 +51,7 @@ import Testing
     for (path, reason) in [
       ("/http/%5B::1/a", "no ']'"), ("/http/%5/a", "bad percent-encoding"),
       ("/http/%zz::1%5D/a", "bad percent-encoding"),
-      ("/http/%FF/a", "not UTF-8"), ("/http/%5Bzz%5D/a", "not an IPv6 literal"),
+      ("/http/%FF/a", "bad percent-encoding"), ("/http/%5Bzz%5D/a", "not an IPv6 literal"),
     ] {
       do {
         let origin = try ProxyPathForm.originURL(path: Substring(path), query: nil)

@@ -134,33 +134,12 @@ public enum ProxyPathForm {
   ///
   /// - Throws: `ProxyPathFormError` for a `%` not followed by two hex digits, or octets that are not UTF-8.
   static func decodedAuthority(_ segment: Substring) throws(ProxyPathFormError) -> Substring {
-    guard segment.utf8.contains(UInt8(ascii: "%")) else { return segment }
-    var bytes: [UInt8] = []
-    var rest = segment.utf8[...]
-    while let byte = rest.popFirst() {
-      guard byte == UInt8(ascii: "%") else {
-        bytes.append(byte)
-        continue
-      }
-      guard let high = rest.popFirst().flatMap(hexValue), let low = rest.popFirst().flatMap(hexValue) else {
-        throw .init(
-          "bad percent-encoding in the host segment '\(segment.prefix(60))' (a '%' needs two hex digits)")
-      }
-      bytes.append(high << 4 | low)
-    }
-    guard let decoded = String(validating: bytes, as: UTF8.self) else {
-      throw .init("the host segment '\(segment.prefix(60))' decodes to bytes that are not UTF-8")
+    guard let decoded = segment.percentDecoded else {
+      throw .init(
+        "bad percent-encoding in the host segment '\(segment.prefix(60))' (a '%' and two hex digits, of UTF-8)"
+      )
     }
     return decoded[...]
-  }
-
-  private static func hexValue(_ byte: UInt8) -> UInt8? {
-    switch byte {
-    case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
-    case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
-    case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
-    default: nil
-    }
   }
 
   /// Refuses an authority that cannot be mapped back to an origin: empty host, userinfo, bad port, a
