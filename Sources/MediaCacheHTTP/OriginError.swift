@@ -30,6 +30,7 @@ public struct OriginError: Error, Sendable, Equatable, CustomStringConvertible {
     case invalidTrustRoots(source: String, path: FilePath, reason: String)
     case invalidHeader(name: String, reason: String)
     case notStorable(reason: String)
+    case objectChanged(cause: String)
   }
 
   /// The URL concerned, if one is (nil for `invalidTrustRoots`, which names a `path`).
@@ -146,6 +147,10 @@ public struct OriginError: Error, Sendable, Equatable, CustomStringConvertible {
   public static func notStorable(url: String, reason: String) -> OriginError {
     OriginError(url: url, kind: .notStorable(reason: reason))
   }
+  /// An error of code `objectChanged`; `cause` (may be empty) says what changed it.
+  public static func objectChanged(url: String, cause: String) -> OriginError {
+    OriginError(url: url, kind: .objectChanged(cause: cause))
+  }
 
   /// One line for a person: the URL, what failed and, where it was retried, after how many attempts.
   public var description: String {
@@ -176,6 +181,8 @@ public struct OriginError: Error, Sendable, Equatable, CustomStringConvertible {
     case .invalidHeader(let name, let reason):
       name.isEmpty ? "an origin header: \(reason)" : "origin header '\(name)': \(reason)"
     case .notStorable(let reason): "\(url): \(reason)"
+    case .objectChanged(let cause):
+      "\(url): the object changed version while it was being read\(cause.isEmpty ? "" : " (\(cause))")"
     }
   }
 
@@ -202,6 +209,10 @@ extension ErrorCode where Domain == OriginError {
   /// A shared cache (the proxy) may not store the origin's response to a request with credentials: it does not
   /// say `public`, `s-maxage` or `must-revalidate` (RFC 9111 3.5).
   public static let notStorable = Self("notStorable")
+  /// The object moved to another version (the origin's changed, or another process replaced or removed the
+  /// cached one) after the read had reported the version it delivers (its length or validators). The bytes
+  /// delivered before are of the old version; a new read gets the new one.
+  public static let objectChanged = Self("objectChanged")
   /// The origin refused the range (416).
   public static let rangeNotSatisfiable = Self("rangeNotSatisfiable")
   /// A 206 whose `Content-Range` is not the range asked for.

@@ -85,8 +85,7 @@ final class ReadCursor: @unchecked Sendable {
 
   /// The error that ends a read whose object moved to another version than the one it delivers.
   private func versionChanged(_ cause: String = "") -> OriginError {
-    .inconsistentResponse(
-      url: owner.session.url, reason: "the origin's object changed while it was being read\(cause)")
+    .objectChanged(url: owner.session.url, cause: cause)
   }
 
   func next() async throws -> CachedPiece? {
@@ -150,7 +149,7 @@ final class ReadCursor: @unchecked Sendable {
         await leaveFlight()
         // A new version before any byte or metadata went out: read it. Else it is not this read's version.
         if state.versionSeen == nil { continue }
-        throw versionChanged(" (\(error))")
+        throw versionChanged("\(error)")
       }
       switch piece {
       case .memory(let buffers):

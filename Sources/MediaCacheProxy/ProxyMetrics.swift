@@ -23,6 +23,7 @@ public final class ProxyMetrics: Sendable {
   private let misses = Atomic<Int64>(0)
   private let loopHits = Atomic<Int64>(0)
   private let originErrors = Atomic<Int64>(0)
+  private let reopened = Atomic<Int64>(0)
   private let activeResponses = Atomic<Int64>(0)
   /// Responses being streamed now.
   var responsesActive: Int64 { activeResponses.load(ordering: .relaxed) }
@@ -67,6 +68,9 @@ public final class ProxyMetrics: Sendable {
   public var bytesPreloaded: Int64 { preloaded.load(ordering: .relaxed) }
   /// Requests that failed because of the origin (answered 4xx/5xx from an `OriginError`).
   public var originFailures: Int64 { originErrors.load(ordering: .relaxed) }
+  /// Reads opened again because the object moved to another version between the response's head being made
+  /// and its first byte (another process replaced or removed it, or the origin's changed).
+  public var readsReopened: Int64 { reopened.load(ordering: .relaxed) }
 
   func noteStatus(_ code: Int) {
     let index = code / 100 - 1
@@ -115,6 +119,10 @@ public final class ProxyMetrics: Sendable {
     originErrors.add(1, ordering: .relaxed)
     exported.originErrors.increment()
   }
+  func noteReopenedRead() {
+    reopened.add(1, ordering: .relaxed)
+    exported.reopened.increment()
+  }
   func responseStarted() { activeResponses.add(1, ordering: .relaxed) }
   func responseEnded() { activeResponses.subtract(1, ordering: .relaxed) }
 
@@ -162,6 +170,7 @@ public final class ProxyMetrics: Sendable {
     let misses: Prometheus.Counter
     let hitRatio: Prometheus.Gauge
     let originErrors: Prometheus.Counter
+    let reopened: Prometheus.Counter
     let preloadFetched: Prometheus.Counter
     let preloadServed: Prometheus.Counter
     let preloadEvicted: Prometheus.Counter
@@ -194,6 +203,9 @@ public final class ProxyMetrics: Sendable {
           "mediacache_proxy_hit_ratio", help: "Share of served body bytes that came from the cache."))
       originErrors = counter(
         "mediacache_proxy_origin_errors_total", "Requests that failed because of the origin.")
+      reopened = counter(
+        "mediacache_proxy_reads_reopened_total",
+        "Reads opened again because the object changed version before the response's first byte.")
       preloadFetched = counter(
         "mediacache_preload_fetched_bytes_total", "Bytes the preloader fetched from origins.")
       preloadServed = counter(

@@ -60,6 +60,9 @@ extension ProxyResponder {
         // The origin's own answer (404, 403, 410 ...) is the most useful thing to pass on.
         return Refusal(HTTPResponse.Status(code: status), "origin failed: \(error.description)")
       case .timedOut: return Refusal(.gatewayTimeout, "origin timed out: \(error.description)")
+      case .objectChanged:
+        // Reopened `maxReopens` times, and changed each time: another writer keeps replacing it.
+        return Refusal(.serviceUnavailable, "the object kept changing: \(error.description)")
       default: return Refusal(.badGateway, "origin failed: \(error.description)")
       }
     case let error as StoreError:

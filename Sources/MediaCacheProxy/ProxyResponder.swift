@@ -65,7 +65,25 @@ struct ProxyResponder: Sendable {
       }
       hold?.release()
     }
+    return try await respondThroughCache(
+      request, origin: origin, isPathForm: isPathForm, rangeHeader: rangeHeader, requested: requested)
+  }
 
+  /// How many times a read is opened again when the object moves to another version between the response's
+  /// head being made and its first piece.
+  static let maxReopens = 3
+
+  /// Answers `request` with a read through the cache of `requested` bytes of `origin`.
+  ///
+  /// The head is made from the version the read reports; the first piece is read before the status goes out.
+  /// When the object moves to another version in between (another process imported or removed it, or the
+  /// origin's changed: `OriginError.objectChanged`), nothing went out yet, so the read is opened again (up to
+  /// `maxReopens` times) rather than answered with a 502 (found by tools/torture's many-processes class).
+  private func respondThroughCache(
+    _ request: ProxyRequest, origin: String, isPathForm: Bool, rangeHeader: RangeHeader,
+    requested: RequestedRange, reopened: Int = 0
+  ) async throws -> ProxyResponse {
+    let isHead = request.method == .HEAD
     var bytes: CachedBytes
     do {
       bytes = try await reader.read(origin, range: requested)
@@ -121,6 +139,12 @@ struct ProxyResponder: Sendable {
     let first: CachedPiece?
     do {
       first = try await iterator.nextOwnedPiece()
+    } catch let error as OriginError where error.code == .objectChanged && reopened < Self.maxReopens {
+      bytes.close()
+      metrics.noteReopenedRead()
+      return try await respondThroughCache(
+        request, origin: origin, isPathForm: isPathForm, rangeHeader: rangeHeader, requested: requested,
+        reopened: reopened + 1)
     } catch let error as OriginError where Self.isRelayed(error) {
       // Found out by the first missing range's response (the length was known): relayed, as above.
       bytes.close()

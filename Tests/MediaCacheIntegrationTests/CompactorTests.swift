@@ -75,7 +75,7 @@ struct CompactorTests {
     let limit = perObject * 13 / 2
     let result = try await run(compactor, [cache, "--max-size", "\(limit)", "--json"])
     #expect(result.status == 0, "\(result.stderr)")
-    let pass = try #require(try await passJSON(result).first)
+    let pass = try #require(try passJSON(result).first)
     #expect(pass.pass == 1)
     let removed = pass.report.removed
     let expectedOrder = (0..<5).map { CacheKey("obj-\($0)").objectID }

@@ -26,6 +26,7 @@ struct HostileOriginTests {
     case (.lyingLength, .inconsistentResponse): true
     case (.overlongBody, .inconsistentResponse): true
     case (.changingLength, .inconsistentResponse), (.changingLength, .contentRangeMismatch): true
+    case (.changingLength, .objectChanged): true
     case (.rangePastTotal, .contentRangeMismatch), (.otherRange, .contentRangeMismatch): true
     case (.selfRedirect, .tooManyRedirects), (.redirectCycle, .tooManyRedirects): true
     default: false

@@ -55,6 +55,7 @@ import Testing
       (.malformedResponse(url: "u", reason: "r"), .malformedResponse),
       (.tlsFailed(url: "u", reason: "r"), .tlsFailed),
       (.invalidTrustRoots(source: "CA file", path: "/ca", reason: "r"), .invalidTrustRoots),
+      (.objectChanged(url: "u", cause: ""), .objectChanged),
     ]
     for (error, code) in origin { #expect(error.code == code, "\(error)") }
     #expect(OriginError.httpStatus(url: "u", status: 404, attempts: 3).status == 404)
@@ -126,6 +127,10 @@ import Testing
       (.malformedResponse(url: "u", reason: "r"), "u", "u: malformed response: r"),
       (.tlsFailed(url: "u", reason: "r"), "u", "u: r"),
       (.invalidTrustRoots(source: "CA file", path: "/ca", reason: "r"), nil, "CA file /ca: r"),
+      (.objectChanged(url: "u", cause: ""), "u", "u: the object changed version while it was being read"),
+      (
+        .objectChanged(url: "u", cause: "c"), "u", "u: the object changed version while it was being read (c)"
+      ),
     ]
     for (error, url, description) in origin {
       #expect(error.url == url, "\(error)")

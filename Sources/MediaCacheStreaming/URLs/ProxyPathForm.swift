@@ -134,6 +134,7 @@ public enum ProxyPathForm {
   ///
   /// - Throws: `ProxyPathFormError` for a `%` not followed by two hex digits, or octets that are not UTF-8.
   static func decodedAuthority(_ segment: Substring) throws(ProxyPathFormError) -> Substring {
+    guard segment.utf8.contains(UInt8(ascii: "%")) else { return segment }
     guard let decoded = segment.percentDecoded else {
       throw .init(
         "bad percent-encoding in the host segment '\(segment.prefix(60))' (a '%' and two hex digits, of UTF-8)"
