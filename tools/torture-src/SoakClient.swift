@@ -151,7 +151,10 @@ private func exchange(port: Int, _ request: SoakRequest, receiveTimeout: Int) ->
   }
   guard status == 200 || status == 206 else {
     result.failure = status >= 500 ? .serverError : .wrongAnswer
-    result.detail = "status \(status)"
+    // The proxy's refusal is one line of text: what of it came with the head says why.
+    let reason = String(decoding: received[bodyStart...].prefix(240), as: UTF8.self)
+      .split(separator: "\n", maxSplits: 1).first
+    result.detail = "status \(status)" + (reason.map { ": \($0)" } ?? "")
     return result
   }
   guard let lengthText = fields["content-length"], let length = Int64(lengthText) else {
