@@ -75,6 +75,11 @@ actor Flight {
   private var written: Int64 { writtenHint.load(ordering: .relaxed) }
 
   /// See `FlightState.canServe`.
+  /// The error the flight ended with, if it failed.
+  var failure: (any Error)? {
+    if case .failure(let error) = state.outcome { error } else { nil }
+  }
+
   func canServe(_ position: Int64) -> Bool { state.canServe(position, written: written, now: .now) }
 
   /// See `FlightState.warmUpRemaining`.

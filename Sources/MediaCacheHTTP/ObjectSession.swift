@@ -139,13 +139,16 @@ final class ObjectSession: Sendable {
           if received == lastCut, let length = manager.contentLength, length >= expected, received < length {
             // Two responses in a row ended at the same byte short of the length the origin declared: that
             // length is a lie, not a network cut. It is not kept as the object's length (nor the chunks
-            // written under it, which were sized by it).
+            // written under it, which were sized by it). The flight fails before the reset, so its readers
+            // end with this error rather than with the version change the reset is (`ReadCursor`).
+            let lie = OriginError.inconsistentResponse(
+              url: url,
+              reason: "origin declared \(length) bytes but ends every response after \(received) bytes")
+            await flight.finish(.failure(lie))
             _ = try? await IOExecutor.shared.run { [manager] in
               try manager.reset(contentLength: nil, etag: nil, lastModified: nil)
             }
-            throw OriginError.inconsistentResponse(
-              url: url,
-              reason: "origin declared \(length) bytes but ends every response after \(received) bytes")
+            throw lie
           }
           lastCut = received
         }
@@ -175,7 +178,9 @@ final class ObjectSession: Sendable {
         environment.logger.debug(
           "origin request failed", metadata: ["url": "\(url)", "attempts": "\(attempt)", "error": "\(error)"])
         if (error as? OriginError)?.code == .notStorable {
-          // The origin forbids storing the object now: what was stored of it goes too.
+          // The origin forbids storing the object now: what was stored of it goes too (after the flight
+          // failed, as above).
+          await flight.finish(.failure(Self.withAttempts(error, attempt)))
           _ = try? await IOExecutor.shared.run { [manager] in
             try manager.reset(contentLength: nil, etag: nil, lastModified: nil)
           }

@@ -113,6 +113,9 @@ final class ReadCursor: @unchecked Sendable {
         await leaveFlight(finishingChunk: true)
         return nil
       case .versionChanged:
+        // A flight that failed and then reset the object (a lying length, a response it may not store) says
+        // why better than the version change does.
+        if let failure = await flight?.failure as? OriginError { throw failure }
         throw versionChanged()
       case .readCache(let range):
         do {
