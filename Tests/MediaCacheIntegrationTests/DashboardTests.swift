@@ -80,6 +80,12 @@ import Testing
       let url = origin.url(.slow, "live", size: 2_000_000, query: "delay-ms=20")
       let player = Task { try await blocking { try rawRequest(port: port, ProxyServer.proxyPath(for: url)) } }
       let id = CacheKey(url).objectID.hex
+      // The fetch runs from the origin's request on. Beside the other suites the player's request can start
+      // late (CI, 2026-11-29: never listed in 100 polls), so the polls start once the origin has it.
+      for _ in 0..<800 where origin.requests(for: "live").isEmpty {
+        try await Task.sleep(for: .milliseconds(25))
+      }
+      #expect(!origin.requests(for: "live").isEmpty, "the player's request never reached the origin")
       var listed: [String: Any]?
       for _ in 0..<100 where listed == nil {
         listed = try await fetches(port).first { $0["id"] as? String == id }
