@@ -240,11 +240,13 @@ class Relay:
                     buf = buf[size + 2:]
                     if size == 0:
                         break
+                entry["complete"] = True
             elif "content-length" in headers:
                 skip = int(headers["content-length"])
                 while len(buf) < skip:
                     buf += yield
                 buf = buf[skip:]
+                entry["complete"] = True
             else:
                 return  # body until close: nothing follows
 

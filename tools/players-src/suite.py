@@ -121,6 +121,14 @@ def run_cells(args, binary, work, origin, relay, ctx, form, results):
                         if verdict == "PASS" and checks.failures:
                             verdict = "FAIL"
                         notes = "; ".join(checks.failures + [detail] + checks.notes)
+                        if verdict != "PASS":
+                            # Whether the proxy sent every body whole says whose the failure is (a play that
+                            # timed out in CI with every status 200 left that open).
+                            unfinished = [r.get("target", "?")[:60] for r in requests
+                                          if r.get("status") in (200, 206) and r.get("method") != "HEAD"
+                                          and not r.get("complete")]
+                            notes += (f"; bodies not received whole: {len(unfinished)}"
+                                      + (f" ({', '.join(unfinished[:3])})" if unfinished else ""))
                         results.append((name, fmt, mode, verdict, checks.ratio_text, notes))
                         print(f"  {name:9} {fmt:8} {mode:4} {verdict:11} {checks.ratio_text:>6} "
                               f"{time.time() - start:5.1f}s  {notes}", flush=True)
