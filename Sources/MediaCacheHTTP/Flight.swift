@@ -74,12 +74,12 @@ actor Flight {
   var isLive: Bool { state.isLive }
   private var written: Int64 { writtenHint.load(ordering: .relaxed) }
 
-  /// See `FlightState.canServe`.
   /// The error the flight ended with, if it failed.
   var failure: (any Error)? {
     if case .failure(let error) = state.outcome { error } else { nil }
   }
 
+  /// See `FlightState.canServe`.
   func canServe(_ position: Int64) -> Bool { state.canServe(position, written: written, now: .now) }
 
   /// See `FlightState.warmUpRemaining`.

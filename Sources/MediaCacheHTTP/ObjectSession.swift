@@ -177,15 +177,14 @@ final class ObjectSession: Sendable {
       } catch {
         environment.logger.debug(
           "origin request failed", metadata: ["url": "\(url)", "attempts": "\(attempt)", "error": "\(error)"])
+        await flight.finish(.failure(Self.withAttempts(error, attempt)))
         if (error as? OriginError)?.code == .notStorable {
           // The origin forbids storing the object now: what was stored of it goes too (after the flight
           // failed, as above).
-          await flight.finish(.failure(Self.withAttempts(error, attempt)))
           _ = try? await IOExecutor.shared.run { [manager] in
             try manager.reset(contentLength: nil, etag: nil, lastModified: nil)
           }
         }
-        await flight.finish(.failure(Self.withAttempts(error, attempt)))
         forget(flight)
         return
       }
