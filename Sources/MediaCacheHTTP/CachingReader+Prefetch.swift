@@ -6,10 +6,15 @@ extension CachingReader {
   /// Fills `range` of the object (the whole object by default), skipping what is cached, and reports
   /// progress. Cancel the consuming task to stop; a later prefetch resumes where it stopped. Prefetch is
   /// background work: at most `maxBackgroundRequestsPerHost` requests per origin host, yielding to players.
+  ///
+  /// Progress is sampled every 200 ms and once at the end. Samples do not queue up behind a consumer slower
+  /// than that: it gets the newest (the last one always), so what it reads is the state of a moment ago, never
+  /// a backlog of older states, and the stream holds one sample however long the prefetch runs.
   public func prefetch(_ url: String, range: RequestedRange = .all) -> AsyncThrowingStream<
     PrefetchProgress, any Error
   > {
-    let (stream, continuation) = AsyncThrowingStream.makeStream(of: PrefetchProgress.self)
+    let (stream, continuation) = AsyncThrowingStream.makeStream(
+      of: PrefetchProgress.self, bufferingPolicy: .bufferingNewest(1))
     let task = Task {
       do {
         let bytes = try await read(url, range: range, priority: .background)

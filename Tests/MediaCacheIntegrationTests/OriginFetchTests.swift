@@ -429,4 +429,24 @@ struct OriginFetchTests {
       #expect(background <= 6 && background >= 2, "peak \(background) concurrent background origin requests")
     }
   }
+
+  /// A prefetch's progress does not queue up behind a consumer slower than its samples: one that looks after a
+  /// second gets the state of that moment, not the first sample of a backlog. (PreloaderTests measured a
+  /// pause by when its consumer got each sample; behind a busy machine's backlog, states from before the
+  /// player started were stamped as if they came during its wait: CI once saw 1.7 MB "cached while the player
+  /// waited".)
+  @Test func aSlowProgressConsumerGetsTheNewestSample() async throws {
+    try await withReader { reader, origin, _ in
+      // 16 KiB every 20 ms: about 800 KiB per second, 4 MiB in about 5 s.
+      let url = origin.url(.slow, "progress-newest", size: 4 << 20, query: "delay-ms=20")
+      var updates = reader.prefetch(url).makeAsyncIterator()
+      try await Task.sleep(for: .milliseconds(1500))
+      let first = try #require(try await updates.next())
+      // A backlog would start with the first sample, taken as the fetch began (about nothing cached).
+      #expect(first.cachedBytes >= 256 << 10, "the first sample read after 1.5 s: \(first.cachedBytes) bytes")
+      var last = first
+      while let update = try await updates.next() { last = update }
+      #expect(last.cachedBytes == 4 << 20 && last.isComplete)
+    }
+  }
 }
