@@ -42,13 +42,15 @@ extension CachingReader {
   ///
   /// Nil means "not now", never an error: `read` then does whatever is needed (a fetch, a corrupt chunk
   /// dropped and fetched again, a range not satisfiable). This is the proxy's path for a hit under load: no
-  /// task, sequence or cursor per request, no hop between threads.
-  package func readCachedNow(_ url: String, range: RequestedRange, maxBytes: Int, waitingForDisk: Bool = true)
-    -> CachedRange?
-  {
+  /// task, sequence or cursor per request, no hop between threads. `objectID`, when given, must be
+  /// `cache.objectID(for: url)` (a caller that remembers it saves the hash).
+  package func readCachedNow(
+    _ url: String, objectID: ObjectID? = nil, range: RequestedRange, maxBytes: Int,
+    waitingForDisk: Bool = true
+  ) -> CachedRange? {
     // (No check of the URL: only `read`, which checks it, opens sessions.)
     guard !waitingForDisk || IOExecutor.isCurrentThreadIO,
-      let session = registry.sessionIfOpen(cache.objectID(for: url))
+      let session = registry.sessionIfOpen(objectID ?? cache.objectID(for: url))
     else { return nil }
     defer { session.endRead() }
     let manager = session.manager

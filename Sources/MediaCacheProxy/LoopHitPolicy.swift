@@ -16,10 +16,13 @@ final class LoopHitPolicy: @unchecked Sendable {
   private let loop: any EventLoop
   private let maxConnections: Int
   private var connections = 0
+  /// The targets of the hits the loop answered lately.
+  let targets: LoopTargetMemo
 
   init(loop: any EventLoop, maxConnections: Int) {
     self.loop = loop
     self.maxConnections = maxConnections
+    self.targets = LoopTargetMemo(loop: loop)
   }
 
   /// Whether the loop answers a hit itself now.

@@ -151,7 +151,8 @@ final class ProxyConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
     let connections = self.connections
     let logged = responder.server.accessLog.isOn ? LoggedRequest(request) : nil
     connections.responseStarted()
-    if loopHits?.answersHits == true, let response = responder.hitNow(request) {
+    if let loopHits, loopHits.answersHits, let response = responder.hitNow(request, targets: loopHits.targets)
+    {
       // A hit whose pages are in memory: answered here, on the loop, with no task and no hop between threads.
       let keepAlive = head.isKeepAlive
       let writer = ProxyBodyWriter(

@@ -8,6 +8,8 @@ import Synchronization
 /// A request as the responder sees it.
 struct ProxyRequest: Sendable {
   var method: HTTPMethod
+  /// The request target as sent (`path` and `query` are parts of it).
+  var uri: String
   /// The target's path, before any `?` (not percent-decoded).
   var path: Substring
   /// The target's query, after the first `?`.
@@ -23,6 +25,7 @@ struct ProxyRequest: Sendable {
 
   init(head: HTTPRequestHead) {
     method = head.method
+    uri = head.uri
     var target = Substring(head.uri)
     // An absolute-form target (`GET http://127.0.0.1:8089/metrics`, as sent to a proxy) names the path after
     // its authority.

@@ -23,22 +23,44 @@ extension ProxyResponder {
   /// Such a hit takes no share of the hits' budget (`ProxyServer.Configuration.hitBytesInFlight`): its read
   /// runs on the loop that writes it, just before the write, so reads cannot run ahead of the loops, and a
   /// connection has one response in flight at a time. The budget bounds the hits read on the I/O executor.
-  func hitNow(_ request: ProxyRequest) -> ProxyResponse? {
+  ///
+  /// `targets` (the loop's) remembers what each target answered here named, so a target seen before skips the
+  /// parse and check of its URL and the hash of its key.
+  func hitNow(_ request: ProxyRequest, targets: LoopTargetMemo) -> ProxyResponse? {
     guard request.method == .GET, request.headers[.ifRange] == nil,
       !ConditionalRequest.isConditional(request.headers),
       server.upstreamMap != nil || !Self.isMetricsRequest(request),
-      let (origin, _, _, requested) = try? target(of: request), !live.contains(origin),
+      let (target, requested) = loopTarget(of: request, in: targets), !live.contains(target.origin),
       let cached = reader.readCachedNow(
-        origin, range: requested, maxBytes: Self.immediateMaxBytes, waitingForDisk: false)
+        target.origin, objectID: target.objectID, range: requested, maxBytes: Self.immediateMaxBytes,
+        waitingForDisk: false)
     else { return nil }
-    guard !Self.mayBePlaylist(contentType: cached.contentType, url: origin) else {
+    guard !Self.mayBePlaylist(contentType: cached.contentType, url: target.origin) else {
       reader.recycle(cached.buffer)
       return nil
+    }
+    if !target.remembered {
+      targets.remember(.init(origin: target.origin, objectID: target.objectID), for: request.uri)
     }
     let response = immediateResponse(cached, partial: requested != .all, hold: nil)
     metrics.noteStatus(response.status.code)
     metrics.noteHitOnLoop()
     return response
+  }
+
+  /// The origin URL and object a GET's target names (from `targets` if remembered there, else checked by
+  /// `target(of:)`; `remembered` says which) and the range its `Range` field asks for; nil for a target the
+  /// proxy refuses.
+  private func loopTarget(of request: ProxyRequest, in targets: LoopTargetMemo) -> (
+    target: (origin: String, objectID: ObjectID, remembered: Bool), requested: RequestedRange
+  )? {
+    if let known = targets.target(for: request.uri) {
+      var requested = RequestedRange.all
+      if case .single(let range) = RangeHeader(request.headers[.range]) { requested = range }
+      return ((known.origin, known.objectID, true), requested)
+    }
+    guard let (origin, _, _, requested) = try? target(of: request) else { return nil }
+    return ((origin, reader.cache.objectID(for: origin), false), requested)
   }
 
   /// The response to a range read at once from the cache: the same head as a streamed hit's, the body in one

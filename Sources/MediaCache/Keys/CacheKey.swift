@@ -32,7 +32,9 @@ public struct CacheKey: Sendable, Hashable, CustomStringConvertible, Expressible
 public struct KeyFunction: Sendable {
   private let transform: @Sendable (String) -> String
 
-  /// A key function from any transform of the requested string.
+  /// A key function from any transform of the requested string. The transform must be a function of the
+  /// string alone (the same string, the same key): callers may remember the key, or the object id, of a
+  /// string they met before.
   public init(_ transform: @escaping @Sendable (String) -> String) { self.transform = transform }
 
   /// The key for `requested`.

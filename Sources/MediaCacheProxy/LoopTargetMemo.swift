@@ -1,0 +1,46 @@
+import MediaCache
+import NIOCore
+
+/// The request targets whose hits one event loop answered lately, each with the origin URL it names and that
+/// URL's object id: a loop hit (`ProxyResponder.hitNow`) of a target seen before skips the parse and check of
+/// the URL and the SHA-256 of its key (together about 8% of the proxy's CPU answering random 64 KiB ranges;
+/// docs/PERFORMANCE.md, Step 10).
+///
+/// Only what a target alone decides is kept: the mapping from a target to its origin URL is fixed for the life
+/// of the server (its allowed hosts and upstreams do not change), and the cache's key function is a function of
+/// the URL (`KeyFunction`). Everything that depends on the request's fields (its method, `Range`, conditionals)
+/// or on the cache's state is checked per request as before. At most `capacity` targets are kept; when full,
+/// the memo starts again empty (a loop serving many objects loses at most one check per target and round).
+final class LoopTargetMemo: @unchecked Sendable {
+  /// What a target names.
+  struct Target {
+    /// The origin URL, checked (`ProxyResponder.target(of:)`).
+    let origin: String
+    /// The object `origin` is cached under.
+    let objectID: ObjectID
+  }
+
+  /// The most targets kept.
+  static let capacity = 1024
+
+  // Used only on `loop`.
+  private let loop: any EventLoop
+  private var targets: [String: Target] = [:]
+
+  init(loop: any EventLoop) {
+    self.loop = loop
+  }
+
+  /// What `uri` named when it was last remembered, or nil.
+  func target(for uri: String) -> Target? {
+    loop.preconditionInEventLoop()
+    return targets[uri]
+  }
+
+  /// Remembers what `uri` names.
+  func remember(_ target: Target, for uri: String) {
+    loop.preconditionInEventLoop()
+    if targets.count >= Self.capacity { targets.removeAll(keepingCapacity: true) }
+    targets[uri] = target
+  }
+}
