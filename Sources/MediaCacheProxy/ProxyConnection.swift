@@ -274,7 +274,10 @@ final class ProxyConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
     var headers = HTTPHeaders()
     headers.reserveCapacity(response.headers.count + 3)
     // A stored response keeps the origin's Date (its Age says how old it is); every other gets the time now.
-    if response.headers[.date] == nil { headers.add(name: "date", value: HTTPDate.now()) }
+    // (A plain search: `HTTPFields`' subscript would also join the values found into a new String.)
+    if !response.headers.contains(where: { $0.name == .date }) {
+      headers.add(name: "date", value: HTTPDate.now())
+    }
     headers.add(name: "server", value: "MediaCache")
     for field in response.headers { headers.add(name: field.name.rawName, value: field.value) }
     if !keepAlive {

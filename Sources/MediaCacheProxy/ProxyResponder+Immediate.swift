@@ -74,7 +74,7 @@ extension ProxyResponder {
       cacheStatus: cacheStatus(.hit, .notNeeded, hit.freshness), via: via)
     Self.addBodyFields(
       &headers, first: hit.range.lowerBound, count: count, length: hit.length, partial: partial,
-      ifRange: false)
+      ifRange: false, appending: true)
     metrics.responseStarted()
     metrics.noteServed(fromCache: count, fromOrigin: 0)
     metrics.noteServed(hit.objectID, hit.range)
