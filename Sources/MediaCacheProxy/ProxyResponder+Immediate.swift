@@ -55,9 +55,7 @@ extension ProxyResponder {
     target: (origin: String, objectID: ObjectID, remembered: Bool), requested: RequestedRange
   )? {
     if let known = targets.target(for: request.uri) {
-      var requested = RequestedRange.all
-      if case .single(let range) = RangeHeader(request.headers[.range]) { requested = range }
-      return ((known.origin, known.objectID, true), requested)
+      return ((known.origin, known.objectID, true), RangeHeader(request.headers[.range]).requested)
     }
     guard let (origin, _, _, requested) = try? target(of: request) else { return nil }
     return ((origin, reader.cache.objectID(for: origin), false), requested)
@@ -74,7 +72,7 @@ extension ProxyResponder {
       cacheStatus: cacheStatus(.hit, .notNeeded, hit.freshness), via: via)
     Self.addBodyFields(
       &headers, first: hit.range.lowerBound, count: count, length: hit.length, partial: partial,
-      ifRange: false, appending: true)
+      ifRange: false)
     metrics.responseStarted()
     metrics.noteServed(fromCache: count, fromOrigin: 0)
     metrics.noteServed(hit.objectID, hit.range)

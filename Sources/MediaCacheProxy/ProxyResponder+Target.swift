@@ -50,8 +50,7 @@ extension ProxyResponder {
   ) {
     guard request.method == .GET || request.method == .HEAD else { throw Refusal.methodNotAllowed }
     let rangeHeader = request.method == .HEAD ? RangeHeader(nil) : RangeHeader(request.headers[.range])
-    var requested = RequestedRange.all
-    if case .single(let range) = rangeHeader { requested = range }
+    let requested = rangeHeader.requested
     if let upstreams = server.upstreamMap {
       // The path form and `?url=` mean nothing here: the path is the upstream's.
       let origin = try checkedOriginURL(try upstreams.url(path: request.path, query: request.query))

@@ -11,6 +11,11 @@ public enum RangeHeader: Sendable, Equatable {
   /// More than one range: the proxy answers `200` with the whole body rather than `multipart/byteranges`.
   case multiple
 
+  /// What is served: the one range, else the whole object.
+  var requested: RequestedRange {
+    if case .single(let range) = self { range } else { .all }
+  }
+
   /// The longest header value looked at; longer ones are ignored (a client cannot make the proxy parse
   /// megabytes).
   public static let maxLength = 4096
