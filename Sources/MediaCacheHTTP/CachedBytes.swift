@@ -25,8 +25,9 @@ public final class CachedBytes: AsyncSequence, Sendable {
   let priority: ReadPriority
   /// The manifest whose metadata (`length`, `count`, `etag`, `lastModified`, `contentType`) this read reported,
   /// fixed by the first question: only that version's bytes are delivered after it (a proxy's head is made
-  /// first; a version change then ends the read with an error: found by tools/soak). Before it, a change before
-  /// the first byte is followed.
+  /// first: found by tools/soak). A version change after that is followed only before the first byte; after
+  /// it, the rest comes from the origin under the version's strong ETag (`OriginTail`), or the read ends with
+  /// `OriginError.objectChanged`.
   private let shown = Mutex<Manifest?>(nil)
 
   init(

@@ -12,6 +12,10 @@ final class ReadCursor: @unchecked Sendable {
   private var heldBudget: Int64 = 0
   /// The buffer of the last piece read from the cache, given back to the pool when the next is asked for.
   private var lastBuffer: ByteBuffer?
+  /// The strong entity tag and length of the version this read delivers, once seen (`noteSeen`).
+  private var pinned: OriginTail.Pinned?
+  /// The rest of the range from the origin, once another writer replaced the object mid-read.
+  private var tail: OriginTail?
 
   init(owner: CachedBytes) {
     self.owner = owner
@@ -88,15 +92,43 @@ final class ReadCursor: @unchecked Sendable {
     .objectChanged(url: owner.session.url, cause: cause)
   }
 
+  /// Keeps the strong entity tag and length of the version this read delivers, from a manifest of it.
+  private func noteSeen(_ manifest: Manifest) {
+    guard pinned == nil, let seen = state.versionSeen, manifest.versionTag == seen else { return }
+    pinned = OriginTail.Pinned(etag: manifest.etag, length: manifest.contentLength)
+  }
+
+  /// The object moved to another version than the one this read reports: once it delivered bytes, the rest of
+  /// the range comes from the origin under that version's strong entity tag (`OriginTail`). Before its first
+  /// byte, or without such a tag, the read ends with `change` (a proxy opens it again while its status has not
+  /// gone out).
+  private func continueFromOrigin(_ change: OriginError) async throws {
+    await leaveFlight()
+    guard let pinned, state.position > owner.range.lowerBound else { throw change }
+    let end = min(owner.range.upperBound, pinned.length)
+    tail = try await OriginTail.open(
+      owner.session.url, state.position..<end, pinned: pinned, client: owner.session.environment.client)
+  }
+
+  /// The next piece of the range from the origin (`continueFromOrigin`); nil at its end.
+  private func nextFromTail() async throws -> CachedPiece? {
+    guard let buffer = try await tail!.next() else { return nil }
+    state.delivered(buffer.readableBytes, versionTag: state.versionSeen ?? 0)  // seen: a tail needs it
+    owner.noteDelivered(buffer.readableBytes, fromOrigin: true)
+    return .origin([buffer])
+  }
+
   func next() async throws -> CachedPiece? {
     let session = owner.session
     let manager = session.manager
     releaseLastPiece()
     while true {
       try Task.checkCancellation()
+      if tail != nil { return try await nextFromTail() }
       // Until a version is seen, the one the consumer was told of (a lock: not once a byte went out).
       if state.versionSeen == nil, let shown = owner.shownVersion { state.pin(shown) }
       let manifest = manager.manifest
+      noteSeen(manifest)
       let chunkSize = Int64(manifest.chunkSize)
       let position = state.position
       // What is cached from here, into the next chunk when it is present: a piece from the cache is a chunk's
@@ -116,7 +148,8 @@ final class ReadCursor: @unchecked Sendable {
         // A flight that failed and then reset the object (a lying length, a response it may not store) says
         // why better than the version change does.
         if let failure = await flight?.failure as? OriginError { throw failure }
-        throw versionChanged()
+        try await continueFromOrigin(versionChanged())
+        continue
       case .readCache(let range):
         do {
           let buffer = try await readFromCache(range, manager: manager)
@@ -124,7 +157,8 @@ final class ReadCursor: @unchecked Sendable {
             releaseLastPiece()  // reset while it was read: look again
             continue
           }
-          state.delivered(buffer.readableBytes, versionTag: manager.manifest.versionTag)
+          state.delivered(buffer.readableBytes, versionTag: manifest.versionTag)
+          noteSeen(manifest)
           owner.noteDelivered(
             buffer.readableBytes, fromOrigin: owner.manifestAtOpen.cachedRun(at: position) == 0)
           return .disk(buffer)
@@ -152,17 +186,20 @@ final class ReadCursor: @unchecked Sendable {
         await leaveFlight()
         // A new version before any byte or metadata went out: read it. Else it is not this read's version.
         if state.versionSeen == nil { continue }
-        throw versionChanged("\(error)")
+        try await continueFromOrigin(versionChanged("\(error)"))
+        continue
       }
       switch piece {
       case .memory(let buffers):
         // A flight resets the object before it hands out a byte of another version (`BodyWriter.headChecked`).
-        if let seen = state.versionSeen, manager.manifest.versionTag != seen {
-          await leaveFlight()
-          throw versionChanged()
+        let now = manager.manifest
+        if let seen = state.versionSeen, now.versionTag != seen {
+          try await continueFromOrigin(versionChanged())
+          continue
         }
-        let piece = CachedPiece.origin(state.trimmed(buffers, contentLength: manager.contentLength))
-        state.delivered(piece.count, versionTag: manager.manifest.versionTag)
+        let piece = CachedPiece.origin(state.trimmed(buffers, contentLength: now.contentLength))
+        state.delivered(piece.count, versionTag: now.versionTag)
+        noteSeen(now)
         owner.noteDelivered(piece.count, fromOrigin: true)
         return piece
       case .disk:

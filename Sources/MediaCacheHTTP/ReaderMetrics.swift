@@ -27,20 +27,31 @@ public enum ReaderMetrics {
     name: "mediacache_origin_request_duration_seconds", kind: .timer,
     help: "Duration of origin requests, from sending to the end of the body or the failure.")
 
+  /// `mediacache_reads_continued_from_origin_total`: reads whose object another writer replaced after they
+  /// had delivered bytes, finished from the origin under the strong entity tag of the version they delivered
+  /// (`OriginTail`).
+  public static let readsContinuedFromOrigin = MetricDescription(
+    name: "mediacache_reads_continued_from_origin_total", kind: .counter,
+    help: "Reads whose object was replaced mid-read, finished from the origin under their entity tag.")
+
   /// Every metric of the read engine (the reads it answers count in `CacheMetrics.all`).
-  public static let all: [MetricDescription] = [originFetchedBytes, originErrors, originRequestDuration]
+  public static let all: [MetricDescription] = [
+    originFetchedBytes, originErrors, originRequestDuration, readsContinuedFromOrigin,
+  ]
 
   /// The metric objects, made once per backend; the error counters once per code, when first needed.
   final class Handles: Sendable {
     let factory: any MetricsFactory
     let fetchedBytes: Counter
     let requestDuration: CoreMetrics.Timer
+    let continuedFromOrigin: Counter
     private let errors = Mutex<[OriginError.Code: Counter]>([:])
 
     init(factory: any MetricsFactory) {
       self.factory = factory
       fetchedBytes = Counter(label: originFetchedBytes.name, dimensions: [], factory: factory)
       requestDuration = CoreMetrics.Timer(label: originRequestDuration.name, dimensions: [], factory: factory)
+      continuedFromOrigin = Counter(label: readsContinuedFromOrigin.name, dimensions: [], factory: factory)
     }
 
     func errors(_ code: OriginError.Code) -> Counter {
@@ -61,6 +72,9 @@ public enum ReaderMetrics {
     guard count > 0 else { return }
     handles.current.fetchedBytes.increment(by: Int64(count))
   }
+
+  /// A read went on from the origin after its object was replaced (`OriginTail`).
+  static func noteContinuedFromOrigin() { handles.current.continuedFromOrigin.increment() }
 
   /// An origin request that took `duration` ended with `error` (nil: it succeeded). Only `OriginError`s count
   /// as failures: a cancellation or a cache that refused the bytes (`StoreError`) is not the origin's.

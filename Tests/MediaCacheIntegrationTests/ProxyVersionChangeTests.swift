@@ -40,4 +40,85 @@ import Testing
       #expect(try await fixture.metric("mediacache_proxy_reads_reopened_total") == 1)
     }
   }
+
+  /// Four chunks from a slow origin (16 KiB every 12 ms, about 3 s): the proxy commits what it wrote at least
+  /// every 2 s (`CommitPolicy`), and so learns of another process's version before the response ends.
+  static let replacedSize = 4_000_000
+
+  /// Reads object `name` (`replacedSize` bytes from a slow origin) whole through the proxy; after its first
+  /// 64 KiB of body (the proxy mid-body), `mediacache import` writes version 1's bytes over the object as
+  /// another process, after the origin moved to version 1 too when `originChanges`. Returns the response.
+  func readWhileAnotherProcessReplaces(_ fixture: ProxyFixture, _ name: String, originChanges: Bool)
+    async throws -> RawHTTPResponse
+  {
+    let directory = try TemporaryDirectory()
+    defer { directory.cleanup() }
+    let size = Self.replacedSize
+    let url = fixture.origin.url(.slow, name, size: size, query: "delay-ms=12")
+    let other = directory.file("other")
+    try Data(TestOrigin.bytes(name: name, size: size, version: 1)).write(to: URL(fileURLWithPath: other))
+    let (port, path, cache, origin) = (
+      fixture.endpoint.port, fixture.path(url), fixture.directory, fixture.origin
+    )
+    let mediacache = binary("mediacache")
+    return try await blocking {
+      let connection = try RawHTTPConnection(port: port)
+      defer { connection.close() }
+      try connection.sendRequest("GET", path)
+      var body: [UInt8] = []
+      var failure: (any Error)?
+      var response = try connection.readResponse { bytes in
+        let before = body.count
+        body.append(contentsOf: bytes)
+        guard before < 64 << 10, body.count >= 64 << 10 else { return }
+        if originChanges { origin.setVersion(name: name, to: 1) }
+        do {
+          let imported = try runOnThisThread(mediacache, ["import", "--cache", cache, url, other])
+          if imported.status != 0 { failure = RawHTTPError(description: "import: \(imported.stderr)") }
+        } catch { failure = error }
+      }
+      if let failure { throw failure }
+      response.body = body
+      return response
+    }
+  }
+
+  /// Found by tools/torture's many-processes class (CI, 2026-11-29: "proxy GET … cut: closed at body byte
+  /// 49152 of 973759"): another process imported the object whole while the proxy was sending it, and the
+  /// proxy cut the response, because the bytes in the cache were now of another version than its ETag. The
+  /// rest of the response now comes from the origin under the ETag it was sent with (`If-Range`), not from the
+  /// cache. The import here holds other bytes, so a response that went on from the cache would be caught.
+  @Test func aResponseGoesOnFromTheOriginWhenAnotherProcessReplacesTheObjectMidBody() async throws {
+    try await withProxy { fixture in
+      let name = "replaced"
+      let response = try await readWhileAnotherProcessReplaces(fixture, name, originChanges: false)
+      #expect(
+        response.status == 200 && response.isComplete, "\(response.status), \(response.bodyCount) bytes")
+      #expect(response.header("ETag") == TestOrigin.etag(name: name, version: 0))
+      let comparison = sameBytes(response.body, TestOrigin.bytes(name: name, size: Self.replacedSize))
+      #expect(comparison.equal, "\(comparison)")
+      #expect(try await fixture.metric("mediacache_reads_continued_from_origin_total") == 1)
+    }
+  }
+
+  /// As above, but the origin moved to a new version too: the response's version is nowhere any more, so the
+  /// connection is cut (a short body, every byte sent of the version its ETag names), never finished with
+  /// another version's bytes.
+  @Test func aResponseIsCutWhenNeitherTheCacheNorTheOriginHasItsVersionAnyMore() async throws {
+    try await withProxy { fixture in
+      let name = "gone"
+      let response = try await readWhileAnotherProcessReplaces(fixture, name, originChanges: true)
+      #expect(
+        response.status == 200 && !response.isComplete, "\(response.status), \(response.bodyCount) bytes")
+      #expect(response.header("ETag") == TestOrigin.etag(name: name, version: 0))
+      #expect(response.body.count >= 64 << 10)
+      let comparison = sameBytes(
+        response.body,
+        TestOrigin.bytes(name: name, size: Self.replacedSize, range: 0..<response.body.count))
+      #expect(comparison.equal, "\(comparison)")
+      // The origin was asked (under the old ETag) and answered with the new version.
+      #expect(try await fixture.metric("mediacache_origin_errors_total{kind=\"objectChanged\"}") == 1)
+      #expect(try await fixture.metric("mediacache_reads_continued_from_origin_total") ?? 0 == 0)
+    }
+  }
 }

@@ -19,6 +19,8 @@ struct ProxyGet {
   var wrongByteAt: Int64?
   /// A transport error (connect refused, reset, timeout) or a malformed response.
   var error: String?
+  /// The response's ETag (nil: none, or no head).
+  var etag: String?
 }
 
 /// The proxied path of an origin URL: `/<name>?url=<percent-encoded URL>` (see ProxyServer.proxyPath).
@@ -36,7 +38,7 @@ func proxyGet(port: Int, _ object: OriginObject, range: Range<Int64>?, receiveTi
   var result = ProxyGet(
     status: answer.status, bodyBytes: answer.bodyBytes, complete: answer.complete,
     wrongByteAt: answer.wrongByteAt,
-    error: answer.failure.map { "\($0.rawValue): \(answer.detail)" })
+    error: answer.failure.map { "\($0.rawValue): \(answer.detail)" }, etag: answer.etag)
   if let version = answer.version, version != object.version {
     result.complete = false
     result.error = "ETag of version \(version), not \(object.version)"

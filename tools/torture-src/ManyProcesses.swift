@@ -1,6 +1,7 @@
 import Foundation
 import MediaCache
 import MediaCacheTestSupport
+import Synchronization
 
 /// Four workers keep `mediacache` processes (fetch, cat, import, rm, status, and GETs through one long-lived
 /// proxy) reading and writing six overlapping objects, beside `cache-compactor` with a tiny size limit and
@@ -88,6 +89,7 @@ func manyProcessesRun(_ context: TrialContext, _ environment: Environment, minut
       }
     }
   }
+  let replacements = Replacements(objects: objects.count)
   let workerSeeds = (0..<4).map { _ in random.next() }
   for worker in 0..<4 {
     let seed = workerSeeds[worker]
@@ -95,7 +97,8 @@ func manyProcessesRun(_ context: TrialContext, _ environment: Environment, minut
     DispatchQueue.global().async(group: group) {
       var random = SeededRandom(seed: seed)
       while monotonicSeconds() < deadline && !stop.isSet {
-        let object = allObjects.randomElement(using: &random)!
+        let index = Int.random(in: 0..<allObjects.count, using: &random)
+        let object = allObjects[index]
         let start = Int64.random(in: 0..<Int64(object.size), using: &random)
         let range = start..<min(Int64(object.size), start + Int64.random(in: 1...1_500_000, using: &random))
         let spec = "\(range.lowerBound)-\(range.upperBound - 1)"
@@ -136,13 +139,22 @@ func manyProcessesRun(_ context: TrialContext, _ environment: Environment, minut
             context.tally.count("cat misses")
           }
         case 55..<80:
+          let before = replacements.mark(index)
           let result = proxyGet(port: proxy.port, object, range: range)
           context.tally.count("proxy GETs")
           context.tally.verified(result.bodyBytes)
           if let wrong = result.wrongByteAt {
             context.fail("the proxy sent a wrong byte of \(object.name) at \(wrong)")
           } else if !result.complete {
-            context.fail("proxy GET \(object.name) \(spec): \(result)")
+            // A response goes on from the origin under its ETag when another process replaces the object
+            // mid-body (docs/RELIABILITY.md, bug 42). One sent without an ETag (the version it began with was
+            // imported, its validators unknown) cannot be asked for again: a cut after its head is the right
+            // answer then, and only then.
+            if result.status != nil, result.etag == nil, replacements.overlapped(index, since: before) {
+              context.tally.count("proxy responses without an ETag cut by a replacement")
+            } else {
+              context.fail("proxy GET \(object.name) \(spec): \(result)")
+            }
           }
         case 80..<90:
           run(
@@ -153,10 +165,12 @@ func manyProcessesRun(_ context: TrialContext, _ environment: Environment, minut
             ], allowed: [0])
         case 90..<93:
           // A whole import replaces the object (a new version with the same bytes) under everyone's feet.
+          replacements.begin(index)
           run(
             "import",
             ["import", "--cache", root, "--chunk-size", "65536", object.url, "\(sources)/\(object.name)"],
             allowed: [0])
+          replacements.end(index)
         case 93..<97:
           run("rm", ["rm", "--cache", root, object.url], allowed: [0, 2, 3])
         default:
@@ -171,6 +185,14 @@ func manyProcessesRun(_ context: TrialContext, _ environment: Environment, minut
   group.wait()
   context.tally.trialDone()
 
+  // How many responses went on from the origin after a replacement (bug 42), from the proxy's own count.
+  let metrics = soakGet(port: proxy.port, SoakRequest(target: "/metrics"))
+  let counter = "mediacache_reads_continued_from_origin_total "
+  if let line = String(decoding: metrics.body, as: UTF8.self).split(separator: "\n").first(where: {
+    $0.hasPrefix(counter)
+  }), let value = Double(line.dropFirst(counter.count)) {
+    context.tally.count("proxy reads continued from the origin after a replacement", Int64(value))
+  }
   for (name, child) in [("cache-compactor", compactor), ("mediacache proxy", proxy.child)] {
     if let ended = child.poll() {
       context.fail("\(name) ended early: \(ended): \(child.stderrText)")
@@ -210,4 +232,30 @@ func manyProcessesRun(_ context: TrialContext, _ environment: Environment, minut
   }
   checks.fsckCheck(allowed: [], requireClean: true, when: "\(when), completed")
   checks.securityScan(objects, when: when)
+}
+
+/// The whole imports of each object, begun and running, so a proxy GET can tell whether one overlapped it.
+final class Replacements: Sendable {
+  private let state: Mutex<[(begun: Int, running: Int)]>
+
+  init(objects: Int) { state = Mutex(Array(repeating: (0, 0), count: objects)) }
+
+  func begin(_ object: Int) {
+    state.withLock {
+      $0[object].begun += 1
+      $0[object].running += 1
+    }
+  }
+
+  func end(_ object: Int) { state.withLock { $0[object].running -= 1 } }
+
+  /// What `overlapped` compares with: the imports begun so far, and whether one is running.
+  func mark(_ object: Int) -> (begun: Int, running: Bool) {
+    state.withLock { ($0[object].begun, $0[object].running > 0) }
+  }
+
+  /// Whether a whole import of `object` ran at some time since `mark`.
+  func overlapped(_ object: Int, since mark: (begun: Int, running: Bool)) -> Bool {
+    mark.running || state.withLock { $0[object].begun > mark.begun }
+  }
 }

@@ -43,6 +43,8 @@ struct SoakResult {
   var status: Int?
   /// The object version the ETag named (`"<name>-v<version>"`).
   var version: Int?
+  /// The response's ETag, as sent (nil: none).
+  var etag: String?
   var bodyBytes: Int64 = 0
   var complete = false
   var abandoned = false
@@ -193,6 +195,7 @@ private func exchange(port: Int, _ request: SoakRequest, receiveTimeout: Int) ->
       return result
     }
     result.version = version
+    result.etag = etag
   }
   var expected = [UInt8](repeating: 0, count: buffer.count)
   /// Takes a received piece of the body; false when a byte is wrong.
