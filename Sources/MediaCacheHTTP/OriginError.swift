@@ -210,8 +210,10 @@ extension ErrorCode where Domain == OriginError {
   /// say `public`, `s-maxage` or `must-revalidate` (RFC 9111 3.5).
   public static let notStorable = Self("notStorable")
   /// The object moved to another version (the origin's changed, or another process replaced or removed the
-  /// cached one) after the read had reported the version it delivers (its length or validators). The bytes
-  /// delivered before are of the old version; a new read gets the new one.
+  /// cached one) after the read had reported the version it delivers (its length or validators), and the rest
+  /// of that version could not be had: no byte delivered yet, no strong ETag to ask the origin for it by, or
+  /// the origin no longer has it. The bytes delivered before are of the old version; a new read gets the new
+  /// one.
   public static let objectChanged = Self("objectChanged")
   /// The origin refused the range (416).
   public static let rangeNotSatisfiable = Self("rangeNotSatisfiable")
