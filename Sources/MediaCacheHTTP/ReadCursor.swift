@@ -101,13 +101,16 @@ final class ReadCursor: @unchecked Sendable {
   /// The object moved to another version than the one this read reports: once it delivered bytes, the rest of
   /// the range comes from the origin under that version's strong entity tag (`OriginTail`). Before its first
   /// byte, or without such a tag, the read ends with `change` (a proxy opens it again while its status has not
-  /// gone out).
-  private func continueFromOrigin(_ change: OriginError) async throws {
+  /// gone out). Returns false when the range's bytes of that version were all delivered already (the new
+  /// version is longer, and an open range went on to its length): the read is over.
+  private func continueFromOrigin(_ change: OriginError) async throws -> Bool {
     await leaveFlight()
     guard let pinned, state.position > owner.range.lowerBound else { throw change }
     let end = min(owner.range.upperBound, pinned.length)
+    guard state.position < end else { return false }
     tail = try await OriginTail.open(
       owner.session.url, state.position..<end, pinned: pinned, client: owner.session.environment.client)
+    return true
   }
 
   /// The next piece of the range from the origin (`continueFromOrigin`); nil at its end.
@@ -148,7 +151,7 @@ final class ReadCursor: @unchecked Sendable {
         // A flight that failed and then reset the object (a lying length, a response it may not store) says
         // why better than the version change does.
         if let failure = await flight?.failure as? OriginError { throw failure }
-        try await continueFromOrigin(versionChanged())
+        guard try await continueFromOrigin(versionChanged()) else { return nil }
         continue
       case .readCache(let range):
         do {
@@ -186,7 +189,7 @@ final class ReadCursor: @unchecked Sendable {
         await leaveFlight()
         // A new version before any byte or metadata went out: read it. Else it is not this read's version.
         if state.versionSeen == nil { continue }
-        try await continueFromOrigin(versionChanged("\(error)"))
+        guard try await continueFromOrigin(versionChanged("\(error)")) else { return nil }
         continue
       }
       switch piece {
@@ -194,7 +197,7 @@ final class ReadCursor: @unchecked Sendable {
         // A flight resets the object before it hands out a byte of another version (`BodyWriter.headChecked`).
         let now = manager.manifest
         if let seen = state.versionSeen, now.versionTag != seen {
-          try await continueFromOrigin(versionChanged())
+          guard try await continueFromOrigin(versionChanged()) else { return nil }
           continue
         }
         let piece = CachedPiece.origin(state.trimmed(buffers, contentLength: now.contentLength))
