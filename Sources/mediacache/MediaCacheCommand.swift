@@ -28,4 +28,14 @@ struct MediaCacheCommand: AsyncParsableCommand {
       RemoveCommand.self, PinCommand.self, UnpinCommand.self, PurgeCommand.self, ClearCommand.self,
       StatsCommand.self,
     ])
+
+  /// Parses the arguments and runs the command. The proxy's allocator settings (`ProxyCommand.tuneAllocator`)
+  /// are made here, on the main thread before the first `await`: by `run()` a thread of Swift's pool already
+  /// runs, and glibc has given it an arena of its own that `M_ARENA_MAX` no longer takes back.
+  @MainActor static func main() async {
+    if CommandLine.arguments.dropFirst().first == ProxyCommand.configuration.commandName {
+      ProxyCommand.tuneAllocator()
+    }
+    await main(nil)
+  }
 }

@@ -204,7 +204,7 @@ struct ProxyCommand: AsyncParsableCommand {
   }
 
   func run() async throws {
-    Self.tuneAllocator()
+    Self.tuneAllocator()  // again, for a proxy run without `MediaCacheCommand.main` (which makes it first)
     try await reportingErrors {
       var clientConfiguration = OriginClient.Configuration(
         connectTimeout: .seconds(connectTimeout), idleTimeout: .seconds(idleTimeout),
@@ -272,7 +272,8 @@ struct ProxyCommand: AsyncParsableCommand {
   /// such blocks their own mmap and return freed memory to the kernel at once, so each chunk costs fresh page
   /// faults and an madvise: measured, that halved the proxy's cached throughput (tools/bench proxy). Keeping
   /// 1 MiB blocks in one heap lets the buffers be reused; one arena keeps the memory held for reuse from
-  /// multiplying by thread count. Up to 4 MiB free at the heap's top is kept: 16 MiB (tried first) added
+  /// multiplying by thread count (made before the first thread starts: `MediaCacheCommand.main`; a thread that
+  /// has made an arena keeps it). Up to 4 MiB free at the heap's top is kept: 16 MiB (tried first) added
   /// 10-15 MiB to the peak RSS of a cold 1 GiB stream for no measurable speed.
   static func tuneAllocator() {
     #if canImport(Glibc)

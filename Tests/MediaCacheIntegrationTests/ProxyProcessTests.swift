@@ -218,6 +218,76 @@ struct ProxyProcess {
     #expect(try await cache.status(for: origin.url(.normal, "object0", size: 4 << 20)) == .none)
     #expect(await proxy.stop().status == 0)
   }
+
+  /// The proxy's threads share glibc's main arena (`ProxyCommand.tuneAllocator`, set before the first thread
+  /// starts): no arena heap of their own (a 64 MiB-aligned mapping of 64 MiB, read-write then reserved) after
+  /// objects were fetched and served by every kind of thread. Made from `run()`, the settings came after a
+  /// thread of Swift's pool had made its arena; this test found that arena there.
+  @Test(.enabled(if: glibcArenasAreVisible))
+  func theProxysThreadsShareOneMallocArena() async throws {
+    let directory = try TemporaryDirectory()
+    defer { directory.cleanup() }
+    let origin = try await TestOrigin.start()
+    defer { Task { try? await origin.shutdown() } }
+    let proxy = try await ProxyProcess(cache: directory.path, ["--durability", "relaxed"])
+    for index in 0..<3 {
+      let path = ProxyServer.proxyPath(for: origin.url(.normal, "arena\(index)", size: 8 << 20))
+      for _ in 0..<2 {  // a miss, then a hit
+        let response = try await blocking { try proxy.request(path) }
+        #expect(response.status == 200 && response.body.count == 8 << 20)
+      }
+    }
+    let maps = try String(contentsOfFile: "/proc/\(proxy.pid)/maps", encoding: .utf8)
+    let heaps = mallocArenaHeaps(inMaps: maps)
+    #expect(heaps.isEmpty, "arena heaps besides the main arena: \(heaps)")
+    #expect(await proxy.stop().status == 0)
+  }
+}
+
+/// Whether this is Linux with glibc, whose arena heaps `/proc/PID/maps` shows.
+let glibcArenasAreVisible: Bool = {
+  #if os(Linux) && canImport(Glibc)
+    return FileManager.default.fileExists(atPath: "/proc/self/maps")
+  #else
+    return false
+  #endif
+}()
+
+/// The heaps of glibc's non-main arenas in `maps` (the text of `/proc/PID/maps`), as "start-end" ranges: a
+/// heap is reserved as 64 MiB (`HEAP_MAX_SIZE` on 64-bit) aligned to its size, of which the used part is
+/// read-write and the rest inaccessible, with no file behind either. The main arena grows by `brk` instead.
+func mallocArenaHeaps(inMaps maps: String) -> [String] {
+  let heapSize: UInt64 = 64 << 20
+  struct Mapping {
+    let start: UInt64
+    let end: UInt64
+    let permissions: Substring
+    let anonymous: Bool
+  }
+  let mappings = maps.split(separator: "\n").compactMap { line -> Mapping? in
+    let fields = line.split(separator: " ", omittingEmptySubsequences: true)
+    guard fields.count >= 5 else { return nil }
+    let bounds = fields[0].split(separator: "-")
+    guard bounds.count == 2, let start = UInt64(bounds[0], radix: 16), let end = UInt64(bounds[1], radix: 16)
+    else { return nil }
+    return Mapping(start: start, end: end, permissions: fields[1], anonymous: fields.count == 5)
+  }
+  var heaps: [String] = []
+  for (index, first) in mappings.enumerated()
+  where first.anonymous && first.start % heapSize == 0 && first.permissions == "rw-p" {
+    var end = first.end
+    var next = index + 1
+    while end - first.start < heapSize, next < mappings.count, mappings[next].anonymous,
+      mappings[next].start == end, mappings[next].permissions == "---p"
+    {
+      end = mappings[next].end
+      next += 1
+    }
+    if end - first.start == heapSize {
+      heaps.append(String(first.start, radix: 16) + "-" + String(end, radix: 16))
+    }
+  }
+  return heaps
 }
 
 extension MediaCache.Status {
