@@ -76,22 +76,29 @@ import Testing
     defer { Task { try? await origin.shutdown() } }
     try await withFixtureProxy { port in
       #expect(try await fetches(port).isEmpty)
-      // About 2.5 s of trickle: 16 KiB pieces 20 ms apart.
-      let url = origin.url(.slow, "live", size: 2_000_000, query: "delay-ms=20")
+      // About 7 s of trickle: 16 KiB pieces 60 ms apart. The listing is looked for while the origin is still
+      // sending: beside the other suites this test's task can wait seconds for a thread of the pool between two
+      // steps (CI, 2026-12-01: 100 polls after the origin had the request, none listed, with a trickle of 2.5 s).
+      let url = origin.url(.slow, "live", size: 2_000_000, query: "delay-ms=60")
       let player = Task { try await blocking { try rawRequest(port: port, ProxyServer.proxyPath(for: url)) } }
       let id = CacheKey(url).objectID.hex
-      // The fetch runs from the origin's request on. Beside the other suites the player's request can start
-      // late (CI, 2026-11-29: never listed in 100 polls), so the polls start once the origin has it.
       for _ in 0..<800 where origin.requests(for: "live").isEmpty {
         try await Task.sleep(for: .milliseconds(25))
       }
       #expect(!origin.requests(for: "live").isEmpty, "the player's request never reached the origin")
       var listed: [String: Any]?
-      for _ in 0..<100 where listed == nil {
+      var pollsWhileSending = 0
+      for _ in 0..<400 where listed == nil {
+        // (Bytes still to come from the origin: the fetch is running, whatever windows it asks in.)
+        let sending = origin.totalBodyBytes(for: "live") < 2_000_000
         listed = try await fetches(port).first { $0["id"] as? String == id }
+        guard sending else { break }
+        pollsWhileSending += 1
         if listed == nil { try await Task.sleep(for: .milliseconds(50)) }
       }
-      #expect((listed?["flights"] as? Int ?? 0) >= 1, "the fetch was never listed")
+      #expect(
+        (listed?["flights"] as? Int ?? 0) >= 1,
+        "the fetch was never listed (\(pollsWhileSending) polls while the origin sent)")
       let response = try await player.value
       #expect(response.status == 200 && response.body.count == 2_000_000)
       var gone = false
