@@ -204,7 +204,6 @@ struct ProxyCommand: AsyncParsableCommand {
   }
 
   func run() async throws {
-    Self.tuneAllocator()  // again, for a proxy run without `MediaCacheCommand.main` (which makes it first)
     try await reportingErrors {
       var clientConfiguration = OriginClient.Configuration(
         connectTimeout: .seconds(connectTimeout), idleTimeout: .seconds(idleTimeout),
