@@ -1,4 +1,5 @@
 import Foundation
+import MediaCacheTestSupport
 import Synchronization
 import Testing
 
@@ -37,9 +38,9 @@ func run(_ program: String, _ arguments: [String], environment: [String: String]
 /// A child process whose standard output is collected as it arrives, so a test can wait for a line.
 final class ChildProcess: Sendable {
   let process: Process
-  private let input = Pipe()
-  private let output = Pipe()
-  private let errors = Pipe()
+  private let input: Pipe
+  private let output: Pipe
+  private let errors: Pipe
   private let collected = OutputBuffer()
   /// Entered while a reader thread still reads a pipe.
   private let readers = DispatchGroup()
@@ -51,14 +52,20 @@ final class ChildProcess: Sendable {
   }
 
   init(_ program: String, _ arguments: [String], environment: [String: String]? = nil) throws {
-    process = Process()
-    process.executableURL = URL(fileURLWithPath: program)
-    process.arguments = arguments
-    if let environment { process.environment = environment }
-    process.standardInput = input
-    process.standardOutput = output
-    process.standardError = errors
-    try process.run()
+    // The pipes and the spawn while no other thread spawns (`spawningAlone`: else another child may inherit
+    // them, and this one's exit is not seen until that one ends).
+    (process, input, output, errors) = try spawningAlone {
+      let process = Process()
+      let (input, output, errors) = (Pipe(), Pipe(), Pipe())
+      process.executableURL = URL(fileURLWithPath: program)
+      process.arguments = arguments
+      if let environment { process.environment = environment }
+      process.standardInput = input
+      process.standardOutput = output
+      process.standardError = errors
+      try process.run()
+      return (process, input, output, errors)
+    }
     // One thread per pipe reads until end of file. Not `readabilityHandler`: its dispatch source can outlive
     // the descriptor it watches when the handle is released, and with many children in parallel a reused
     // descriptor number crashed libdispatch's event loop (`_dispatch_event_loop_drain`) in the test process.

@@ -253,6 +253,37 @@ struct ImmediateHitTests {
       try #require(posix_fadvise(descriptor, 0, 0, POSIX_FADV_DONTNEED) == 0)
     }
 
+    /// `evictPages` until no page of `range` of the object's data file is in the page cache, up to 50 tries;
+    /// whether they went. POSIX_FADV_DONTNEED is advice (pages still being written back, or read ahead by a read
+    /// that was in flight, can stay), and the check is `mincore`, which reads nothing: a declined read without
+    /// waiting (`readCachedNow`) starts the kernel's read-ahead, so the pages would be back by the next read.
+    func evictUntilNotResident(_ cache: MediaCache, _ url: String, _ range: Range<Int64>) async throws -> Bool
+    {
+      let path = cache.store.paths(for: cache.objectID(for: url)).data
+      for _ in 0..<50 {
+        try evictPages(cache, url)
+        if try residentPages(path, range) == 0 { return true }
+        try await Task.sleep(for: .milliseconds(100))
+      }
+      return false
+    }
+
+    /// How many pages of `range` of the file at `path` are in the page cache.
+    func residentPages(_ path: String, _ range: Range<Int64>) throws -> Int {
+      let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+      try #require(descriptor >= 0)
+      defer { close(descriptor) }
+      let page = Int64(sysconf(Int32(_SC_PAGESIZE)))
+      let start = range.lowerBound / page * page
+      let length = Int(range.upperBound - start)
+      let mapped = mmap(nil, length, PROT_READ, MAP_SHARED, descriptor, off_t(start))
+      try #require(mapped != MAP_FAILED, "mmap: errno \(errno)")
+      defer { munmap(mapped, length) }
+      var vector = [UInt8](repeating: 0, count: (length + Int(page) - 1) / Int(page))
+      try #require(mincore(mapped, length, &vector) == 0, "mincore: errno \(errno)")
+      return vector.filter { $0 & 1 != 0 }.count
+    }
+
     @Test func aRangeInThePageCacheIsReadAndCheckedWithoutBlockingElseDeclined() async throws {
       try await withReader(linger: .seconds(60)) { reader, origin, cache in
         let size = 6 * Self.chunkSize
@@ -364,7 +395,8 @@ struct ImmediateHitTests {
         try await get(size - 5000, 5000)
         #expect(proxy.metrics.cacheHitsOnLoop == loopHits + 2)
         // Out of the page cache: the same answer, read on the I/O executor instead.
-        try evictPages(cache, url)
+        let evicted = try await evictUntilNotResident(cache, url, 1000..<101_000)
+        try #require(evicted, "pages of the range were still in the page cache after 50 evictions")
         try await get(1000, 100_000)
         #expect(proxy.metrics.cacheHitsOnLoop == loopHits + 2)
         try await get(1000, 100_000)

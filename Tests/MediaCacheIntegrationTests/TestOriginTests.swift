@@ -607,13 +607,16 @@ func streamLargeObject(
 
   @Test(.enabled(if: FileManager.default.isExecutableFile(atPath: binary("mediacache-test-origin"))))
   func standaloneOriginCommands() throws {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: binary("mediacache-test-origin"))
-    let input = Pipe()
-    let output = Pipe()
-    process.standardInput = input
-    process.standardOutput = output
-    try process.run()
+    let (process, input, output) = try spawningAlone {
+      let process = Process()
+      process.executableURL = URL(fileURLWithPath: binary("mediacache-test-origin"))
+      let input = Pipe()
+      let output = Pipe()
+      process.standardInput = input
+      process.standardOutput = output
+      try process.run()
+      return (process, input, output)
+    }
     var text = ""
     func nextLine() -> String {
       while !text.contains("\n") {

@@ -38,14 +38,17 @@ public func makeTestCertificates(in directory: String) throws {
 }
 
 private func openssl(_ arguments: [String], in directory: String) throws {
-  let process = Process()
-  process.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
-  process.arguments = arguments
-  process.currentDirectoryURL = URL(fileURLWithPath: directory)
-  let errors = Pipe()
-  process.standardError = errors
-  process.standardOutput = FileHandle.nullDevice
-  try process.run()
+  let (process, errors) = try spawningAlone {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
+    process.arguments = arguments
+    process.currentDirectoryURL = URL(fileURLWithPath: directory)
+    let errors = Pipe()
+    process.standardError = errors
+    process.standardOutput = FileHandle.nullDevice
+    try process.run()
+    return (process, errors)
+  }
   let message = errors.fileHandleForReading.readDataToEndOfFile()
   process.waitUntilExit()
   guard process.terminationStatus == 0 else {

@@ -503,7 +503,7 @@ final class ChildSpawner: Sendable {
         while !stopping.load(ordering: .relaxed) {
           let child = Process()
           child.executableURL = URL(fileURLWithPath: "/bin/true")
-          guard (try? child.run()) != nil else { break }
+          guard (try? spawningAlone { try child.run() }) != nil else { break }
           child.waitUntilExit()
         }
         running.leave()
