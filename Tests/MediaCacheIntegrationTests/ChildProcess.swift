@@ -29,10 +29,19 @@ func runOnThisThread(_ program: String, _ arguments: [String], environment: [Str
 
 /// `run` waited on from a thread of its own, so the child never holds one of the few threads of Swift's
 /// cooperative pool (two on a 2-core CI machine) that every test of the process and the code under test share.
+/// A child killed as hung is recorded here, in the calling test's task: recorded on that thread, the issue
+/// would belong to no test ("«unknown»").
 func run(_ program: String, _ arguments: [String], environment: [String: String]? = nil) async throws
   -> CommandResult
 {
-  try await blocking { try runOnThisThread(program, arguments, environment: environment) }
+  let timeout = 120.0
+  let (result, killed) = try await blocking {
+    let child = try ChildProcess(program, arguments, environment: environment)
+    child.closeInput()
+    return child.waitOrKillOnThisThread(timeout: timeout)
+  }
+  if killed { ChildProcess.recordKilled(URL(fileURLWithPath: program).lastPathComponent, timeout) }
+  return result
 }
 
 /// A child process whose standard output is collected as it arrives, so a test can wait for a line.
@@ -138,20 +147,27 @@ final class ChildProcess: Sendable {
   @available(*, noasync, message: "blocks a thread of the cooperative pool: use the async wait")
   func waitOnThisThread(timeout: Double = 120) -> CommandResult {
     let (result, killed) = waitOrKill(timeout: timeout)
-    if killed { recordKilled(timeout) }
+    if killed { Self.recordKilled(name, timeout) }
     return result
+  }
+
+  /// `waitOnThisThread` that leaves the issue of a kill to the caller (for a thread that belongs to no test).
+  @available(*, noasync, message: "blocks a thread of the cooperative pool: use the async wait")
+  func waitOrKillOnThisThread(timeout: Double) -> (CommandResult, killed: Bool) {
+    waitOrKill(timeout: timeout)
   }
 
   /// `wait` from a thread of its own (see `run`); the issue, if any, is recorded in the calling test's task.
   func wait(timeout: Double = 120) async -> CommandResult {
     let (result, killed) = await onOwnThread { self.waitOrKill(timeout: timeout) }
-    if killed { recordKilled(timeout) }
+    if killed { Self.recordKilled(name, timeout) }
     return result
   }
 
-  private func recordKilled(_ timeout: Double) {
-    Issue.record(
-      "\(process.executableURL?.lastPathComponent ?? "child") still running after \(timeout) s; killed")
+  private var name: String { process.executableURL?.lastPathComponent ?? "child" }
+
+  static func recordKilled(_ name: String, _ timeout: Double) {
+    Issue.record("\(name) still running after \(timeout) s; killed")
   }
 
   /// Blocks until exit, killing the child after `timeout` seconds; whether it was killed.
