@@ -94,10 +94,13 @@ struct PreloaderTests {
   @Test func aNearerItemGoesFirstAndTheOtherResumes() async throws {
     try await withOrigin { origin in
       try await withReader(origin) { reader, _ in
-        // 16 KiB every 160 ms: b takes 5.1 s, so that a loaded machine still sees it part-way (at 40 ms, b once
-        // finished before the loop below saw its first chunk; at 80 ms, once in CI, before the update below).
+        // 16 KiB every 160 ms (z: 5.1 s). b sends its first chunk at once, then 16 KiB every 400 ms (11.2 s more),
+        // so that a loaded machine still sees it part-way: when b trickled from its first byte (at 40 ms, then 80,
+        // then 160), its origin sent all of it, once in a full local run at 160 ms, before the update below.
         let url = { (name: String) in
-          origin.url(.slow, "near-\(name)", size: 512 << 10, query: "delay-ms=160")
+          origin.url(
+            .slow, "near-\(name)", size: 512 << 10,
+            query: name == "b" ? "burst=\(64 << 10)&delay-ms=400" : "delay-ms=160")
         }
         let preloader = Preloader(
           reader: reader, policy: .init(targets: [.bytes(512 << 10), .bytes(512 << 10)]))

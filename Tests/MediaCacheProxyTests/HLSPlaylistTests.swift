@@ -363,13 +363,12 @@ import Testing
   @Test func longAttributeListsAreCheckedInLinearTime() throws {
     let attributes = (0..<10_000).map { "A\($0)=1" }.joined(separator: ",")
     let text = "#EXTM3U\n#EXT-X-KEY:METHOD=AES-128,URI=\"k.bin\"," + attributes + "\n#EXTINF:1,\ns.ts\n"
-    let clock = ContinuousClock()
     var rewritten = ""
-    let elapsed = try clock.measure {
+    let spent = try threadCPUTime {
       rewritten = try HLSPlaylist.rewrite(text, playlistURL: base, transform: marked)
     }
     #expect(rewritten.contains(#"URI="P(https://cdn.example.com/videos/show/k.bin)",A0=1,A1=1,"#))
-    #expect(elapsed < .seconds(1), "a 10,000-attribute line took \(elapsed)")
+    #expect(spent < .seconds(1), "a 10,000-attribute line took \(spent) of CPU")
     #expect(throws: HLSPlaylist.AttributeListError.self) {
       _ = try HLSPlaylist.parseAttributeList((attributes + ",A7=2")[...])
     }
