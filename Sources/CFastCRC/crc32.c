@@ -65,6 +65,20 @@ __attribute__((target("pclmul,sse2"))) static inline __m128i fold(__m128i x, __m
   return _mm_xor_si128(_mm_xor_si128(low, high), next);
 }
 
+// Folds the 16-byte blocks left (`len` a multiple of 16) into `x`, then reduces its 128 bits to the CRC: zlib's
+// CRC of them, started from 0xffffffff, is that reduction. The end of both folding loops below.
+__attribute__((target("pclmul,sse2"))) static inline uint32_t fold_rest(__m128i x, __m128i k3k4,
+                                                                        const unsigned char *buf, size_t len) {
+  while (len >= 16) {
+    x = fold(x, k3k4, _mm_loadu_si128((const __m128i *)(const void *)buf));
+    buf += 16;
+    len -= 16;
+  }
+  unsigned char block[16];
+  _mm_storeu_si128((__m128i *)(void *)block, x);
+  return (uint32_t)crc32_z(0xffffffffUL, block, 16);
+}
+
 // `len` is a multiple of 16, at least 64.
 __attribute__((target("pclmul,sse2"))) static uint32_t crc32_clmul(uint32_t crc, const unsigned char *buf,
                                                                     size_t len) {
@@ -88,14 +102,7 @@ __attribute__((target("pclmul,sse2"))) static uint32_t crc32_clmul(uint32_t crc,
   x0 = fold(x0, k3k4, x1);
   x0 = fold(x0, k3k4, x2);
   x0 = fold(x0, k3k4, x3);
-  while (len >= 16) {
-    x0 = fold(x0, k3k4, _mm_loadu_si128((const __m128i *)(const void *)buf));
-    buf += 16;
-    len -= 16;
-  }
-  unsigned char block[16];
-  _mm_storeu_si128((__m128i *)(void *)block, x0);
-  return (uint32_t)crc32_z(0xffffffffUL, block, 16);
+  return fold_rest(x0, k3k4, buf, len);
 }
 __attribute__((target("avx512f,vpclmulqdq"))) static inline __m512i fold512(__m512i x, __m512i k, __m512i next) {
   __m512i low = _mm512_clmulepi64_epi128(x, k, 0x00);
@@ -136,14 +143,7 @@ __attribute__((target("avx512f,vpclmulqdq,pclmul,sse2"))) static uint32_t crc32_
   y = fold(y, k3k4, _mm512_extracti32x4_epi32(x0, 1));
   y = fold(y, k3k4, _mm512_extracti32x4_epi32(x0, 2));
   y = fold(y, k3k4, _mm512_extracti32x4_epi32(x0, 3));
-  while (len >= 16) {
-    y = fold(y, k3k4, _mm_loadu_si128((const __m128i *)(const void *)buf));
-    buf += 16;
-    len -= 16;
-  }
-  unsigned char block[16];
-  _mm_storeu_si128((__m128i *)(void *)block, y);
-  return (uint32_t)crc32_z(0xffffffffUL, block, 16);
+  return fold_rest(y, k3k4, buf, len);
 }
 #endif
 

@@ -213,6 +213,24 @@ actor Flight {
     }
   }
 
+  /// The bytes held in memory for a reader at `position` (at most `limit`; see
+  /// `FlightState.inMemory(from:limit:)`), waiting for them while they are written and on their way here
+  /// (`FlightState.isComing`: a batch's hop behind); nil when they are neither, and the reader reads them from
+  /// the cache. The reader's demand moves there, as with `next(from:limit:)`.
+  func held(from position: Int64, limit: Int) async -> [ByteBuffer]? {
+    while true {
+      if let buffers = state.inMemory(from: position, limit: limit) {
+        if state.noteDemand(position) { wakeDemandWaiter() }
+        return buffers
+      }
+      guard state.isComing(position, written: written) else { return nil }
+      // Counted as blocked, so the writer hands its batch over at once instead of after its delay.
+      blockedReaders.add(1, ordering: .relaxed)
+      defer { blockedReaders.subtract(1, ordering: .relaxed) }
+      do { try await wait() } catch { return nil }
+    }
+  }
+
   /// Waits for the next change; a cancelled waiting task stops waiting at once and throws CancellationError.
   private func wait() async throws {
     let id = nextWaiter

@@ -271,9 +271,14 @@ struct FlightState {
     return [.wake]
   }
 
-  /// The request ended (the first outcome counts).
+  /// The request ended (the first outcome counts). After a success the incomplete chunk's bytes stay for the
+  /// readers still attached: a reader woken by the last bytes often runs only after the request has ended (a
+  /// small range's whole body arrives at once), and it takes them from memory instead of reading back from the
+  /// cache what was written a moment ago (at most a chunk, let go with the flight when its last reader leaves).
+  /// After a failure, or with no reader left, memory is let go: what arrived is read from the cache.
   mutating func finish(_ result: Result<Void, any Error>) -> [FlightAction] {
     if outcome == nil { outcome = result }
+    if case .success = outcome, readers > 0 { return [.wake] }
     parts = []
     bufferStart = received
     memoryStart = received
@@ -342,6 +347,26 @@ struct FlightState {
     case nil: return .wait
     }
   }
+
+  /// The bytes held in memory from `position` on (at most `limit`), or nil when the position is not among them.
+  /// Never waits: a reader whose bytes the cache shows takes them here rather than reading back what the flight
+  /// wrote a moment ago (a small miss's whole body, written before the reader's first look).
+  func inMemory(from position: Int64, limit: Int) -> [ByteBuffer]? {
+    guard position >= memoryStart, position < received, limit > 0 else { return nil }
+    return slices(from: position, limit: limit)
+  }
+
+  /// Whether the byte at `position` was written to the cache by this flight (`written`: how far the writer has
+  /// got) and is on its way to memory: the writer hands every byte it wrote over (or says it skipped it) within
+  /// `BodyWriter.maxBatchDelay`, at once while a reader is blocked. Not while the hand-over lags by more than
+  /// `comingLag` (a fetching task behind on a busy pool): then a reader reads the cache rather than wait for it.
+  func isComing(_ position: Int64, written: Int64) -> Bool {
+    isLive && position >= memoryStart && position >= received && position < written
+      && written - received <= Self.comingLag
+  }
+
+  /// See `isComing`: two of the writer's batches (`BodyWriter` hands bytes over by 256 KiB at the most).
+  static let comingLag: Int64 = 512 << 10
 
   /// Up to `limit` bytes of `parts` from `position` (between `memoryStart` and `received`), sharing storage.
   private func slices(from position: Int64, limit: Int) -> [ByteBuffer] {

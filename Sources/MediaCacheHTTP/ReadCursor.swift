@@ -143,6 +143,8 @@ final class ReadCursor: @unchecked Sendable {
       let step = state.next(
         ReadCursorState.Object(
           contentLength: manifest.contentLength, versionTag: manifest.versionTag, cachedRun: run))
+      // Bytes the flight attached still holds, taken instead of a read of the cache.
+      var held: [ByteBuffer]?
       switch step {
       case .finished:
         await leaveFlight(finishingChunk: true)
@@ -154,6 +156,13 @@ final class ReadCursor: @unchecked Sendable {
         guard try await continueFromOrigin(versionChanged()) else { return nil }
         continue
       case .readCache(let range):
+        // The flight attached wrote these bytes a moment ago and holds them, or is about to (a miss's first
+        // bytes are written before its reader first looks): from memory, without a hop to the I/O executor and
+        // a read back.
+        if let current = flight, let buffers = await current.held(from: position, limit: Int(range.count)) {
+          held = buffers
+          break
+        }
         do {
           let buffer = try await readFromCache(range, manager: manager)
           if manager.manifest.versionTag != manifest.versionTag {
@@ -184,7 +193,11 @@ final class ReadCursor: @unchecked Sendable {
       guard let current = flight else { continue }
       let piece: Flight.Piece
       do {
-        piece = try await current.next(from: state.position, limit: Int(chunkSize))
+        if let held {
+          piece = .memory(held)
+        } else {
+          piece = try await current.next(from: state.position, limit: Int(chunkSize))
+        }
       } catch let error as StoreError where error.code == .versionChanged {
         await leaveFlight()
         // A new version before any byte or metadata went out: read it. Else it is not this read's version.

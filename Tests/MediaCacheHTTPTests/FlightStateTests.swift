@@ -86,11 +86,61 @@ import Testing
       Issue.record("finished: end")
       return
     }
-    // Memory is let go at the finish: what arrived is read from the cache.
+    // With no reader attached, memory is let go at the finish: what arrived is read from the cache.
     guard case .piece(.disk) = open.next(from: 0, limit: 10) else {
       Issue.record("after the finish, bytes are read from the cache")
       return
     }
+  }
+
+  @Test func aSuccessfulFinishKeepsTheIncompleteChunkForTheReadersAttached() {
+    // A reader attached when the request ends (its bytes arrived; it has not run yet) gets them from memory.
+    var state = flight(end: 1500)
+    _ = state.attach(priority: .foreground, written: 0)
+    _ = state.deliver([bytes(1200)], at: 0, now: t0)
+    #expect(state.finish(.success(())) == [.wake])
+    #expect(!state.isLive)
+    #expect(
+      memory(state.next(from: 1100, limit: 500)) == Array(Array(bytes(1200).readableBytesView)[1100...]))
+    // The complete chunk before it is read from the cache, as while the flight ran; past what arrived: the end.
+    guard case .piece(.disk) = state.next(from: 999, limit: 10) else {
+      Issue.record("a complete chunk is read from the cache")
+      return
+    }
+    guard case .piece(.end) = state.next(from: 1200, limit: 10) else {
+      Issue.record("past what arrived: end")
+      return
+    }
+    // A failure lets the memory go even with a reader attached: what arrived is read from the cache.
+    var failed = flight()
+    _ = failed.attach(priority: .foreground, written: 0)
+    _ = failed.deliver([bytes(300)], at: 0, now: t0)
+    _ = failed.finish(.failure(CancellationError()))
+    guard case .piece(.disk) = failed.next(from: 100, limit: 10) else {
+      Issue.record("after a failure, bytes are read from the cache")
+      return
+    }
+  }
+
+  @Test func bytesInMemoryAndBytesOnTheirWay() {
+    var state = flight()
+    _ = state.deliver([bytes(300)], at: 0, now: t0)
+    #expect(
+      state.inMemory(from: 100, limit: 50).map { $0.flatMap { Array($0.readableBytesView) } }
+        == Array(bytes(50, from: 100).readableBytesView))
+    #expect(state.inMemory(from: 300, limit: 50) == nil)  // not arrived
+    #expect(state.inMemory(from: 100, limit: 0) == nil)
+    // Written to 500 by the writer: 300..<500 are on their way; 500 is not written.
+    #expect(state.isComing(300, written: 500) && state.isComing(499, written: 500))
+    #expect(!state.isComing(500, written: 500) && !state.isComing(200, written: 500))
+    // A hand-over that lags by more than two batches: read the cache instead of waiting.
+    #expect(!state.isComing(300, written: 300 + FlightState.comingLag + 1))
+    // Skipped to 450 (in the cache only): before it nothing comes, after it what is written does.
+    _ = state.skip(to: 450, now: t0)
+    #expect(state.inMemory(from: 100, limit: 50) == nil && !state.isComing(400, written: 500))
+    #expect(state.isComing(460, written: 500))
+    _ = state.finish(.success(()))
+    #expect(!state.isComing(460, written: 500))
   }
 
   @Test func skippedBytesAreReadFromTheCacheOnceTheChunkCompletes() {

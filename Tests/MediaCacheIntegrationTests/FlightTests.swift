@@ -84,6 +84,35 @@ import Testing
     #expect(Self.joined(next) == Self.bytes(10..<12))
   }
 
+  /// Bytes the writer has written (`writtenHint`) but not yet handed over are waited for in memory; bytes it
+  /// skipped, or that no longer come (the flight ended), are left to the cache; a successful finish keeps the
+  /// incomplete chunk for the reader attached.
+  @Test func heldBytesAreWaitedForWhileOnTheirWayAndLeftToTheCacheOtherwise() async throws {
+    let flight = Flight(start: 0, end: 20, chunkSize: 10)
+    _ = await flight.attach()
+    await flight.deliver(Self.parts(0..<3), at: 0)
+    #expect(await flight.held(from: 1, limit: 100).map(Self.joined) == Self.bytes(1..<3))
+    // Not written yet: not held, not coming (the reader waits on the flight instead, as before).
+    #expect(await flight.held(from: 3, limit: 100) == nil)
+    // Written up to 6, handed over later: the reader waits for the hand-over, and is counted as blocked meanwhile.
+    flight.writtenHint.store(6, ordering: .relaxed)
+    let reader = Task { await flight.held(from: 4, limit: 100) }
+    while flight.blockedReaders.load(ordering: .relaxed) == 0 { try await Task.sleep(for: .milliseconds(1)) }
+    await flight.deliver(Self.parts(3..<6), at: 3)
+    #expect(await reader.value.map(Self.joined) == Self.bytes(4..<6))
+    // Written up to 9 and then skipped (the fetching task fell behind): the waiting reader goes to the cache.
+    flight.writtenHint.store(9, ordering: .relaxed)
+    let skipped = Task { await flight.held(from: 7, limit: 100) }
+    while flight.blockedReaders.load(ordering: .relaxed) == 0 { try await Task.sleep(for: .milliseconds(1)) }
+    await flight.skip(to: 9)
+    #expect(await skipped.value == nil)
+    // The request ends: what arrived of the incomplete chunk stays in memory for the attached reader.
+    await flight.deliver(Self.parts(9..<14), at: 9)
+    await flight.finish(.success(()))
+    #expect(await flight.held(from: 11, limit: 2).map(Self.joined) == Self.bytes(11..<13))
+    #expect(await flight.held(from: 14, limit: 100) == nil)
+  }
+
   /// A retry's response overlaps what arrived: only the new bytes are kept, offsets stay those of the object,
   /// and a reader's limit cuts inside a buffer.
   @Test func overlappingDeliveriesAndLimitsKeepOffsets() async throws {

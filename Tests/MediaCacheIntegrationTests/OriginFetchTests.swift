@@ -34,6 +34,43 @@ struct OriginFetchTests {
     return out
   }
 
+  /// A miss's bytes go to its reader as the origin response's buffers, even when the flight wrote them to the
+  /// cache before the reader first looked (the head is waited for first, and a small range's body comes with
+  /// it) or ended before it asked: never read back from the file (a hop to the I/O executor, a read and a
+  /// CRC of the span, for bytes in memory). Before, a small miss's first piece was read back from the cache.
+  @Test func aMissIsHandedOverFromMemoryNotReadBack() async throws {
+    try await withReader { reader, origin, cache in
+      let size = 4 * Self.chunkSize
+      for (index, range) in [0..<1000, 70_000..<90_000, 0..<(Self.chunkSize + 10)].enumerated() {
+        let url = origin.url(.normal, "from-memory-\(index)", size: size)
+        let bytes = try await reader.read(
+          url, range: .bounded(Int64(range.lowerBound)..<Int64(range.upperBound)))
+        var iterator = bytes.makeAsyncIterator()
+        var out = Data()
+        var kinds: [String] = []
+        while let piece = try await iterator.nextPiece() {
+          if case .disk = piece {
+            kinds.append("disk \(piece.count)")
+          } else {
+            kinds.append("origin \(piece.count)")
+          }
+          out.append(piece.data)
+        }
+        bytes.close()
+        #expect(out == expected("from-memory-\(index)", size, range), "range \(range)")
+        // A range past a chunk's end reads the completed chunk from the cache (memory holds the chunk being
+        // filled only); the bytes of the chunk being filled come from memory.
+        let fromDisk = kinds.filter { $0.hasPrefix("disk") }
+        if range.upperBound <= Self.chunkSize || range.lowerBound >= Self.chunkSize {
+          #expect(fromDisk.isEmpty, "range \(range): pieces \(kinds)")
+        } else {
+          #expect(kinds.last?.hasPrefix("origin") == true, "range \(range): pieces \(kinds)")
+        }
+        try expectNoWrongByte(cache, url, "from-memory-\(index)", size)
+      }
+    }
+  }
+
   /// A reader that takes a range smaller than a chunk and closes at once (a player reading an index, the
   /// proxy answering `Range: bytes=0-65535`) leaves what it read cached, as a span of the chunk (manifest 1.1),
   /// committed when the object closes: the same range again is served without the origin. Before, closing the
