@@ -31,8 +31,8 @@ extension CachingReader {
   package static let residentReadMaxBytes = 4 << 20
 
   /// The bytes of `range` of the object at `url` when they can be given at once: the object is open in this
-  /// reader now (another read or flight has it), its length is known, every byte of the range is in its
-  /// complete chunks, and the range is at most `maxBytes`. They are read and checked as `read` reads them
+  /// reader now (another read or flight has it), its length is known, every byte of the range is cached (in
+  /// complete chunks, or in spans of incomplete ones), and the range is at most `maxBytes`. They are read and checked as `read` reads them
   /// (the same verified read, the same access time noted) in one buffer, on the calling thread, which must be
   /// an `IOExecutor`'s (anywhere else this returns nil: it makes blocking calls). Unless `waitingForDisk` is
   /// false: then it makes no blocking call and may run on any thread (an event loop), and returns nil as well
@@ -88,17 +88,20 @@ extension CachingReader {
   }
 
   /// `range` resolved against the object's length, if that is known, the range is not empty and at most
-  /// `maxBytes`, and every chunk holding it is present in `manifest` (the view's: a range not cached returns
-  /// nil here, without `planVerifiedRead` reading the manifest from disk in case another process committed it).
+  /// `maxBytes`, and every byte of it is cached in `manifest` (the view's), in present chunks or in spans of
+  /// incomplete ones (a span is read whole and checked against its CRC): a range not cached returns nil here,
+  /// without `planVerifiedRead` reading the manifest from disk in case another process committed it.
   private static func cachedBounds(of range: RequestedRange, in manifest: Manifest, maxBytes: Int)
     -> Range<Int64>?
   {
     guard let length = manifest.contentLength, let bounds = range.resolved(length: length), !bounds.isEmpty,
       bounds.count <= maxBytes
     else { return nil }
-    let chunkSize = Int64(manifest.chunkSize)
-    for index in Int(bounds.lowerBound / chunkSize)...Int((bounds.upperBound - 1) / chunkSize) {
-      guard manifest.isPresent(index) else { return nil }
+    var position = bounds.lowerBound
+    while position < bounds.upperBound {
+      let run = manifest.cachedRun(at: position)  // to the end of the chunk, or of the span, holding it
+      guard run > 0 else { return nil }
+      position += run
     }
     return bounds
   }

@@ -42,8 +42,8 @@ final class ReadCursor: @unchecked Sendable {
   /// `range` from the cache, read on the I/O executor into a new buffer and checked there (the whole chunks
   /// holding it, or only their 16 KiB blocks that hold it once those chunks were verified whole:
   /// `FileHandleAssetDataManager.planVerifiedRead`), the buffer's readable bytes set to the range (no copy),
-  /// after taking budget for the most the read may need. Bytes in a span (an incomplete chunk) are read by
-  /// `read(_:)` and copied.
+  /// after taking budget for the most the read may need. Bytes in a span (of an incomplete chunk) are read with
+  /// the whole span and checked against its CRC, the same way.
   private func readFromCache(_ range: Range<Int64>, manager: FileHandleAssetDataManager) async throws
     -> ByteBuffer
   {
@@ -53,14 +53,8 @@ final class ReadCursor: @unchecked Sendable {
     heldBudget = await budget.acquire(Int64(extent.count))
     do {
       let (buffer, read) = try await IOExecutor.shared.run { () throws -> (ByteBuffer, Int) in
-        do {
-          let plan = try manager.planVerifiedRead(range)
-          return (
-            try pool.readVerified(plan, from: manager, minimumCapacity: extent.count), plan.extent.count
-          )
-        } catch let error as StoreError where error.code == .notCached {
-          return (ByteBuffer(bytes: try manager.read(range)), range.count)
-        }
+        let plan = try manager.planVerifiedRead(range)
+        return (try pool.readVerified(plan, from: manager, minimumCapacity: extent.count), plan.extent.count)
       }
       lastBuffer = buffer
       // What the read did not need of the budget goes back at once (blocks instead of whole chunks).

@@ -111,6 +111,37 @@ struct ImmediateHitTests {
     return false
   }
 
+  /// A range cached only as a span (bytes of a chunk that is not complete: what a player's small first range
+  /// leaves) is answered at once too, the span read whole and checked; a range past the span is not.
+  @Test func aRangeInASpanIsServedAtOnce() async throws {
+    try await withReader(linger: .seconds(60)) { reader, origin, _ in
+      let size = 4 * Self.chunkSize
+      let url = origin.url(.normal, "span-hit", size: size)
+      let first = try await reader.read(url, range: .bounded(0..<1000))
+      var fetched = Data()
+      for try await piece in first { fetched.append(piece) }
+      await first.closeAndCommit()
+      await reader.cache.closing.wait(for: reader.cache.objectID(for: url))
+      #expect(fetched == Data(TestOrigin.bytes(name: "span-hit", size: size, range: 0..<1000)))
+      // Read the span again from the cache until that read's session stays open (as `readUntilOpen`).
+      var hit: CachedRange?
+      for _ in 0..<200 where hit == nil {
+        let again = try await reader.read(url, range: .bounded(0..<1000))
+        for try await _ in again {}
+        again.close()
+        hit = try await readNow(reader, url, .bounded(100..<900))
+        if hit == nil { try await Task.sleep(for: .milliseconds(50)) }
+      }
+      let served = try #require(hit, "the span was never served at once")
+      #expect(served.range == 100..<900 && served.length == Int64(size))
+      #expect(
+        Array(served.buffer.readableBytesView)
+          == TestOrigin.bytes(name: "span-hit", size: size, range: 100..<900))
+      #expect(try await readNow(reader, url, .bounded(900..<1001)) == nil)
+      #expect(origin.requests(for: "span-hit").count == 1)
+    }
+  }
+
   @Test func idleObjectsCloseWhenTheirLingerIsOver() async throws {
     // A linger long enough that the removal below comes well before it ends on a loaded machine (with 200 ms
     // a full parallel test run saw the object closed already), short enough for a quick test.

@@ -127,12 +127,39 @@ import Testing
       try writer.setContentLength(Int64(data.count))
       try writer.write(data[0..<4096], at: 0)
       try writer.write(data[5000..<6000], at: 5000)  // a span of chunk 1
-      // A span is served by read(_:), not by a verified read.
-      expectStoreError({ _ = try Self.read(writer, 5100..<5200) }) { $0.code == .notCached }
+      // A span is read whole and checked against its CRC, like a chunk, and the range's bytes served from it.
+      #expect(try Self.read(writer, 5100..<5200) == (5000..<6000, data[5100..<5200]))
       #expect(try writer.read(5100..<5200) == data[5100..<5200])
+      // Chunk 0's bytes of the range are cached, chunk 1's are not (the span starts at 5000).
       expectStoreError({ _ = try Self.read(writer, 4000..<4200) }) { $0.code == .notCached }
+      expectStoreError({ _ = try Self.read(writer, 5900..<6100) }) { $0.code == .notCached }
       expectStoreError({ _ = try Self.read(writer, 12_000..<12_289) }) { $0.code == .outOfBounds }
       try writer.close()
+    }
+  }
+
+  @Test func aRangeAcrossAChunkAndASpanReadsBothAndADamagedSpanIsDropped() async throws {
+    try await withStore(chunkSize: 4096) { store in
+      let data = randomBytes(count: 3 * 4096, seed: 6)
+      let writer = try FileHandleAssetDataManager(store: store, id: Self.id)
+      try writer.setContentLength(Int64(data.count))
+      try writer.write(data[0..<4096], at: 0)
+      try writer.write(data[4096..<4600], at: 4096)  // a span at the start of chunk 1
+      try writer.write(data[9000..<9500], at: 9000)  // a span inside chunk 2
+      #expect(try Self.read(writer, 4000..<4300) == (0..<4600, data[4000..<4300]))
+      #expect(try Self.read(writer, 9100..<9400) == (9000..<9500, data[9100..<9400]))
+      // A byte of the span inside chunk 2 damaged on disk: the read fails, no byte is returned, and the span
+      // is dropped (fetched again later); the other span and the chunk stay.
+      try flipByte(atPath: store.paths(for: Self.id).data, offset: 9450)
+      expectStoreError({ _ = try Self.read(writer, 9100..<9200) }) {
+        $0.code == .corruptChunk && $0.chunk == 2
+      }
+      #expect(writer.manifest.span(containing: 9100) == nil)
+      #expect(writer.manifest.span(containing: 4100) != nil && writer.manifest.isPresent(0))
+      expectStoreError({ _ = try Self.read(writer, 9100..<9200) }) { $0.code == .notCached }
+      #expect(try Self.read(writer, 4096..<4600) == (4096..<4600, data[4096..<4600]))
+      try writer.close()
+      #expect(try store.readManifest(Self.id)?.span(containing: 9100) == nil)
     }
   }
 }

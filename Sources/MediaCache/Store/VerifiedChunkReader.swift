@@ -94,11 +94,19 @@ struct VerifiedChunkReader: Sendable {
       let block = Int64(BlockCRCTable.blockSize)
       var segments: [VerifiedReadPlan.Segment] = []
       for index in first...last {
-        guard let crc = view.manifest.crc(ofChunk: index) else {
-          // A span (bytes of a chunk that is not complete): `read(_:)` serves it.
-          throw StoreError.notCached(objectID, missing: [view.manifest.byteRange(ofChunk: index)])
-        }
         let chunk = view.manifest.byteRange(ofChunk: index)
+        guard let crc = view.manifest.crc(ofChunk: index) else {
+          // Bytes of a chunk that is not complete: the span holding them, read whole and checked.
+          let part = chunk.clamped(to: range)
+          guard let span = view.manifest.span(containing: part.lowerBound),
+            span.range.upperBound >= part.upperBound
+          else { throw StoreError.notCached(objectID, missing: [part]) }
+          segments.append(
+            VerifiedReadPlan.Segment(
+              chunk: index, chunkBytes: span.range, bytes: span.range, crc: span.crc, blocks: nil, span: span)
+          )
+          continue
+        }
         let key = VerifiedChunkCache.Key(
           file: fileIdentity, version: view.manifest.versionTag, chunk: index, crc: crc)
         var segment = VerifiedReadPlan.Segment(
@@ -131,6 +139,11 @@ struct VerifiedChunkReader: Sendable {
       failed = try check(plan, into: buffer) { target, offset in
         try mapIO { try file.read(into: target, at: offset) }
       }
+    }
+    if let (segment, actual) = failed, let span = segment.span {
+      CacheMetrics.noteCRCFailures(1, during: .read)
+      writer.dropSpan(span)
+      throw StoreError.corruptChunk(objectID, chunk: segment.chunk, expected: segment.crc, actual: actual)
     }
     if let (segment, actual) = failed {
       BlockCRCTable.shared.remove(
@@ -189,7 +202,7 @@ struct VerifiedChunkReader: Sendable {
             bytes, range: segment.bytes, chunkStart: segment.chunkBytes.lowerBound, blocks: blocks,
             blockSize: BlockCRCTable.blockSize)
         else { return (segment, 0) }
-      } else if BlockCRCTable.usesBlocks(chunkSize: plan.chunkSize) {
+      } else if segment.span == nil, BlockCRCTable.usesBlocks(chunkSize: plan.chunkSize) {
         // The whole chunk, checked by its blocks combined: their CRCs are kept for later reads.
         let (check, blocks) = ChunkCheck.blocks(
           of: bytes, range: segment.chunkBytes, expected: segment.crc, blockSize: BlockCRCTable.blockSize)

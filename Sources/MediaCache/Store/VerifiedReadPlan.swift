@@ -1,6 +1,7 @@
 /// What a verified read of a range will read and check (`FileHandleAssetDataManager.planVerifiedRead(_:)`):
 /// per chunk it touches, either the whole chunk against the manifest's CRC, or only the 16 KiB blocks that
-/// hold bytes of the range against the block CRCs of `BlockCRCTable`. The bytes read are contiguous
+/// hold bytes of the range against the block CRCs of `BlockCRCTable`, or, for a chunk that is not complete, the
+/// span holding its bytes of the range, whole, against the span's CRC. The bytes read are contiguous
 /// (`extent`), so one buffer of `extent.count` bytes takes them, and the range starts `offset` bytes into it.
 package struct VerifiedReadPlan: Sendable {
   /// One chunk's part of the read.
@@ -15,6 +16,9 @@ package struct VerifiedReadPlan: Sendable {
     var crc: UInt32
     /// Its block CRCs when only blocks are read.
     var blocks: [UInt32]?
+    /// Set when the chunk is not complete and its bytes of the range are in this span: `chunkBytes` and
+    /// `bytes` are then the span's, read whole and checked against its CRC (`crc`), as `read(_:)` checks it.
+    var span: Manifest.Span?
   }
 
   /// The bytes asked for.
