@@ -120,13 +120,22 @@ import Testing
     }
   }
 
+  /// An object of three 4 KiB chunks, chunk 0 written whole and `spans` written (spans of chunks 1 and 2),
+  /// open for writing.
+  static func partial(_ store: ShardedStore, seed: UInt64, spans: [Range<Int>]) throws
+    -> (FileHandleAssetDataManager, Data)
+  {
+    let data = randomBytes(count: 3 * 4096, seed: seed)
+    let writer = try FileHandleAssetDataManager(store: store, id: id)
+    try writer.setContentLength(Int64(data.count))
+    try writer.write(data[0..<4096], at: 0)
+    for span in spans { try writer.write(data[span], at: Int64(span.lowerBound)) }
+    return (writer, data)
+  }
+
   @Test func spansMissingBytesAndOutOfBoundsRangesThrowAsReadDoes() async throws {
     try await withStore(chunkSize: 4096) { store in
-      let data = randomBytes(count: 3 * 4096, seed: 5)
-      let writer = try FileHandleAssetDataManager(store: store, id: Self.id)
-      try writer.setContentLength(Int64(data.count))
-      try writer.write(data[0..<4096], at: 0)
-      try writer.write(data[5000..<6000], at: 5000)  // a span of chunk 1
+      let (writer, data) = try Self.partial(store, seed: 5, spans: [5000..<6000])  // a span of chunk 1
       // A span is read whole and checked against its CRC, like a chunk, and the range's bytes served from it.
       #expect(try Self.read(writer, 5100..<5200) == (5000..<6000, data[5100..<5200]))
       #expect(try writer.read(5100..<5200) == data[5100..<5200])
@@ -140,12 +149,8 @@ import Testing
 
   @Test func aRangeAcrossAChunkAndASpanReadsBothAndADamagedSpanIsDropped() async throws {
     try await withStore(chunkSize: 4096) { store in
-      let data = randomBytes(count: 3 * 4096, seed: 6)
-      let writer = try FileHandleAssetDataManager(store: store, id: Self.id)
-      try writer.setContentLength(Int64(data.count))
-      try writer.write(data[0..<4096], at: 0)
-      try writer.write(data[4096..<4600], at: 4096)  // a span at the start of chunk 1
-      try writer.write(data[9000..<9500], at: 9000)  // a span inside chunk 2
+      // A span at the start of chunk 1, one inside chunk 2.
+      let (writer, data) = try Self.partial(store, seed: 6, spans: [4096..<4600, 9000..<9500])
       #expect(try Self.read(writer, 4000..<4300) == (0..<4600, data[4000..<4300]))
       #expect(try Self.read(writer, 9100..<9400) == (9000..<9500, data[9100..<9400]))
       // A byte of the span inside chunk 2 damaged on disk: the read fails, no byte is returned, and the span
