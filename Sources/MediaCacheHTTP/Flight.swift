@@ -216,19 +216,22 @@ actor Flight {
   /// The bytes held in memory for a reader at `position` (at most `limit`; see
   /// `FlightState.inMemory(from:limit:)`), waiting for them while they are written and on their way here
   /// (`FlightState.isComing`: a batch's hop behind); nil when they are neither, and the reader reads them from
-  /// the cache. The reader's demand moves there, as with `next(from:limit:)`.
+  /// the cache. It waits for one change of the flight at most: that is the hand-over of those bytes (or the
+  /// writer's word that it skipped them) unless something else happened first, and then the cache serves. The
+  /// reader's demand moves there, as with `next(from:limit:)`.
   func held(from position: Int64, limit: Int) async -> [ByteBuffer]? {
-    while true {
+    for attempt in 0..<2 {
       if let buffers = state.inMemory(from: position, limit: limit) {
         if state.noteDemand(position) { wakeDemandWaiter() }
         return buffers
       }
-      guard state.isComing(position, written: written) else { return nil }
+      guard attempt == 0, state.isComing(position, written: written) else { return nil }
       // Counted as blocked, so the writer hands its batch over at once instead of after its delay.
       blockedReaders.add(1, ordering: .relaxed)
       defer { blockedReaders.subtract(1, ordering: .relaxed) }
       do { try await wait() } catch { return nil }
     }
+    return nil
   }
 
   /// Waits for the next change; a cancelled waiting task stops waiting at once and throws CancellationError.
