@@ -32,13 +32,14 @@ extension CachingReader {
 
   /// The bytes of `range` of the object at `url` when they can be given at once: the object is open in this
   /// reader now (another read or flight has it), its length is known, every byte of the range is cached (in
-  /// complete chunks, or in spans of incomplete ones), and the range is at most `maxBytes`. They are read and checked as `read` reads them
-  /// (the same verified read, the same access time noted) in one buffer, on the calling thread, which must be
-  /// an `IOExecutor`'s (anywhere else this returns nil: it makes blocking calls). Unless `waitingForDisk` is
-  /// false: then it makes no blocking call and may run on any thread (an event loop), and returns nil as well
-  /// when a byte it needs is not in the page cache (`FileHandleAssetDataManager.readVerifiedIfResident`), or
-  /// when the read would be longer than `residentReadMaxBytes` (whole large chunks not yet verified: a loop
-  /// must not copy and check tens of megabytes while its other connections wait).
+  /// complete chunks, or in spans of incomplete ones), and the range is at most `maxBytes`. They are read and
+  /// checked as `read` reads them (the same verified read, the same access time noted) in one buffer, on the
+  /// calling thread, which must be an `IOExecutor`'s (anywhere else this returns nil: it makes blocking calls).
+  /// Unless `waitingForDisk` is false: then it makes no blocking call and may run on any thread (an event loop),
+  /// and returns nil as well when a byte it needs is not in the page cache
+  /// (`FileHandleAssetDataManager.readVerifiedIfResident`), or when the read would be longer than
+  /// `residentReadMaxBytes` (whole large chunks not yet verified: a loop must not copy and check tens of
+  /// megabytes while its other connections wait).
   ///
   /// Nil means "not now", never an error: `read` then does whatever is needed (a fetch, a corrupt chunk
   /// dropped and fetched again, a range not satisfiable). This is the proxy's path for a hit under load: no

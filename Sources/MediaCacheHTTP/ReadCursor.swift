@@ -152,8 +152,10 @@ final class ReadCursor: @unchecked Sendable {
       case .readCache(let range):
         // The flight attached wrote these bytes a moment ago and holds them, or is about to (a miss's first
         // bytes are written before its reader first looks): from memory, without a hop to the I/O executor and
-        // a read back.
-        if let current = flight, let buffers = await current.held(from: position, limit: Int(range.count)) {
+        // a read back. Only for a chunk not complete yet: a flight holds no other in memory.
+        if let current = flight, !manifest.isPresent(Int(position / chunkSize)),
+          let buffers = await current.held(from: position, limit: Int(range.count))
+        {
           held = buffers
           break
         }

@@ -140,11 +140,7 @@ struct VerifiedChunkReader: Sendable {
         try mapIO { try file.read(into: target, at: offset) }
       }
     }
-    if let (segment, actual) = failed, let span = segment.span {
-      CacheMetrics.noteCRCFailures(1, during: .read)
-      writer.dropSpan(span)
-      throw StoreError.corruptChunk(objectID, chunk: segment.chunk, expected: segment.crc, actual: actual)
-    }
+    if let (segment, actual) = failed, let span = segment.span { throw spanFailed(span, actual: actual) }
     if let (segment, actual) = failed {
       BlockCRCTable.shared.remove(
         VerifiedChunkCache.Key(
@@ -274,14 +270,17 @@ struct VerifiedChunkReader: Sendable {
         return read.bytesRead
       }
     }
-    guard let check, check.passed else {
-      CacheMetrics.noteCRCFailures(1, during: .read)
-      writer.dropSpan(span)
-      throw StoreError.corruptChunk(
-        objectID, chunk: Int(span.range.lowerBound / Int64(chunkSize)), expected: span.crc,
-        actual: check?.actual ?? 0)
-    }
+    guard let check, check.passed else { throw spanFailed(span, actual: check?.actual ?? 0) }
     return data
+  }
+
+  /// A span whose bytes failed its CRC: counted, dropped (fetched again later), and the error to throw.
+  private func spanFailed(_ span: Manifest.Span, actual: UInt32) -> StoreError {
+    CacheMetrics.noteCRCFailures(1, during: .read)
+    writer.dropSpan(span)
+    let chunkSize = Int64(view.withLock { $0.manifest.chunkSize })
+    return StoreError.corruptChunk(
+      objectID, chunk: Int(span.range.lowerBound / chunkSize), expected: span.crc, actual: actual)
   }
 
   /// Chunk `index` read whole into a pooled buffer and CRC-checked there (no copy after the read). On a
