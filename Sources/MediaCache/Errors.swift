@@ -7,8 +7,6 @@ import SystemPackage
 /// does not break a caller's exhaustive `switch`. Match on `code`; the static members named after each code
 /// build the errors that are thrown, and two errors are equal when they say the same thing.
 public struct ManifestError: Error, Sendable, Equatable, CustomStringConvertible {
-  /// What kind of failure: compare with the static members of `ErrorCode` for this type; new codes may be added.
-  public typealias Code = ErrorCode<ManifestError>
 
   /// The failure with its details, for this package's own code and tests.
   package enum Kind: Sendable, Equatable {
@@ -88,8 +86,6 @@ public struct ManifestError: Error, Sendable, Equatable, CustomStringConvertible
 /// The static functions named after each code build the errors the store throws; two errors are equal when
 /// their code, object, path, message and cause are.
 public struct StoreError: Error, Sendable, Equatable, CustomStringConvertible {
-  /// What kind of failure: compare with the static members of `ErrorCode` for this type; new codes may be added.
-  public typealias Code = ErrorCode<StoreError>
 
   /// What kind of failure.
   public var code: Code
@@ -265,66 +261,74 @@ func mapIO<T>(_ body: () throws -> T) throws -> T {
   do { return try body() } catch let error as SystemCallError { throw StoreError(error) }
 }
 
-extension ErrorCode where Domain == StoreError {
-  /// A system call failed (`errno` says why).
-  public static let io = Self("io")
-  /// The cache directory does not exist (and the caller asked not to create it).
-  public static let noSuchCache = Self("noSuchCache")
-  /// The directory exists and holds files but has no `FORMAT` marker: it is not a cache.
-  public static let notACache = Self("notACache")
-  /// The `FORMAT` marker names a layout this build cannot use.
-  public static let unsupportedFormat = Self("unsupportedFormat")
-  /// The object is open in some process; it was left in place. It can also be met for a moment right after the
-  /// last handle of this process closed, if the process spawns children meanwhile: on Linux a child holds copies
-  /// of the parent's descriptors, and so their locks, until its `exec`. Retry later.
-  public static let busy = Self("busy")
-  /// No bytes are cached for the object.
-  public static let notFound = Self("notFound")
-  /// Some requested bytes are not cached (`missing` lists them).
-  public static let notCached = Self("notCached")
-  /// A chunk's (or span's) bytes do not match the CRC its manifest recorded; it was dropped.
-  public static let corruptChunk = Self("corruptChunk")
-  /// The object's manifest cannot be read (`cause` is the `ManifestError`); the object is treated as a miss.
-  public static let corruptManifest = Self("corruptManifest")
-  /// A write or read reaches past the object's known length, or starts before zero.
-  public static let outOfBounds = Self("outOfBounds")
-  /// A declared length differs from the one already recorded.
-  public static let lengthConflict = Self("lengthConflict")
-  /// A metadata field is larger than the manifest allows.
-  public static let fieldTooLarge = Self("fieldTooLarge")
-  /// The data manager was closed.
-  public static let closed = Self("closed")
-  /// A removal was called off because the object's manifest, re-read under the lock, says to keep it.
-  public static let kept = Self("kept")
-  /// The object moved to another version (a `reset`) since the writer started.
-  public static let versionChanged = Self("versionChanged")
-  /// A configuration value is outside what the cache supports.
-  public static let invalidConfiguration = Self("invalidConfiguration")
-  /// A group name that cannot be used: empty, or with a control character (an over-long one is
-  /// `fieldTooLarge`).
-  public static let invalidGroup = Self("invalidGroup")
-  /// A namespace name that cannot be used (empty, over 64 bytes, or other characters than `a-z0-9._-`).
-  public static let invalidNamespace = Self("invalidNamespace")
-  /// A namespace the cache's configuration does not list.
-  public static let noSuchNamespace = Self("noSuchNamespace")
-  /// Something other than what the layout puts there (a symlink, FIFO or directory where a file or shard
-  /// directory should be): neither followed nor opened; the object is unusable until it is removed.
-  public static let unexpectedFileType = Self("unexpectedFileType")
+extension StoreError {
+  /// What kind of failure. New codes may be added: a `switch` over them outside this package needs an
+  /// `@unknown default`.
+  @nonexhaustive public enum Code: String, ErrorCode {
+    /// A system call failed (`errno` says why).
+    case io
+    /// The cache directory does not exist (and the caller asked not to create it).
+    case noSuchCache
+    /// The directory exists and holds files but has no `FORMAT` marker: it is not a cache.
+    case notACache
+    /// The `FORMAT` marker names a layout this build cannot use.
+    case unsupportedFormat
+    /// The object is open in some process; it was left in place. It can also be met for a moment right after the
+    /// last handle of this process closed, if the process spawns children meanwhile: on Linux a child holds copies
+    /// of the parent's descriptors, and so their locks, until its `exec`. Retry later.
+    case busy
+    /// No bytes are cached for the object.
+    case notFound
+    /// Some requested bytes are not cached (`missing` lists them).
+    case notCached
+    /// A chunk's (or span's) bytes do not match the CRC its manifest recorded; it was dropped.
+    case corruptChunk
+    /// The object's manifest cannot be read (`cause` is the `ManifestError`); the object is treated as a miss.
+    case corruptManifest
+    /// A write or read reaches past the object's known length, or starts before zero.
+    case outOfBounds
+    /// A declared length differs from the one already recorded.
+    case lengthConflict
+    /// A metadata field is larger than the manifest allows.
+    case fieldTooLarge
+    /// The data manager was closed.
+    case closed
+    /// A removal was called off because the object's manifest, re-read under the lock, says to keep it.
+    case kept
+    /// The object moved to another version (a `reset`) since the writer started.
+    case versionChanged
+    /// A configuration value is outside what the cache supports.
+    case invalidConfiguration
+    /// A group name that cannot be used: empty, or with a control character (an over-long one is
+    /// `fieldTooLarge`).
+    case invalidGroup
+    /// A namespace name that cannot be used (empty, over 64 bytes, or other characters than `a-z0-9._-`).
+    case invalidNamespace
+    /// A namespace the cache's configuration does not list.
+    case noSuchNamespace
+    /// Something other than what the layout puts there (a symlink, FIFO or directory where a file or shard
+    /// directory should be): neither followed nor opened; the object is unusable until it is removed.
+    case unexpectedFileType
+  }
 }
 
-extension ErrorCode where Domain == ManifestError {
-  /// Fewer bytes than the smallest valid manifest, or than the fields it declares need.
-  public static let truncated = Self("truncated")
-  /// The first four bytes are not `MCMF`.
-  public static let badMagic = Self("badMagic")
-  /// A major version this build cannot read.
-  public static let unsupportedVersion = Self("unsupportedVersion")
-  /// The trailing CRC-32 does not match the bytes before it.
-  public static let checksumMismatch = Self("checksumMismatch")
-  /// A field holds a value outside what the format allows.
-  public static let invalidField = Self("invalidField")
-  /// The manifest belongs to another object than the path it was read from.
-  public static let objectIDMismatch = Self("objectIDMismatch")
-  /// Bytes left over after the last field.
-  public static let trailingBytes = Self("trailingBytes")
+extension ManifestError {
+  /// What kind of failure. New codes may be added: a `switch` over them outside this package needs an
+  /// `@unknown default`.
+  @nonexhaustive public enum Code: String, ErrorCode {
+    /// Fewer bytes than the smallest valid manifest, or than the fields it declares need.
+    case truncated
+    /// The first four bytes are not `MCMF`.
+    case badMagic
+    /// A major version this build cannot read.
+    case unsupportedVersion
+    /// The trailing CRC-32 does not match the bytes before it.
+    case checksumMismatch
+    /// A field holds a value outside what the format allows.
+    case invalidField
+    /// The manifest belongs to another object than the path it was read from.
+    case objectIDMismatch
+    /// Bytes left over after the last field.
+    case trailingBytes
+  }
 }

@@ -8,8 +8,6 @@ import MediaCache
 /// (`catch let error as OriginError where error.code == .timedOut`); the static functions named after each
 /// code build the errors the client throws.
 public struct OriginError: Error, Sendable, Equatable, CustomStringConvertible {
-  /// What kind of failure: compare with the static members of `ErrorCode` for this type; new codes may be added.
-  public typealias Code = ErrorCode<OriginError>
 
   /// The failure with what it concerns (the former enum's cases, less the URL), for the read engine and the
   /// proxy.
@@ -196,49 +194,53 @@ public struct OriginError: Error, Sendable, Equatable, CustomStringConvertible {
   }
 }
 
-extension ErrorCode where Domain == OriginError {
-  /// Only `http` and `https` URLs are fetched.
-  public static let unsupportedScheme = Self("unsupportedScheme")
-  /// The URL cannot be parsed.
-  public static let invalidURL = Self("invalidURL")
-  /// The origin answered with a status the cache cannot use (4xx, or 5xx after the retries).
-  public static let httpStatus = Self("httpStatus")
-  /// An origin header field (`OriginHeader`) that cannot be sent: a bad name, a control character in the value,
-  /// or a field the cache sets itself.
-  public static let invalidHeader = Self("invalidHeader")
-  /// A shared cache (the proxy) may not store the origin's response to a request with credentials: it does not
-  /// say `public`, `s-maxage` or `must-revalidate` (RFC 9111 3.5).
-  public static let notStorable = Self("notStorable")
-  /// The object moved to another version (the origin's changed, or another process replaced or removed the
-  /// cached one) after the read had reported the version it delivers (its length or validators), and the rest
-  /// of that version could not be had: no byte delivered yet, no strong ETag to ask the origin for it by, or
-  /// the origin no longer has it. The bytes delivered before are of the old version; a new read gets the new
-  /// one.
-  public static let objectChanged = Self("objectChanged")
-  /// The origin refused the range (416).
-  public static let rangeNotSatisfiable = Self("rangeNotSatisfiable")
-  /// A 206 whose `Content-Range` is not the range asked for.
-  public static let contentRangeMismatch = Self("contentRangeMismatch")
-  /// The body ended before the length the origin declared (after the retries).
-  public static let truncatedBody = Self("truncatedBody")
-  /// The origin sent a compressed body although `identity` was asked for.
-  public static let unsupportedContentEncoding = Self("unsupportedContentEncoding")
-  /// More redirects than allowed, or a redirect cycle.
-  public static let tooManyRedirects = Self("tooManyRedirects")
-  /// Connecting or reading failed (after the retries).
-  public static let connectionFailed = Self("connectionFailed")
-  /// Connecting took longer than the connect timeout, or the origin sent nothing for the idle timeout (after
-  /// the retries).
-  public static let timedOut = Self("timedOut")
-  /// The origin's answer contradicts itself or what it said before (a length that changes within a version).
-  public static let inconsistentResponse = Self("inconsistentResponse")
-  /// The origin's answer is not valid HTTP, or its head is larger than the client accepts (not retried).
-  public static let malformedResponse = Self("malformedResponse")
-  /// The TLS handshake failed: an untrusted or expired certificate, one for another host, or no protocol or
-  /// cipher in common. `reason` is one readable line starting `TLS:`. Not retried: the same origin presents the
-  /// same certificate again.
-  public static let tlsFailed = Self("tlsFailed")
-  /// A file or directory of trust roots (`source`: `CA file`, `SSL_CERT_FILE` or `SSL_CERT_DIR`) is missing,
-  /// unreadable or holds no certificate.
-  public static let invalidTrustRoots = Self("invalidTrustRoots")
+extension OriginError {
+  /// What kind of failure. New codes may be added: a `switch` over them outside this package needs an
+  /// `@unknown default`.
+  @nonexhaustive public enum Code: String, ErrorCode {
+    /// Only `http` and `https` URLs are fetched.
+    case unsupportedScheme
+    /// The URL cannot be parsed.
+    case invalidURL
+    /// The origin answered with a status the cache cannot use (4xx, or 5xx after the retries).
+    case httpStatus
+    /// An origin header field (`OriginHeader`) that cannot be sent: a bad name, a control character in the value,
+    /// or a field the cache sets itself.
+    case invalidHeader
+    /// A shared cache (the proxy) may not store the origin's response to a request with credentials: it does not
+    /// say `public`, `s-maxage` or `must-revalidate` (RFC 9111 3.5).
+    case notStorable
+    /// The object moved to another version (the origin's changed, or another process replaced or removed the
+    /// cached one) after the read had reported the version it delivers (its length or validators), and the rest
+    /// of that version could not be had: no byte delivered yet, no strong ETag to ask the origin for it by, or
+    /// the origin no longer has it. The bytes delivered before are of the old version; a new read gets the new
+    /// one.
+    case objectChanged
+    /// The origin refused the range (416).
+    case rangeNotSatisfiable
+    /// A 206 whose `Content-Range` is not the range asked for.
+    case contentRangeMismatch
+    /// The body ended before the length the origin declared (after the retries).
+    case truncatedBody
+    /// The origin sent a compressed body although `identity` was asked for.
+    case unsupportedContentEncoding
+    /// More redirects than allowed, or a redirect cycle.
+    case tooManyRedirects
+    /// Connecting or reading failed (after the retries).
+    case connectionFailed
+    /// Connecting took longer than the connect timeout, or the origin sent nothing for the idle timeout (after
+    /// the retries).
+    case timedOut
+    /// The origin's answer contradicts itself or what it said before (a length that changes within a version).
+    case inconsistentResponse
+    /// The origin's answer is not valid HTTP, or its head is larger than the client accepts (not retried).
+    case malformedResponse
+    /// The TLS handshake failed: an untrusted or expired certificate, one for another host, or no protocol or
+    /// cipher in common. `reason` is one readable line starting `TLS:`. Not retried: the same origin presents the
+    /// same certificate again.
+    case tlsFailed
+    /// A file or directory of trust roots (`source`: `CA file`, `SSL_CERT_FILE` or `SSL_CERT_DIR`) is missing,
+    /// unreadable or holds no certificate.
+    case invalidTrustRoots
+  }
 }

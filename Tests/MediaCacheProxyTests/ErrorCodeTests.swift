@@ -3,7 +3,7 @@ import MediaCacheHTTP
 import MediaCacheStreaming
 import Testing
 
-/// Every error's `code` is named after its case (`ErrorCode(caseOf:)` reads the case name), for every case of
+/// Every error's `code` is named after its case (`ErrorCode.init(caseOf:)` reads the case name), for every case of
 /// every error type, and its message says what it should.
 @Suite struct ErrorCodeTests {
   let id = ObjectID(CacheKey("k"))
@@ -22,10 +22,14 @@ import Testing
       (.kept(id), .kept),
       (.versionChanged(id, expected: 1, current: 2), .versionChanged),
       (.invalidConfiguration("x"), .invalidConfiguration),
+      (.invalidGroup("g", reason: "r"), .invalidGroup),
+      (.invalidNamespace("n", reason: "r"), .invalidNamespace),
+      (.noSuchNamespace("n"), .noSuchNamespace),
       (.unexpectedFileType(path: "/p", expected: "file", found: "fifo"), .unexpectedFileType),
     ]
     for (error, code) in store { #expect(error.code == code, "\(error)") }
     #expect(Set(store.map { $0.1 }).count == store.count)
+    #expect(Set(store.map { $0.1 }) == Set(StoreError.Code.allCases))
     let manifest: [(ManifestError, ManifestError.Code)] = [
       (.truncated(needed: 1, available: 0, field: "f"), .truncated), (.badMagic(found: [1]), .badMagic),
       (.unsupportedVersion(major: 2, minor: 0), .unsupportedVersion),
@@ -35,6 +39,8 @@ import Testing
       (.trailingBytes(count: 1), .trailingBytes),
     ]
     for (error, code) in manifest { #expect(error.code == code, "\(error)") }
+    #expect(
+      Set(manifest.map { $0.1 }) == Set(ManifestError.Code.allCases), "every code of ManifestError is listed")
     #expect(
       StoreError.corruptManifest(id, path: "/m", .trailingBytes(count: 1)).cause as? ManifestError
         == .trailingBytes(count: 1))
@@ -56,8 +62,11 @@ import Testing
       (.tlsFailed(url: "u", reason: "r"), .tlsFailed),
       (.invalidTrustRoots(source: "CA file", path: "/ca", reason: "r"), .invalidTrustRoots),
       (.objectChanged(url: "u", cause: ""), .objectChanged),
+      (.invalidHeader(name: "n", reason: "r"), .invalidHeader),
+      (.notStorable(url: "u", reason: "r"), .notStorable),
     ]
     for (error, code) in origin { #expect(error.code == code, "\(error)") }
+    #expect(Set(origin.map { $0.1 }) == Set(OriginError.Code.allCases), "every code of OriginError is listed")
     #expect(OriginError.httpStatus(url: "u", status: 404, attempts: 3).status == 404)
     #expect(OriginError.timedOut(url: "u", reason: "r", attempts: 2).attempts == 2)
     #expect(OriginError.invalidTrustRoots(source: "CA file", path: "/ca", reason: "r").path == "/ca")
@@ -69,6 +78,7 @@ import Testing
       (.invalidReplacement(url: "u", line: 4, reason: "r"), .invalidReplacement),
     ]
     for (error, code) in hls { #expect(error.code == code && error.url == "u", "\(error)") }
+    #expect(Set(hls.map { $0.1 }) == Set(HLSError.Code.allCases), "every code of HLSError is listed")
     #expect(hls.map(\.0.line) == [nil, 2, 3, nil, 4])
     let mpd: [(MPDError, MPDError.Code)] = [
       (.tooLarge(url: "u", bytes: 2, limit: 1), .tooLarge),
@@ -81,18 +91,20 @@ import Testing
       (.dynamic(url: "u"), .dynamic), (.tooManySegments(url: "u", at: "a", limit: 1), .tooManySegments),
     ]
     for (error, code) in mpd { #expect(error.code == code && error.url == "u", "\(error)") }
+    #expect(Set(mpd.map { $0.1 }) == Set(MPDError.Code.allCases), "every code of MPDError is listed")
   }
 }
 
 /// What each error with a URL says, to the byte, what its `url` is, and when two errors are equal: the same
 /// URL and the same details.
 @Suite struct ErrorMessageTests {
-  /// A case with no payload is named as one with a payload (`ErrorCode(caseOf:)` reads the text up to `(`).
+  /// A case with no payload is named as one with a payload (`ErrorCode.init(caseOf:)` reads the text up to `(`).
   @Test func codeOfACaseWithoutPayload() {
     enum Kind: Sendable { case bare, labelled(url: String), unlabelled(Int, Int) }
-    #expect(ErrorCode<Never>(caseOf: Kind.bare).description == "bare")
-    #expect(ErrorCode<Never>(caseOf: Kind.labelled(url: "u(1)")).description == "labelled")
-    #expect(ErrorCode<Never>(caseOf: Kind.unlabelled(1, 2)).description == "unlabelled")
+    enum Code: String, ErrorCode { case bare, labelled, unlabelled }
+    #expect(Code(caseOf: Kind.bare).description == "bare")
+    #expect(Code(caseOf: Kind.labelled(url: "u(1)")) == .labelled)
+    #expect(Code(caseOf: Kind.unlabelled(1, 2)).description == "unlabelled")
   }
 
   @Test func originMessages() {

@@ -9,8 +9,6 @@ import MediaCache
 /// does not break a caller's exhaustive `switch`. Match on `code`; the static members named after each code
 /// build the errors that are thrown, and two errors are equal when they say the same thing.
 public struct MPDError: Error, Sendable, Equatable, CustomStringConvertible {
-  /// What kind of failure: compare with the static members of `ErrorCode` for this type; new codes may be added.
-  public typealias Code = ErrorCode<MPDError>
 
   /// The failure with its details (all but the URL, which every code has), for this package's own code and
   /// tests.
@@ -116,26 +114,30 @@ public struct MPDError: Error, Sendable, Equatable, CustomStringConvertible {
   }
 }
 
-extension ErrorCode where Domain == MPDError {
-  /// The MPD is longer than the reader's limit (`MPDRewriter.maxManifestBytes`, `MPDSegments.maxManifestBytes`).
-  public static let tooLarge = Self("tooLarge")
-  /// The XML does not parse (at `line`, and `column` where known).
-  public static let malformed = Self("malformed")
-  /// The root element is not `MPD` (nil: there is no root element).
-  public static let notAnMPD = Self("notAnMPD")
-  /// The document has a document type declaration (`<!DOCTYPE`): an MPD never needs one, and its entities are
-  /// how an XML document makes a parser expand a few bytes into gigabytes.
-  public static let documentType = Self("documentType")
-  /// The document is not UTF-8 text.
-  public static let notUTF8 = Self("notUTF8")
-  /// The document has a processing instruction (`<?...?>`) other than the XML declaration.
-  public static let processingInstruction = Self("processingInstruction")
-  /// A value is missing or cannot be used (an attribute, a template, a byte range, a URL).
-  public static let invalid = Self("invalid")
-  /// A feature `fetch --dash` does not handle (remote `xlink:href` elements, `$SubNumber$`, ...).
-  public static let unsupported = Self("unsupported")
-  /// The MPD is live (`type="dynamic"`); only static (on-demand) MPDs are enumerated.
-  public static let dynamic = Self("dynamic")
-  /// Enumerating the segments would pass `limit` segments.
-  public static let tooManySegments = Self("tooManySegments")
+extension MPDError {
+  /// What kind of failure. New codes may be added: a `switch` over them outside this package needs an
+  /// `@unknown default`.
+  @nonexhaustive public enum Code: String, ErrorCode {
+    /// The MPD is longer than the reader's limit (`MPDRewriter.maxManifestBytes`, `MPDSegments.maxManifestBytes`).
+    case tooLarge
+    /// The XML does not parse (at `line`, and `column` where known).
+    case malformed
+    /// The root element is not `MPD` (nil: there is no root element).
+    case notAnMPD
+    /// The document has a document type declaration (`<!DOCTYPE`): an MPD never needs one, and its entities are
+    /// how an XML document makes a parser expand a few bytes into gigabytes.
+    case documentType
+    /// The document is not UTF-8 text.
+    case notUTF8
+    /// The document has a processing instruction (`<?...?>`) other than the XML declaration.
+    case processingInstruction
+    /// A value is missing or cannot be used (an attribute, a template, a byte range, a URL).
+    case invalid
+    /// A feature `fetch --dash` does not handle (remote `xlink:href` elements, `$SubNumber$`, ...).
+    case unsupported
+    /// The MPD is live (`type="dynamic"`); only static (on-demand) MPDs are enumerated.
+    case dynamic
+    /// Enumerating the segments would pass `limit` segments.
+    case tooManySegments
+  }
 }

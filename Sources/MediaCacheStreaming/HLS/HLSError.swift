@@ -8,8 +8,6 @@ import MediaCache
 /// does not break a caller's exhaustive `switch`. Match on `code`; the static members named after each code
 /// build the errors that are thrown, and two errors are equal when they say the same thing.
 public struct HLSError: Error, Sendable, Equatable, CustomStringConvertible {
-  /// What kind of failure: compare with the static members of `ErrorCode` for this type; new codes may be added.
-  public typealias Code = ErrorCode<HLSError>
 
   /// The failure with its details (all but the URL, which every code has), for this package's own code and
   /// tests.
@@ -74,17 +72,21 @@ public struct HLSError: Error, Sendable, Equatable, CustomStringConvertible {
   }
 }
 
-extension ErrorCode where Domain == HLSError {
-  /// The first line is not `#EXTM3U` (after an optional byte order mark); `firstLine` is its first 80
-  /// characters.
-  public static let notAPlaylist = Self("notAPlaylist")
-  /// A line breaks the playlist format in a way that matters (see `HLSPlaylist.parse`).
-  public static let malformedLine = Self("malformedLine")
-  /// A URI that cannot be resolved against the playlist's URL (not a URI reference, or an http URL without a
-  /// host).
-  public static let unresolvableURI = Self("unresolvableURI")
-  /// The playlist is longer than `HLSPlaylist.maxPlaylistBytes`.
-  public static let tooLarge = Self("tooLarge")
-  /// `rewrite`'s transform returned something that cannot stand in a playlist line.
-  public static let invalidReplacement = Self("invalidReplacement")
+extension HLSError {
+  /// What kind of failure. New codes may be added: a `switch` over them outside this package needs an
+  /// `@unknown default`.
+  @nonexhaustive public enum Code: String, ErrorCode {
+    /// The first line is not `#EXTM3U` (after an optional byte order mark); `firstLine` is its first 80
+    /// characters.
+    case notAPlaylist
+    /// A line breaks the playlist format in a way that matters (see `HLSPlaylist.parse`).
+    case malformedLine
+    /// A URI that cannot be resolved against the playlist's URL (not a URI reference, or an http URL without a
+    /// host).
+    case unresolvableURI
+    /// The playlist is longer than `HLSPlaylist.maxPlaylistBytes`.
+    case tooLarge
+    /// `rewrite`'s transform returned something that cannot stand in a playlist line.
+    case invalidReplacement
+  }
 }

@@ -5,8 +5,6 @@ import MediaCache
 ///
 /// A struct with an open set of codes, as the other errors of these libraries: match on `code`.
 public struct MP4Error: Error, Sendable, Equatable, CustomStringConvertible {
-  /// What kind of failure: compare with the static members of `ErrorCode` for this type; new codes may be added.
-  public typealias Code = ErrorCode<MP4Error>
 
   /// The failure with its details (all but the URL), for this package's own code and tests.
   package enum Kind: Sendable, Equatable {
@@ -46,15 +44,19 @@ public struct MP4Error: Error, Sendable, Equatable, CustomStringConvertible {
   }
 }
 
-extension ErrorCode where Domain == MP4Error {
-  /// A box header is short, names a size smaller than itself or reaches past its container.
-  public static let invalidBox = Self("invalidBox")
-  /// The top-level boxes end (or pass their count limit) without a `moov`.
-  public static let noMovieBox = Self("noMovieBox")
-  /// The `moov` box is larger than `MP4StartRanges.maxMovieBoxBytes`.
-  public static let tooLarge = Self("tooLarge")
-  /// A sample table is short, contradicts another, or points outside the file.
-  public static let invalidTable = Self("invalidTable")
-  /// The file is fragmented: the sample tables of `moov` are empty and `mvex` says fragments follow.
-  public static let fragmented = Self("fragmented")
+extension MP4Error {
+  /// What kind of failure. New codes may be added: a `switch` over them outside this package needs an
+  /// `@unknown default`.
+  @nonexhaustive public enum Code: String, ErrorCode {
+    /// A box header is short, names a size smaller than itself or reaches past its container.
+    case invalidBox
+    /// The top-level boxes end (or pass their count limit) without a `moov`.
+    case noMovieBox
+    /// The `moov` box is larger than `MP4StartRanges.maxMovieBoxBytes`.
+    case tooLarge
+    /// A sample table is short, contradicts another, or points outside the file.
+    case invalidTable
+    /// The file is fragmented: the sample tables of `moov` are empty and `mvex` says fragments follow.
+    case fragmented
+  }
 }
