@@ -7,7 +7,6 @@ import SystemPackage
 /// does not break a caller's exhaustive `switch`. Match on `code`; the static members named after each code
 /// build the errors that are thrown, and two errors are equal when they say the same thing.
 public struct ManifestError: Error, Sendable, Equatable, CustomStringConvertible {
-
   /// The failure with its details, for this package's own code and tests.
   package enum Kind: Sendable, Equatable {
     case truncated(needed: Int, available: Int, field: String)
@@ -86,7 +85,6 @@ public struct ManifestError: Error, Sendable, Equatable, CustomStringConvertible
 /// The static functions named after each code build the errors the store throws; two errors are equal when
 /// their code, object, path, message and cause are.
 public struct StoreError: Error, Sendable, Equatable, CustomStringConvertible {
-
   /// What kind of failure.
   public var code: Code
   /// The object concerned, if one is.

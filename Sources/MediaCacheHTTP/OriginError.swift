@@ -8,7 +8,6 @@ import MediaCache
 /// (`catch let error as OriginError where error.code == .timedOut`); the static functions named after each
 /// code build the errors the client throws.
 public struct OriginError: Error, Sendable, Equatable, CustomStringConvertible {
-
   /// The failure with what it concerns (the former enum's cases, less the URL), for the read engine and the
   /// proxy.
   package enum Kind: Sendable, Equatable {

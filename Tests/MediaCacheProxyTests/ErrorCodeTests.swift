@@ -92,6 +92,15 @@ import Testing
     ]
     for (error, code) in mpd { #expect(error.code == code && error.url == "u", "\(error)") }
     #expect(Set(mpd.map { $0.1 }) == Set(MPDError.Code.allCases), "every code of MPDError is listed")
+    let mp4: [(MP4Error, MP4Error.Code)] = [
+      (.init(url: "u", kind: .invalidBox(type: "moov", offset: 8, reason: "r")), .invalidBox),
+      (.init(url: "u", kind: .noMovieBox), .noMovieBox),
+      (.init(url: "u", kind: .tooLarge(type: "moov", bytes: 2, limit: 1)), .tooLarge),
+      (.init(url: "u", kind: .invalidTable(track: 1, box: "stco", reason: "r")), .invalidTable),
+      (.init(url: "u", kind: .fragmented), .fragmented),
+    ]
+    for (error, code) in mp4 { #expect(error.code == code && error.url == "u", "\(error)") }
+    #expect(Set(mp4.map { $0.1 }) == Set(MP4Error.Code.allCases), "every code of MP4Error is listed")
   }
 }
 

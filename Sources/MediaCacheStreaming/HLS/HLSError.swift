@@ -8,7 +8,6 @@ import MediaCache
 /// does not break a caller's exhaustive `switch`. Match on `code`; the static members named after each code
 /// build the errors that are thrown, and two errors are equal when they say the same thing.
 public struct HLSError: Error, Sendable, Equatable, CustomStringConvertible {
-
   /// The failure with its details (all but the URL, which every code has), for this package's own code and
   /// tests.
   package enum Kind: Sendable, Equatable {

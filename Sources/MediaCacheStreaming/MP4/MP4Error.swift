@@ -5,7 +5,6 @@ import MediaCache
 ///
 /// A struct with an open set of codes, as the other errors of these libraries: match on `code`.
 public struct MP4Error: Error, Sendable, Equatable, CustomStringConvertible {
-
   /// The failure with its details (all but the URL), for this package's own code and tests.
   package enum Kind: Sendable, Equatable {
     case invalidBox(type: String, offset: Int64, reason: String)
