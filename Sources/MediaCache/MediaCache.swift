@@ -363,12 +363,21 @@ public final class MediaCache: Sendable {
   public func assetDataManager(for requested: String, writable: Bool = true) throws
     -> FileHandleAssetDataManager
   {
+    try assetDataManager(for: requested, writable: writable, deferringCreation: false)
+  }
+
+  /// `assetDataManager(for:writable:)`; with `deferringCreation`, a new object's data file is made on the I/O
+  /// executor after this returns (the read engine's origin request goes out meanwhile: see
+  /// `FileHandleAssetDataManager.init`).
+  package func assetDataManager(for requested: String, writable: Bool = true, deferringCreation: Bool) throws
+    -> FileHandleAssetDataManager
+  {
     // The observer counts written chunks, so range writes (origin fetches, the proxy) start compaction
     // passes when a size limit is set, like `store` does.
     try FileHandleAssetDataManager(
       store: store, id: objectID(for: requested), writable: writable,
       commitPolicy: configuration.commitPolicy,
-      observer: observer)
+      observer: observer, deferringCreation: deferringCreation)
   }
 
   /// Opens the object's data manager (`assetDataManager(for:writable:)`), runs `body` with it, and closes it —

@@ -120,10 +120,13 @@ final class SessionRegistry: Sendable {
         }
       case .create:
         // Creating or opening the object's files makes blocking calls: on the blocking pool, not under the
-        // lock, so other objects' reads go on meanwhile.
+        // lock, so other objects' reads go on meanwhile. A new object's data file is made after this returns
+        // (`deferringCreation`), while its first origin request goes out.
         let manager: FileHandleAssetDataManager
         do {
-          manager = try await IOExecutor.shared.run { [cache] in try cache.assetDataManager(for: url) }
+          manager = try await IOExecutor.shared.run { [cache] in
+            try cache.assetDataManager(for: url, deferringCreation: true)
+          }
         } catch {
           let waiting = sessions.withLock { $0.opening.removeValue(forKey: id) ?? [] }
           for reader in waiting { reader.resume() }

@@ -82,9 +82,14 @@ public final class FileHandleAssetDataManager: Sendable {
   /// `StoreError.notFound` when the object has no manifest. A manifest that cannot be read is treated as
   /// absent by a writer (it will be replaced) and reported as `StoreError.corruptManifest` to a reader.
   /// (Callers outside the package open one with `MediaCache.assetDataManager(for:writable:)`.)
+  ///
+  /// With `deferringCreation`, a writable manager of an object that has no files yet returns before creating
+  /// its data file: the creation runs on `IOExecutor.shared` meanwhile, and whatever needs the file first waits
+  /// for it or makes it (`ObjectDataFile`). The read engine opens new objects so, and sends the origin request
+  /// while the shard directories and the file are made.
   package init(
     store: ShardedStore, id: ObjectID, writable: Bool = true, commitPolicy: CommitPolicy = CommitPolicy(),
-    observer: Observer = Observer()
+    observer: Observer = Observer(), deferringCreation: Bool = false
   ) throws {
     self.store = store
     self.objectID = id
@@ -92,13 +97,27 @@ public final class FileHandleAssetDataManager: Sendable {
     if !writable, try store.readManifest(id) == nil { throw StoreError.notFound(id) }
     // The shard directories are made only if the data file is missing (below); what exists is checked first.
     if writable { try store.checkFileTypes(of: id) }
-    let (file, identity) = try Self.lock(id, in: store, writable: writable)
+    let file: ObjectDataFile
+    if let (opened, identity) = try Self.lock(id, in: store, writable: writable, creating: !deferringCreation)
+    {
+      file = ObjectDataFile(opened, identity: identity, of: id)
+    } else {
+      // No data file (so no chunks): made on the executor now, or by its first user.
+      file = ObjectDataFile(of: id) {
+        guard let made = try Self.lock(id, in: store, writable: true, creating: true) else {
+          throw StoreError.busy(id)
+        }
+        return made
+      }
+    }
     var manifest: Manifest
     do {
       // The object's file types were checked above (a reader's by its first `readManifest`).
-      manifest =
-        try store.readManifest(id, checkingFileTypes: false)
-        ?? Manifest(objectID: id, chunkSize: store.chunkSize)
+      let found = try store.readManifest(id, checkingFileTypes: false)
+      // A manifest without its data file (damage: it lists chunks that are not there) gets its file now, as
+      // without `deferringCreation`, so its chunks are read (and fail their check) like any other's.
+      if found != nil, deferringCreation { _ = try file.handle }
+      manifest = found ?? Manifest(objectID: id, chunkSize: store.chunkSize)
     } catch let error as StoreError {
       guard writable, error.code == .corruptManifest else {
         file.close()
@@ -110,16 +129,15 @@ public final class FileHandleAssetDataManager: Sendable {
     writer = ObjectWriter(
       objectID: id, isWritable: writable, store: store, file: file, view: view,
       scheduler: CommitScheduler(policy: commitPolicy), observer: observer)
-    reader = VerifiedChunkReader(
-      objectID: id, store: store, file: file, fileIdentity: identity, view: view, writer: writer)
+    reader = VerifiedChunkReader(objectID: id, store: store, file: file, view: view, writer: writer)
     store.noteAccess(id)
   }
 
   /// Takes the object's in-use lock, shared: `ObjectLock`, again while the object is removed between the open
-  /// and the lock; a writer creates a missing data file already locked.
-  private static func lock(_ id: ObjectID, in store: ShardedStore, writable: Bool) throws -> (
+  /// and the lock; a writer creates a missing data file already locked (`creating`; else nil for it).
+  private static func lock(_ id: ObjectID, in store: ShardedStore, writable: Bool, creating: Bool) throws -> (
     SystemFile, FileIdentity
-  ) {
+  )? {
     let path = store.paths(for: id).data
     for _ in 0..<64 {
       switch try mapIO({ try ObjectLock.acquire(path, writable: writable, exclusive: false, wait: true) }) {
@@ -127,6 +145,8 @@ public final class FileHandleAssetDataManager: Sendable {
         return (file, FileIdentity(device: status.device, inode: status.inode))
       case .missing where !writable, .replaced where !writable:
         throw StoreError.notFound(id)
+      case .missing where !creating:
+        return nil
       case .missing:
         // A new object: its data file appears already locked (see `createLockedDataFile`). Its name, and those
         // of shard directories made for it, are flushed before the first commit (`CommitScheduler
@@ -183,6 +203,8 @@ public final class FileHandleAssetDataManager: Sendable {
   /// Re-reads the committed manifest so chunks other writers committed become readable here.
   public func refresh() throws {
     try view.withLock { try view.ensureOpen($0) }
+    // Chunks another writer committed are read from the data file: made now if its creation is still due.
+    _ = try writer.file.handle
     try view.refresh(from: store)
   }
 

@@ -47,12 +47,12 @@ extension ObjectWriter {
   private func commitInBackground(_ change: ManifestChange, base: Manifest) -> BackgroundOutcome {
     if store.durability == .durable && (!change.added.isEmpty || !change.spans.isEmpty) {
       do {
-        try mapIO { try file.syncData() }
+        try mapIO { try file.handle.syncData() }
         try scheduler.syncNameOnce(store, objectID)
       } catch { return .syncFailed(error) }
     }
     do {
-      return .committed(try store.commit(change, base: base, dataFile: file))
+      return .committed(try store.commit(change, base: base, dataFile: mapIO { try file.handle }))
     } catch {
       return .commitFailed(error)
     }
@@ -132,14 +132,14 @@ extension ObjectWriter {
     if change.isEmpty { return }
     if store.durability == .durable && (!change.added.isEmpty || !change.spans.isEmpty) {
       do {
-        try mapIO { try file.syncData() }
+        try mapIO { try file.handle.syncData() }
         try scheduler.syncNameOnce(store, objectID)
       } catch {
         forgetUnsyncedChunks(&state)
         throw error
       }
     }
-    let result = try store.commit(change, base: base, dataFile: file)
+    let result = try store.commit(change, base: base, dataFile: mapIO { try file.handle })
     if result.superseded { state.partial = [:] }
     view.withLock { view in
       view.manifest = result.manifest
@@ -175,11 +175,12 @@ extension ObjectWriter {
         // Readers count themselves under the view's lock after checking it is open: none starts now, and the
         // ones running finish their `pread` without the lock.
         while view.readsInFlight.load(ordering: .acquiring) > 0 { sched_yield() }
-        file.close()
+        let existed = file.close()
         // Nobody committed a manifest (this writer completed no chunk: its origin failed, its reader went
         // away): the data file it created would be an orphan, which `cache-fsck` reports as damage. It goes,
-        // through `remove`'s protocol, unless another writer has it open or has committed since.
-        if leftOrphan { _ = try? store.remove(objectID, keepIf: { $0 != nil }) }
+        // through `remove`'s protocol, unless another writer has it open or has committed since. (A file whose
+        // creation was deferred and never made is not there to remove.)
+        if leftOrphan && existed { _ = try? store.remove(objectID, keepIf: { $0 != nil }) }
       }
       if isWritable {
         try commitLocked(&state)

@@ -22,14 +22,14 @@ final class ObjectWriter: Sendable {
   let objectID: ObjectID
   let isWritable: Bool
   let store: ShardedStore
-  let file: SystemFile
+  let file: ObjectDataFile
   let view: ObjectView
   let scheduler: CommitScheduler
   let observer: FileHandleAssetDataManager.Observer
   let state = Mutex(State())
 
   init(
-    objectID: ObjectID, isWritable: Bool, store: ShardedStore, file: SystemFile, view: ObjectView,
+    objectID: ObjectID, isWritable: Bool, store: ShardedStore, file: ObjectDataFile, view: ObjectView,
     scheduler: CommitScheduler, observer: FileHandleAssetDataManager.Observer
   ) {
     self.objectID = objectID
@@ -73,7 +73,7 @@ final class ObjectWriter: Sendable {
         let chunkStart = Int64(index) * chunkSize
         let slice = UnsafeRawBufferPointer(
           rebasing: bytes[Int(piece.lowerBound - offset)..<Int(piece.upperBound - offset)])
-        try mapIO { try file.write(slice, at: piece.lowerBound) }
+        try mapIO { try file.handle.write(slice, at: piece.lowerBound) }
         if state.partial[index] == nil { state.partial[index] = seededPartial(index, chunkStart: chunkStart) }
         state.partial[index]!.add(
           (piece.lowerBound - chunkStart)..<(piece.upperBound - chunkStart), crc: CRC32.checksum(slice))
@@ -135,8 +135,8 @@ final class ObjectWriter: Sendable {
           view.pending.spans[index] = nil
         }
       }
-      let size = try mapIO { try file.status().size }
-      if size != length { try mapIO { try file.truncate(to: length) } }
+      let size = try mapIO { try file.handle.status().size }
+      if size != length { try mapIO { try file.handle.truncate(to: length) } }
       if chunkCount > 0 { try completeIfCovered(chunkCount - 1, &state) }
       // The length is part of the object's identity: it is committed even before any chunk completes.
       view.withLock { $0.pending.contentLength = length }
@@ -183,7 +183,7 @@ final class ObjectWriter: Sendable {
       // Overlapping rewrites: the CRC is taken from the bytes on disk.
       let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: Int(needed), alignment: 16)
       defer { buffer.deallocate() }
-      let count = try mapIO { try file.read(into: buffer, at: Int64(index) * chunkSize) }
+      let count = try mapIO { try file.handle.read(into: buffer, at: Int64(index) * chunkSize) }
       guard count == Int(needed) else { return }
       crc = CRC32.checksum(UnsafeRawBufferPointer(buffer))
     }
@@ -245,7 +245,7 @@ final class ObjectWriter: Sendable {
         return fresh.versionTag
       }
       state.partial = [:]
-      try mapIO { try file.truncate(to: contentLength ?? 0) }
+      try mapIO { try file.handle.truncate(to: contentLength ?? 0) }
       try commitLocked(&state)
       return tag
     }

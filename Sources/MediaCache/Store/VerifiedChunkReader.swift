@@ -12,9 +12,9 @@ import Foundation
 struct VerifiedChunkReader: Sendable {
   let objectID: ObjectID
   let store: ShardedStore
-  let file: SystemFile
-  /// The data file this handle opened (names it in `VerifiedChunkCache`, whatever store it is in).
-  let fileIdentity: FileIdentity
+  /// The data file, which also names the object's chunks in `VerifiedChunkCache` (by its inode, whatever store
+  /// it is in).
+  let file: ObjectDataFile
   let view: ObjectView
   let writer: ObjectWriter
 
@@ -108,7 +108,7 @@ struct VerifiedChunkReader: Sendable {
           continue
         }
         let key = VerifiedChunkCache.Key(
-          file: fileIdentity, version: view.manifest.versionTag, chunk: index, crc: crc)
+          file: try file.identity, version: view.manifest.versionTag, chunk: index, crc: crc)
         var segment = VerifiedReadPlan.Segment(
           chunk: index, chunkBytes: chunk, bytes: chunk, crc: crc, blocks: nil)
         if byBlocks, let blocks = BlockCRCTable.shared.crcs(for: key) {
@@ -137,14 +137,14 @@ struct VerifiedChunkReader: Sendable {
     do {
       defer { view.readsInFlight.subtract(1, ordering: .releasing) }
       failed = try check(plan, into: buffer) { target, offset in
-        try mapIO { try file.read(into: target, at: offset) }
+        try mapIO { try file.handle.read(into: target, at: offset) }
       }
     }
     if let (segment, actual) = failed, let span = segment.span { throw spanFailed(span, actual: actual) }
     if let (segment, actual) = failed {
       BlockCRCTable.shared.remove(
         VerifiedChunkCache.Key(
-          file: fileIdentity, version: plan.version, chunk: segment.chunk, crc: segment.crc))
+          file: try file.identity, version: plan.version, chunk: segment.chunk, crc: segment.crc))
       CacheMetrics.noteCRCFailures(1, during: .read)
       try writer.dropChunk(
         segment.chunk, expected: segment.crc, version: plan.version, range: segment.chunkBytes)
@@ -159,7 +159,10 @@ struct VerifiedChunkReader: Sendable {
     struct NotResident: Error {}
     do {
       let failed = try check(plan, into: buffer) { target, offset in
-        guard file.readIfResident(into: target, at: offset) else { throw NotResident() }
+        // (Never makes a file whose creation is due: this may run where nothing may block.)
+        guard let handle = file.handleIfMade, handle.readIfResident(into: target, at: offset) else {
+          throw NotResident()
+        }
         return target.count
       }
       // A chunk that fails its check: left for `readVerified`, which drops it.
@@ -206,7 +209,7 @@ struct VerifiedChunkReader: Sendable {
         BlockCRCTable.shared.insert(
           blocks,
           for: VerifiedChunkCache.Key(
-            file: fileIdentity, version: plan.version, chunk: segment.chunk, crc: segment.crc))
+            file: try file.identity, version: plan.version, chunk: segment.chunk, crc: segment.crc))
       } else {
         let actual = CRC32.checksum(bytes)
         guard count == segment.chunkBytes.count, actual == segment.crc else { return (segment, actual) }
@@ -265,7 +268,9 @@ struct VerifiedChunkReader: Sendable {
     do {
       defer { view.readsInFlight.subtract(1, ordering: .releasing) }
       data = try ReadBufferPool.shared.data(count: Int(span.range.count), capacity: chunkSize) { buffer in
-        let read = try mapIO { try ChunkCheck.read(span.range, expected: span.crc, from: file, into: buffer) }
+        let read = try mapIO {
+          try ChunkCheck.read(span.range, expected: span.crc, from: file.handle, into: buffer)
+        }
         check = read
         return read.bytesRead
       }
@@ -298,7 +303,8 @@ struct VerifiedChunkReader: Sendable {
     }
     let (range, expected) = (plan.range, plan.expected)
     // Only an object's first and last chunks are ever kept: no look-up (and no lock) for the others.
-    let key = VerifiedChunkCache.Key(file: fileIdentity, version: plan.version, chunk: index, crc: expected)
+    let key = VerifiedChunkCache.Key(
+      file: try file.identity, version: plan.version, chunk: index, crc: expected)
     let data: Data
     var check: ChunkCheck?
     do {
@@ -307,7 +313,9 @@ struct VerifiedChunkReader: Sendable {
         return recent
       }
       data = try ReadBufferPool.shared.data(count: Int(range.count)) { buffer in
-        let read = try mapIO { try ChunkCheck.read(range, expected: expected, from: file, into: buffer) }
+        let read = try mapIO {
+          try ChunkCheck.read(range, expected: expected, from: file.handle, into: buffer)
+        }
         check = read
         return read.bytesRead
       }
