@@ -4,10 +4,11 @@ import Foundation
 /// data file, so an object of any size is handled in chunk-sized pieces and never sits in memory.
 ///
 /// While open it holds a shared `flock` on the data file (`ObjectLock`): no process evicts or repairs the
-/// object under it. A chunk becomes present only when all its bytes are on disk and its CRC-32 has been
-/// computed from them; present chunks reach the manifest in batches (`CommitPolicy`) and on
-/// `flush()`/`close()`, merged with what other writers committed. Every chunk's CRC is verified before any of
-/// its bytes is returned.
+/// object under it. (A manager the read engine opened for a new object, with `deferringCreation`, holds it
+/// from when the file is made, a moment after the open: until then there is nothing to evict.) A chunk becomes
+/// present only when all its bytes are on disk and its CRC-32 has been computed from them; present chunks
+/// reach the manifest in batches (`CommitPolicy`) and on `flush()`/`close()`, merged with what other writers
+/// committed. Every chunk's CRC is verified before any of its bytes is returned.
 ///
 /// A batch due while writing is committed on a background queue (in the durable mode: flush the data file,
 /// then replace the manifest), so the writer goes on writing the next chunks while the disk catches up; at
