@@ -12,6 +12,14 @@ import Testing
 
   static func exists(_ path: String) throws -> Bool { try FileSystemCalls.fileType(path) != nil }
 
+  /// Stores `data` as the whole object through an eager open, committed.
+  static func storeWhole(_ data: Data, in store: ShardedStore) throws {
+    try FileHandleAssetDataManager.withAssetData(store: store, id: id) { manager in
+      try manager.setContentLength(Int64(data.count))
+      try manager.write(data, at: 0)
+    }
+  }
+
   @Test(arguments: Durability.allCases)
   func aNewObjectIsStoredAsWithAnEagerOpen(_ durability: Durability) async throws {
     try await withStore(durability: durability) { store in
@@ -65,10 +73,7 @@ import Testing
   @Test func anExistingObjectIsOpenedAtOnce() async throws {
     try await withStore { store in
       let data = randomBytes(count: 3 * AssetDataManagerTests.chunk, seed: 32)
-      try FileHandleAssetDataManager.withAssetData(store: store, id: Self.id) { manager in
-        try manager.setContentLength(Int64(data.count))
-        try manager.write(data, at: 0)
-      }
+      try Self.storeWhole(data, in: store)
       let manager = try FileHandleAssetDataManager(store: store, id: Self.id, deferringCreation: true)
       #expect(try store.isBusy(Self.id), "the existing data file is locked by the open itself")
       #expect(try manager.read(0..<Int64(data.count)) == data)
@@ -80,10 +85,7 @@ import Testing
   @Test func aManifestWithoutItsDataFileGetsTheFileAtTheOpen() async throws {
     try await withStore { store in
       let data = randomBytes(count: 2 * AssetDataManagerTests.chunk, seed: 33)
-      try FileHandleAssetDataManager.withAssetData(store: store, id: Self.id) { manager in
-        try manager.setContentLength(Int64(data.count))
-        try manager.write(data, at: 0)
-      }
+      try Self.storeWhole(data, in: store)
       // Damage: the data file goes, the manifest that lists its chunks stays.
       try FileManager.default.removeItem(atPath: store.paths(for: Self.id).data)
       let manager = try FileHandleAssetDataManager(store: store, id: Self.id, deferringCreation: true)

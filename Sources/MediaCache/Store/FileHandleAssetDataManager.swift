@@ -98,19 +98,8 @@ public final class FileHandleAssetDataManager: Sendable {
     if !writable, try store.readManifest(id) == nil { throw StoreError.notFound(id) }
     // The shard directories are made only if the data file is missing (below); what exists is checked first.
     if writable { try store.checkFileTypes(of: id) }
-    let file: ObjectDataFile
-    if let (opened, identity) = try Self.lock(id, in: store, writable: writable, creating: !deferringCreation)
-    {
-      file = ObjectDataFile(opened, identity: identity, of: id)
-    } else {
-      // No data file (so no chunks): made on the executor now, or by its first user.
-      file = ObjectDataFile(of: id) {
-        guard let made = try Self.lock(id, in: store, writable: true, creating: true) else {
-          throw StoreError.busy(id)
-        }
-        return made
-      }
-    }
+    let file = try ObjectDataFile.open(
+      id, in: store, writable: writable, deferringCreation: deferringCreation)
     var manifest: Manifest
     do {
       // The object's file types were checked above (a reader's by its first `readManifest`).
@@ -132,35 +121,6 @@ public final class FileHandleAssetDataManager: Sendable {
       scheduler: CommitScheduler(policy: commitPolicy), observer: observer)
     reader = VerifiedChunkReader(objectID: id, store: store, file: file, view: view, writer: writer)
     store.noteAccess(id)
-  }
-
-  /// Takes the object's in-use lock, shared: `ObjectLock`, again while the object is removed between the open
-  /// and the lock; a writer creates a missing data file already locked (`creating`; else nil for it).
-  private static func lock(_ id: ObjectID, in store: ShardedStore, writable: Bool, creating: Bool) throws -> (
-    SystemFile, FileIdentity
-  )? {
-    let path = store.paths(for: id).data
-    for _ in 0..<64 {
-      switch try mapIO({ try ObjectLock.acquire(path, writable: writable, exclusive: false, wait: true) }) {
-      case .locked(let file, let status):
-        return (file, FileIdentity(device: status.device, inode: status.inode))
-      case .missing where !writable, .replaced where !writable:
-        throw StoreError.notFound(id)
-      case .missing where !creating:
-        return nil
-      case .missing:
-        // A new object: its data file appears already locked (see `createLockedDataFile`). Its name, and those
-        // of shard directories made for it, are flushed before the first commit (`CommitScheduler
-        // .syncNameOnce`), not here: a miss's first bytes do not wait for three directory flushes.
-        try store.ensureShard(for: id, syncingNewDirectories: false)
-        guard let created = try store.createLockedDataFile(for: id) else { continue }
-        let status = try mapIO { try created.status() }
-        return (created, FileIdentity(device: status.device, inode: status.inode))
-      case .replaced, .held:
-        continue  // removed (or replaced) between the open and the lock: again
-      }
-    }
-    throw StoreError.busy(id)
   }
 
   /// Opens object `id`, runs `body` with the manager, and closes it (committing) whether `body` returns or

@@ -21,11 +21,11 @@ final class ObjectDataFile: Sendable {
   /// The file's state, when its creation was deferred.
   private let deferred: Mutex<State>?
   private let objectID: ObjectID
-  /// Creates the data file (locked): `FileHandleAssetDataManager.lock`.
+  /// Creates the data file (locked): `lock`.
   private let create: @Sendable () throws -> (SystemFile, FileIdentity)
 
   /// A data file opened already.
-  init(_ file: SystemFile, identity: FileIdentity, of id: ObjectID) {
+  private init(_ file: SystemFile, identity: FileIdentity, of id: ObjectID) {
     objectID = id
     opened = (file, identity)
     deferred = nil
@@ -34,13 +34,60 @@ final class ObjectDataFile: Sendable {
 
   /// A data file that `create` makes when it is first needed, started now on the I/O executor. The job holds
   /// no reference to the file: a manager released before it runs creates nothing.
-  init(of id: ObjectID, deferredCreation create: @escaping @Sendable () throws -> (SystemFile, FileIdentity))
-  {
+  private init(
+    of id: ObjectID, deferredCreation create: @escaping @Sendable () throws -> (SystemFile, FileIdentity)
+  ) {
     objectID = id
     opened = nil
     deferred = Mutex(.pending)
     self.create = create
     IOExecutor.shared.submit { [weak self] in _ = try? self?.resolved() }
+  }
+
+  /// Opens object `id`'s data file with its in-use lock (shared). A writer creates a missing one already
+  /// locked: now, or with `deferringCreation` on the I/O executor right after this returns (see the type).
+  static func open(_ id: ObjectID, in store: ShardedStore, writable: Bool, deferringCreation: Bool) throws
+    -> ObjectDataFile
+  {
+    if let (file, identity) = try lock(id, in: store, writable: writable, creating: !deferringCreation) {
+      return ObjectDataFile(file, identity: identity, of: id)
+    }
+    // No data file (so no chunks): made on the executor now, or by its first user.
+    return ObjectDataFile(of: id) {
+      guard let made = try lock(id, in: store, writable: true, creating: true) else {
+        throw StoreError.busy(id)
+      }
+      return made
+    }
+  }
+
+  /// Takes the object's in-use lock, shared: `ObjectLock`, again while the object is removed between the open
+  /// and the lock; a writer creates a missing data file already locked (`creating`; else nil for it).
+  private static func lock(_ id: ObjectID, in store: ShardedStore, writable: Bool, creating: Bool) throws -> (
+    SystemFile, FileIdentity
+  )? {
+    let path = store.paths(for: id).data
+    for _ in 0..<64 {
+      switch try mapIO({ try ObjectLock.acquire(path, writable: writable, exclusive: false, wait: true) }) {
+      case .locked(let file, let status):
+        return (file, FileIdentity(device: status.device, inode: status.inode))
+      case .missing where !writable, .replaced where !writable:
+        throw StoreError.notFound(id)
+      case .missing where !creating:
+        return nil
+      case .missing:
+        // A new object: its data file appears already locked (see `createLockedDataFile`). Its name, and those
+        // of shard directories made for it, are flushed before the first commit (`CommitScheduler
+        // .syncNameOnce`), not here: a miss's first bytes do not wait for three directory flushes.
+        try store.ensureShard(for: id, syncingNewDirectories: false)
+        guard let created = try store.createLockedDataFile(for: id) else { continue }
+        let status = try mapIO { try created.status() }
+        return (created, FileIdentity(device: status.device, inode: status.inode))
+      case .replaced, .held:
+        continue  // removed (or replaced) between the open and the lock: again
+      }
+    }
+    throw StoreError.busy(id)
   }
 
   /// The open file, created first if it was not yet (blocking: on the I/O executor or a thread that may block).
