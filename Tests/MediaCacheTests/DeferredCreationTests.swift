@@ -84,14 +84,21 @@ import Testing
 
   @Test func aManifestWithoutItsDataFileGetsTheFileAtTheOpen() async throws {
     try await withStore { store in
-      let data = randomBytes(count: 2 * AssetDataManagerTests.chunk, seed: 33)
+      let chunk = Int64(AssetDataManagerTests.chunk)
+      let data = randomBytes(count: 3 * Int(chunk), seed: 33)
       try Self.storeWhole(data, in: store)
       // Damage: the data file goes, the manifest that lists its chunks stays.
       try FileManager.default.removeItem(atPath: store.paths(for: Self.id).data)
       let manager = try FileHandleAssetDataManager(store: store, id: Self.id, deferringCreation: true)
       #expect(try Self.exists(store.paths(for: Self.id).data))
-      // Its chunks are read from the (empty) new file and fail their check: an error, never wrong bytes.
-      #expect(throws: StoreError.self) { try manager.read(0..<Int64(AssetDataManagerTests.chunk)) }
+      // A middle chunk is read from the (empty) new file and fails its check: an error, never wrong bytes.
+      #expect(throws: StoreError.self) { try manager.read(chunk..<(2 * chunk)) }
+      // (An object's first and last chunks may come from `VerifiedChunkCache`, which names a file by its inode:
+      // the new file can get the inode of the one removed, and then its verified bytes, which are the bytes the
+      // manifest's CRC names. Either an error or those bytes, then.)
+      do {
+        #expect(try manager.read(0..<chunk) == data.prefix(Int(chunk)))
+      } catch is StoreError {}
       try manager.close()
     }
   }
