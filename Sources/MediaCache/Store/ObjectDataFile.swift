@@ -21,15 +21,15 @@ final class ObjectDataFile: Sendable {
   /// The file's state, when its creation was deferred.
   private let deferred: Mutex<State>?
   private let objectID: ObjectID
-  /// Creates the data file (locked): `lock`.
-  private let create: @Sendable () throws -> (SystemFile, FileIdentity)
+  /// Creates the data file (locked): `lock`; nil for a file opened already.
+  private let create: (@Sendable () throws -> (SystemFile, FileIdentity))?
 
   /// A data file opened already.
   private init(_ file: SystemFile, identity: FileIdentity, of id: ObjectID) {
     objectID = id
     opened = (file, identity)
     deferred = nil
-    create = { (file, identity) }
+    create = nil
   }
 
   /// A data file that `create` makes when it is first needed, started now on the I/O executor. The job holds
@@ -117,7 +117,7 @@ final class ObjectDataFile: Sendable {
       case .open(let file, let identity): return (file, identity)
       case .closed: throw StoreError.closed(objectID)
       case .pending:
-        let (file, identity) = try create()
+        let (file, identity) = try create!()
         state = .open(file, identity)
         return (file, identity)
       }
