@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import MediaCacheTestSupport
 import Testing
 
@@ -66,6 +67,31 @@ import Testing
         for _ in 0..<(2 * IOExecutor.defaultThreads) { try await IOExecutor.shared.run {} }
         #expect(try !Self.exists(store.paths(for: id).data), "round \(round)")
         #expect(try store.readManifest(id) == nil)
+      }
+    }
+  }
+
+  /// A child process started while a manager closes holds the data file's lock for a moment (between its
+  /// `fork` and `exec` it shares the open file, and the lock is the open file's): the close's removal of the
+  /// file nobody committed must outlast that, not leave an orphan. Children are spawned all through the rounds.
+  @Test func aCloseWhileChildProcessesStartLeavesNoFile() async throws {
+    try await withStore { store in
+      let spawning = Atomic<Bool>(true)
+      let spawner = Thread {
+        while spawning.load(ordering: .relaxed) {
+          let child = Process()
+          child.executableURL = URL(fileURLWithPath: "/bin/true")
+          try? child.run()
+          child.waitUntilExit()
+        }
+      }
+      spawner.start()
+      defer { spawning.store(false, ordering: .relaxed) }
+      for round in 0..<300 {
+        let id = ObjectID(CacheKey("https://example.com/closed-while-spawning-\(round).mp4"))
+        let manager = try FileHandleAssetDataManager(store: store, id: id)
+        try manager.close()
+        #expect(try !Self.exists(store.paths(for: id).data), "round \(round)")
       }
     }
   }

@@ -180,12 +180,30 @@ extension ObjectWriter {
         // away): the data file it created would be an orphan, which `cache-fsck` reports as damage. It goes,
         // through `remove`'s protocol, unless another writer has it open or has committed since. (A file whose
         // creation was deferred and never made is not there to remove.)
-        if leftOrphan && existed { _ = try? store.remove(objectID, keepIf: { $0 != nil }) }
+        if leftOrphan && existed { removeOrphan() }
       }
       if isWritable {
         try commitLocked(&state)
         try reportBackgroundError(&state)
         leftOrphan = try mapIO { try FileSystemCalls.fileType(store.paths(for: objectID).manifest) } == nil
+      }
+    }
+  }
+
+  /// Removes the data file this writer made and nobody committed a manifest for. A child process that another
+  /// thread of this process is starting holds the file's lock for a moment (between its `fork` and `exec` it
+  /// shares the open file, and the lock is the open file's), so a removal that finds the object busy is tried
+  /// again, for about 10 ms at most; a file that another writer really holds stays (that writer commits it, or
+  /// removes it at its own close).
+  private func removeOrphan() {
+    for attempt in 1...20 {
+      do {
+        _ = try store.remove(objectID, keepIf: { $0 != nil })
+        return
+      } catch let error as StoreError where error.code == .busy && attempt < 20 {
+        usleep(500)
+      } catch {
+        return
       }
     }
   }
