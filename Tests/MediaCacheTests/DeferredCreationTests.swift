@@ -1,6 +1,6 @@
 import Foundation
-import Synchronization
 import MediaCacheTestSupport
+import Synchronization
 import Testing
 
 @testable import MediaCache
