@@ -65,6 +65,12 @@ final class BodyWriter: HTTPClientResponseDelegate, @unchecked Sendable {
   private var receivedOffset: Int64 = 0
   /// A batch is being written on the executor.
   private var writing = false
+  /// While the head is checked: where body parts go for the head's job to write.
+  private var headMailbox: HeadCheckMailbox?
+  /// The head received, until its check is submitted (with the first body part, or `maxHeadCheckDelay` after
+  /// it came), and the timer that submits it.
+  private var uncheckedHead: (parsed: ResponseHead, head: HTTPResponseHead)?
+  private var headCheckTimer: Scheduled<Void>?
   /// Completed when the queue is below its bound again (the origin's next body part is read then).
   private var roomPromise: EventLoopPromise<Void>?
   /// Run once nothing is queued or being written.
@@ -134,29 +140,59 @@ final class BodyWriter: HTTPClientResponseDelegate, @unchecked Sendable {
     offset = parsed.start
     receivedOffset = parsed.start
     // Checking the head against the manifest may commit it (new validators, a reset): on the executor, as the
-    // first job of the write queue. Body parts are taken meanwhile and written after it; the readers learn the
-    // head once the manifest says what it says.
+    // first job of the write queue, with the first body part (waited for a moment) and the parts that come while
+    // it runs (`HeadCheckMailbox`). The readers learn the head once the manifest says what it says.
     writing = true
-    IOExecutor.shared.submit { [session, stored] in
-      let result = Result { () throws -> UInt32 in
-        try session.checkDeclaredLength(status: head.status, headers: head.headers, stored: stored)
-        return try session.reconcile(parsed, stored: stored)
-      }
-      task.eventLoop.execute { self.headChecked(parsed, result, task: task) }
-    }
+    headMailbox = HeadCheckMailbox()
+    uncheckedHead = (parsed, head)
+    headCheckTimer = task.eventLoop.scheduleTask(in: Self.maxHeadCheckDelay) { self.checkHead(task: task) }
     return task.eventLoop.makeSucceededVoidFuture()
   }
 
+  /// The longest a head's check waits for the first body part to be written with it.
+  static let maxHeadCheckDelay = TimeAmount.milliseconds(1)
+
+  /// Submits the check of the head received, if not done yet, with what its mailbox holds by then.
+  private func checkHead(task: HTTPClient.Task<Void>) {
+    headCheckTimer?.cancel()
+    headCheckTimer = nil
+    guard let (parsed, head) = uncheckedHead, let mailbox = headMailbox else { return }
+    uncheckedHead = nil
+    IOExecutor.shared.submit { [session, stored, url, flight, events] in
+      let checked = Result { () throws -> UInt32 in
+        try session.checkDeclaredLength(status: head.status, headers: head.headers, stored: stored)
+        return try session.reconcile(parsed, stored: stored)
+      }
+      let batch = mailbox.close()
+      let written = checked.flatMap { tag in
+        Result {
+          try Self.write(batch, at: parsed.start, ifVersion: tag, flight: flight, session: session, url: url)
+        }
+      }
+      // The head and the first bytes go to the readers from here (no hop to the loop, which hands over nothing yet).
+      if case .success = checked { events.yield(.head(parsed)) }
+      if case .success = written, !batch.isEmpty { Self.handOver(batch, at: parsed.start, flight, events) }
+      task.eventLoop.execute { self.headChecked(checked, batch: batch, written: written, task: task) }
+    }
+  }
+
+  /// The head's job is done (on the event loop): its batch, written and handed over by the job, is accounted
+  /// for, and the parts queued meanwhile go in the next job.
   private func headChecked(
-    _ parsed: ResponseHead, _ result: Result<UInt32, any Error>, task: HTTPClient.Task<Void>
+    _ checked: Result<UInt32, any Error>, batch: [ByteBuffer], written: Result<Void, any Error>,
+    task: HTTPClient.Task<Void>
   ) {
+    headMailbox = nil
     writing = false
-    switch result {
-    case .success(let tag):
+    let count = batch.reduce(0) { $0 + $1.readableBytes }
+    queuedBytes -= count
+    switch (checked, written) {
+    case (.success(let tag), .success):
       versionTag = tag
-      events.yield(.head(parsed))
+      offset += Int64(count)
+      if count > 0 { handedOver = true }
       if !queue.isEmpty { writeQueue(task: task) }
-    case .failure(let error):
+    case (.failure(let error), _), (_, .failure(let error)):
       fail(error)
     }
     jobDone()
@@ -180,13 +216,14 @@ final class BodyWriter: HTTPClientResponseDelegate, @unchecked Sendable {
     }
     let count = buffer.readableBytes
     if count > 0 {
-      queue.append(buffer)
+      if headMailbox?.offer(buffer) != true { queue.append(buffer) }
       queuedBytes += count
       receivedOffset += Int64(count)
       bodyBytes += Int64(count)
       ReaderMetrics.noteFetched(count)
       if !writing { writeQueue(task: task) }
     }
+    if uncheckedHead != nil { checkHead(task: task) }
     if overlong {
       let reason =
         "body is longer than the \(head?.expectedBodyLength ?? 0) bytes its Content-Range or Content-Length says"
@@ -248,15 +285,7 @@ final class BodyWriter: HTTPClientResponseDelegate, @unchecked Sendable {
     writing = true
     IOExecutor.shared.submit { [session, url, versionTag, flight] in
       let result = Result {
-        var position = at
-        for part in batch {
-          // Said before the write: the part's chunk may show as present in the manifest as soon as it is
-          // written, and a reader that reads it from there must find the flight that far along (else it
-          // would start a request for what follows, which this flight is about to bring).
-          flight.writtenHint.store(position + Int64(part.readableBytes), ordering: .relaxed)
-          try Self.write(part, at: position, ifVersion: versionTag, session: session, url: url)
-          position += Int64(part.readableBytes)
-        }
+        try Self.write(batch, at: at, ifVersion: versionTag, flight: flight, session: session, url: url)
       }
       task.eventLoop.execute { self.batchWritten(batch, result, task: task) }
     }
@@ -312,29 +341,6 @@ final class BodyWriter: HTTPClientResponseDelegate, @unchecked Sendable {
     if writing { drainWaiters.append(body) } else { body() }
   }
 
-  /// Writes one body part to the cache (on the I/O executor).
-  private static func write(
-    _ buffer: ByteBuffer, at offset: Int64, ifVersion tag: UInt32, session: ObjectSession, url: String
-  ) throws {
-    try buffer.withUnsafeReadableBytes { raw in
-      do {
-        do {
-          try session.manager.write(raw, at: offset, ifVersion: tag)
-        } catch let error as StoreError {
-          // A full disk, and the app set limits: evict as the limits would (least recently used, never an
-          // object in use), then try once more; without limits, or if nothing could go, ENOSPC stands.
-          guard error.code == .io, error.errno == .noSpace else { throw error }
-          let room = max(Self.roomAfterNoSpace, 16 * Int64(session.manager.manifest.chunkSize))
-          guard ((try? session.environment.cache.makeRoom(for: room)) ?? 0) > 0 else { throw error }
-          try session.manager.write(raw, at: offset, ifVersion: tag)
-        }
-      } catch let error as StoreError where error.code == .outOfBounds {
-        throw OriginError.inconsistentResponse(
-          url: url, reason: "body runs past the length the origin declared")
-      }
-    }
-  }
-
   /// A body part is in the cache (on the event loop): hands it to the readers.
   private func written(_ buffer: ByteBuffer, task: HTTPClient.Task<Void>) {
     let count = buffer.readableBytes
@@ -358,6 +364,7 @@ final class BodyWriter: HTTPClientResponseDelegate, @unchecked Sendable {
   }
 
   func didFinishRequest(task: HTTPClient.Task<Void>) throws {
+    checkHead(task: task)
     afterWrites {
       self.flush()
       self.events.finish()
@@ -372,6 +379,7 @@ final class BodyWriter: HTTPClientResponseDelegate, @unchecked Sendable {
 
   func didReceiveError(task: HTTPClient.Task<Void>, _ error: any Error) {
     answerTimer?.cancel()
+    checkHead(task: task)
     // What was written is valid: readers get it before the error, with what was still queued.
     afterWrites {
       self.flush()
@@ -383,12 +391,7 @@ final class BodyWriter: HTTPClientResponseDelegate, @unchecked Sendable {
     batchTimer?.cancel()
     batchTimer = nil
     guard !pending.isEmpty else { return }
-    if flight.queuedBytes.load(ordering: .relaxed) > Flight.maxQueuedBytes {
-      events.yield(.skipped(upTo: pendingOffset + Int64(pendingBytes)))
-    } else {
-      flight.queuedBytes.add(pendingBytes, ordering: .relaxed)
-      events.yield(.bytes(pending, at: pendingOffset))
-    }
+    Self.handOver(pending, at: pendingOffset, flight, events)
     pending = []
     pendingBytes = 0
     handedOver = true

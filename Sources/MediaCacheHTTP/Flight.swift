@@ -24,7 +24,8 @@ actor Flight {
   nonisolated let start: Int64
   private var waiters: [Int: CheckedContinuation<Void, Never>] = [:]
   private var nextWaiter = 0
-  private var task: Task<Void, Never>?
+  /// The fetching task (set once, right after the flight is made: no hop onto the actor for it).
+  private nonisolated let task = Mutex<Task<Void, Never>?>(nil)
   /// Readers blocked waiting for bytes right now; while there are none, the fetch hands bytes over in larger
   /// batches (fewer hops), since nobody is waiting for them.
   nonisolated let blockedReaders = Atomic<Int>(0)
@@ -85,7 +86,7 @@ actor Flight {
   /// See `FlightState.warmUpRemaining`.
   func warmUpRemaining(for position: Int64) -> Duration? { state.warmUpRemaining(for: position, now: .now) }
 
-  func setTask(_ task: Task<Void, Never>) { self.task = task }
+  nonisolated func setTask(_ task: Task<Void, Never>) { self.task.withLock { $0 = task } }
 
   /// See `FlightState.nextRequestEnd`.
   func nextRequestEnd() -> Int64? { state.nextRequestEnd() }
@@ -164,7 +165,7 @@ actor Flight {
         waiters = [:]
         for waiter in current.values { waiter.resume() }
       case .cancelRequest:
-        task?.cancel()
+        task.withLock { $0 }?.cancel()
       case .startGrace(let grace, let number):
         graceDeadline.store((NIODeadline.now() + TimeAmount(grace)).uptimeNanoseconds, ordering: .relaxed)
         Task {

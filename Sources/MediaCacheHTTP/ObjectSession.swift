@@ -45,7 +45,7 @@ final class ObjectSession: Sendable {
     // One selection at a time, so two readers arriving together share one new flight (the look-up and the
     // registration are separated by awaits on the flights).
     let serialised = (try? await selection.acquire()) != nil
-    defer { if serialised { Task { await selection.release() } } }
+    defer { if serialised { selection.release() } }
     let running = flights.withLock { $0 }
     for flight in running where await flight.canServe(position) {
       if await flight.attach(priority: priority, streaming: windowed) {
@@ -98,7 +98,7 @@ final class ObjectSession: Sendable {
       await self.run(flight)
       if retained { self.environment.registry.releaseSession(forFlightOf: self) }
     }
-    await flight.setTask(task)
+    flight.setTask(task)
     return flight
   }
 
