@@ -23,16 +23,16 @@ final class RequestLimiter: Sendable {
 
   /// Takes a slot, waiting for one; a task cancelled while waiting throws CancellationError without one.
   func acquire() async throws {
-    let taken = state.withLock { state in
-      guard state.running < limit else { return false }
-      state.running += 1
-      return true
-    }
-    if taken { return }
-    let id = state.withLock { state in
+    // A free slot is taken here; else the waiter's number, for a withdrawal.
+    let waiter = state.withLock { state -> Int? in
+      guard state.running >= limit else {
+        state.running += 1
+        return nil
+      }
       defer { state.nextID += 1 }
       return state.nextID
     }
+    guard let id = waiter else { return }
     let granted = await withTaskCancellationHandler {
       await withCheckedContinuation { continuation in
         let resumeNow: Bool? = state.withLock { state in
