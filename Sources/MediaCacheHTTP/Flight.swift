@@ -22,6 +22,9 @@ actor Flight {
   nonisolated let id = Flight.nextID.add(1, ordering: .relaxed).newValue
   private static let nextID = Atomic<Int>(0)
   nonisolated let start: Int64
+  /// Where the flight's first origin request ends (`FlightState.nextRequestEnd` of the new flight), for the
+  /// reader that makes the flight and sends that request itself (`ObjectSession.flight`).
+  nonisolated let firstRequestEnd: Int64?
   private var waiters: [Int: CheckedContinuation<Void, Never>] = [:]
   private var nextWaiter = 0
   /// The fetching task (set once, right after the flight is made: no hop onto the actor for it).
@@ -53,12 +56,16 @@ actor Flight {
 
   init(
     start: Int64, end: Int64?, chunkSize: Int, priority: ReadPriority = .foreground, readAhead: Int64 = 0,
-    grace: Duration = .zero, window: Int64 = 0, playerWaits: PlayerWaits? = nil
+    grace: Duration = .zero, window: Int64 = 0, playerWaits: PlayerWaits? = nil, attached: Bool = false
   ) {
     self.playerWaits = playerWaits
-    state = FlightState(
+    var state = FlightState(
       start: start, end: end, chunkSize: chunkSize, priority: priority, readAhead: readAhead, grace: grace,
       window: window)
+    // `attached`: its maker is its first reader, counted here rather than by a hop onto the actor.
+    if attached { _ = state.attach(priority: priority, written: start) }
+    self.state = state
+    self.firstRequestEnd = state.nextRequestEnd()
     self.start = start
     self.endHint.store(end ?? -1, ordering: .relaxed)
     self.writtenHint = Atomic(start)

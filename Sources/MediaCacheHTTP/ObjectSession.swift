@@ -49,7 +49,7 @@ final class ObjectSession: Sendable {
     let running = flights.withLock { $0 }
     for flight in running where await flight.canServe(position) {
       if await flight.attach(priority: priority, streaming: windowed) {
-        await environment.scheduler.promote(flight.id)
+        environment.scheduler.promote(flight.id)
       }
       return flight
     }
@@ -60,7 +60,7 @@ final class ObjectSession: Sendable {
       try? await Task.sleep(for: remaining)
       if await flight.canServe(position) {
         if await flight.attach(priority: priority, streaming: windowed) {
-          await environment.scheduler.promote(flight.id)
+          environment.scheduler.promote(flight.id)
         }
         return flight
       }
@@ -85,8 +85,8 @@ final class ObjectSession: Sendable {
     let flight = Flight(
       start: start, end: end, chunkSize: manifest.chunkSize, priority: priority,
       readAhead: environment.abandonedRequestReadAhead, grace: environment.abandonedRequestGrace,
-      window: windowed ? environment.originRequestWindow : 0, playerWaits: environment.playerWaits)
-    _ = await flight.attach(priority: priority)
+      window: windowed ? environment.originRequestWindow : 0, playerWaits: environment.playerWaits,
+      attached: true)
     // An earlier flight of the same run that is far behind stops where this one starts.
     for other in flights.withLock({ $0 }) where other.start < start { await other.limit(to: start) }
     flights.withLock { list in
@@ -94,8 +94,9 @@ final class ObjectSession: Sendable {
       if list.count > 64 { list.removeFirst(list.count - 64) }
     }
     let retained = environment.registry.retainSession(forFlightOf: self)
+    let first = sendFirstRequest(of: flight, priority: priority)
     let task = Task {
-      await self.run(flight)
+      await self.run(flight, first: first)
       if retained { self.environment.registry.releaseSession(forFlightOf: self) }
     }
     flight.setTask(task)
@@ -115,24 +116,32 @@ final class ObjectSession: Sendable {
 
   /// Fills the flight's run from the origin: retries with backoff on connection errors, 5xx and cut-off
   /// bodies, resuming at the first byte not yet received; resets the object if the origin's version changed.
-  private func run(_ flight: Flight) async {
+  private func run(_ flight: Flight, first: FirstRequest?) async {
     let host = RequestScheduler.hostKey(of: url)
     var attempt = 1
     var lastCut: Int64?
+    var first = first
     while true {
       do {
-        let slot = try await environment.scheduler.acquire(
-          id: flight.id, host: host, priority: await flight.priority)
-        let started = ContinuousClock.now
         var failure: (any Error)?
-        do {
-          try await fetchOnce(flight, isLastAttempt: attempt > environment.maxRetries)
-        } catch {
-          failure = error
+        let slot: ReadPriority
+        let started: ContinuousClock.Instant
+        if let sent = first.take() {
+          (slot, started) = (sent.slot, sent.started)
+          do { try await follow(sent.request, of: flight) } catch { failure = error }
+        } else {
+          slot = try await environment.scheduler.acquire(
+            id: flight.id, host: host, priority: await flight.priority)
+          started = ContinuousClock.now
+          do {
+            try await fetchOnce(flight, isLastAttempt: attempt > environment.maxRetries)
+          } catch {
+            failure = error
+          }
         }
         ReaderMetrics.noteRequest(duration: .now - started, error: failure)
         let result: Result<Void, any Error> = failure.map { .failure($0) } ?? .success(())
-        await environment.scheduler.release(id: flight.id, host: host, slot: slot)
+        environment.scheduler.release(id: flight.id, host: host, slot: slot)
         if case .failure(let failure) = result,
           case .truncatedBody(let expected, let received, _) = (failure as? OriginError)?.kind
         {
@@ -205,102 +214,34 @@ final class ObjectSession: Sendable {
     return failure
   }
 
+  /// A new flight's first origin request, sent by the reader that made the flight when the scheduler has a
+  /// slot free now, not by the flight's task: that task starts on the cooperative pool, and the wake of one of
+  /// its threads (0.1–0.2 ms on a 2-CPU virtual machine) then comes while the request is on its way instead of
+  /// before it leaves. nil: the task asks for a slot and sends the request itself (also when this one could not
+  /// be made; the task then meets the same error and reports it).
+  private func sendFirstRequest(of flight: Flight, priority: ReadPriority) -> FirstRequest? {
+    let host = RequestScheduler.hostKey(of: url)
+    guard let slot = environment.scheduler.tryAcquire(id: flight.id, host: host, priority: priority) else {
+      return nil
+    }
+    let started = ContinuousClock.now
+    let request = try? sendRequest(
+      flight, from: flight.start, to: flight.firstRequestEnd, isLastAttempt: environment.maxRetries < 1)
+    guard let request else {
+      environment.scheduler.release(id: flight.id, host: host, slot: slot)
+      return nil
+    }
+    return FirstRequest(slot: slot, started: started, request: request)
+  }
+
   private func fetchOnce(_ flight: Flight, isLastAttempt: Bool) async throws {
     try Task.checkCancellation()
     let position = await flight.received
     let end = await flight.nextRequestEnd()
-    if let end, position >= end { return }
-    let stored = manager.manifest
-    // A weak entity tag may not be used in If-Range (RFC 9110 13.1.5): fall back to Last-Modified. A changed
-    // ETag in the answer is still detected below.
-    let strongTag = stored.etag.flatMap { $0.hasPrefix("W/") ? nil : $0 }
-    let validator = strongTag ?? stored.lastModified
-    let (events, continuation) = AsyncStream.makeStream(of: BodyWriter.Event.self)
-    let fields = environment.client.requestHeaders(for: url, start: position, end: end, ifRange: validator)
-    let writer = BodyWriter(
-      session: self, flight: flight, url: url, start: position, end: end, stored: stored,
-      sharedWithCredentials: fields.sharedWithCredentials, forwarded: fields.forwarded,
-      isLastAttempt: isLastAttempt, events: continuation)
-    var headers = HTTPHeaders()
-    for (name, value) in fields.headers { headers.add(name: name, value: value) }
-    let prepared = try HTTPClient.Request(url: url, method: .GET, headers: headers)
-    let task = environment.client.http.execute(request: prepared, delegate: writer)
-    // However the request ends (some failures, such as too many redirects, never reach the delegate), the
-    // event stream ends with it.
-    // A part still being written is handed over first.
-    task.futureResult.whenComplete { _ in writer.afterWrites { continuation.finish() } }
-    // An origin that trickles its head (each byte within the idle timeout) is given up on after `headTimeout`.
-    // The delegate runs on the task's event loop, so `writer.head` is read there.
-    let headTimedOut = environment.client.headTimedOut(url)
-    let headTimer = task.eventLoop.scheduleTask(deadline: environment.client.headDeadline) {
-      if let refusal = writer.refusal {
-        // A status's answer not read whole by then is not kept: the status alone is the error.
-        task.fail(reason: refusal.error)
-      } else if writer.head == nil {
-        task.fail(reason: headTimedOut)
-      }
+    guard let request = try sendRequest(flight, from: position, to: end, isLastAttempt: isLastAttempt) else {
+      return
     }
-    task.futureResult.whenComplete { [outages = environment.outages, url] _ in
-      headTimer.cancel()
-      // The origin answered (a head the cache took, or a status other than 5xx): an outage of it has ended.
-      if writer.head != nil || writer.refusal.map({ $0.answer.status < 500 }) == true {
-        outages.noteAnswer(url)
-      }
-    }
-    await withTaskCancellationHandler {
-      for await event in events {
-        switch event {
-        case .head(let head): await flight.setHead(head.metadata)
-        case .bytes(let buffers, let at):
-          await flight.deliver(buffers, at: at)
-          flight.queuedBytes.subtract(
-            buffers.reduce(0) { $0 + $1.readableBytes }, ordering: .relaxed)
-        case .skipped(let upTo): await flight.skip(to: upTo)
-        }
-      }
-    } onCancel: {
-      task.cancel()
-    }
-    do {
-      try await task.futureResult.get()
-    } catch is BodyWriter.StopReading {
-    } catch {
-      // The cache refused the response (its head or a write): that is the error, not the cut it caused.
-      if let refused = writer.writeError { throw await environment.client.describe(refused, url: url) }
-      let mapped = await environment.client.describe(error, url: url)
-      try Task.checkCancellation()
-      // A status the cache does not store is the failure, whatever cut its answer's body short (then the
-      // answer is not kept).
-      if let refusal = writer.refusal {
-        throw (mapped as? OriginError)?.answer != nil ? mapped : refusal.error
-      }
-      if let head = writer.head, let expected = head.expectedBodyLength, mapped is OriginError,
-        writer.bodyBytes < expected
-      {
-        // The connection broke mid-body: retryable, resuming at the first byte not received.
-        throw OriginError.truncatedBody(
-          url: url, expected: head.start + expected, received: writer.offset, attempts: 1)
-      }
-      throw mapped
-    }
-    // A write that failed after the last body part arrived (the request itself succeeded).
-    if let error = writer.writeError { throw await environment.client.describe(error, url: url) }
-    guard let head = writer.head else {
-      throw OriginError.inconsistentResponse(url: url, reason: "no response")
-    }
-    if let expected = head.expectedBodyLength, writer.bodyBytes < expected, !writer.stoppedAtEnd {
-      let flightEnd = await flight.end
-      if flightEnd.map({ writer.offset < $0 }) ?? true {
-        throw OriginError.truncatedBody(
-          url: url, expected: head.start + expected, received: writer.offset, attempts: 1)
-      }
-    }
-    if head.metadata.length == nil && !head.isPartial {
-      // A body without a declared length (chunked): its end is the object's end.
-      let length = writer.offset
-      let tag = writer.versionTag
-      try await IOExecutor.shared.run { [manager] in try manager.setContentLength(length, ifVersion: tag) }
-    }
+    try await follow(request, of: flight)
   }
 
   /// Throws `OriginError.inconsistentResponse` if a response under the stored strong entity tag declares

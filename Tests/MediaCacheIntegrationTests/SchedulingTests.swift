@@ -148,7 +148,7 @@ struct SchedulingTests {
       // Behind a background request it would wait for a whole 12 MiB slow object (about 16 s); 6 s leaves
       // room for a loaded 2-core machine (1.55 s was seen with the whole suite running, 2.7 s in CI).
       #expect(seconds < 6, "first byte of the player after \(seconds) s")
-      let running = await reader.scheduler.running
+      let running = reader.scheduler.running
       #expect(running.background.values.allSatisfy { $0 <= 6 }, "\(running)")
     }
   }
@@ -166,10 +166,10 @@ struct SchedulingTests {
       let url = origin.url(.slow, "queued", size: size)
       let second = Task { for try await _ in reader.prefetch(url) {} }
       defer { second.cancel() }
-      for _ in 0..<500 where await reader.scheduler.waiting.background == 0 {
+      for _ in 0..<500 where reader.scheduler.waiting.background == 0 {
         try await Task.sleep(for: .milliseconds(10))
       }
-      #expect(await reader.scheduler.waiting.background == 1)
+      #expect(reader.scheduler.waiting.background == 1)
       #expect(origin.requests(for: "queued").isEmpty, "the second prefetch waits for the background slot")
       let seconds = try await Self.firstPiece(reader, url)
       // Behind a background request it would wait for a whole 12 MiB slow object (about 16 s); 6 s leaves
@@ -187,13 +187,13 @@ struct SchedulingTests {
     let held = try await scheduler.acquire(id: 1, host: "h", priority: .foreground)
     #expect(held == .foreground)
     let waitingPlayer = Task { try await scheduler.acquire(id: 2, host: "h", priority: .foreground) }
-    while await scheduler.waiting.foreground == 0 { await Task.yield() }
+    while scheduler.waiting.foreground == 0 { await Task.yield() }
     let background = Task { try await scheduler.acquire(id: 3, host: "h", priority: .background) }
     let otherHost = try await scheduler.acquire(id: 4, host: "other", priority: .background)
     #expect(otherHost == .background, "another host's background work is not held back")
-    while await scheduler.waiting.background == 0 { await Task.yield() }
-    #expect(await scheduler.running.background["h"] == nil, "background waits while a player waits")
-    await scheduler.release(id: 1, host: "h", slot: .foreground)
+    while scheduler.waiting.background == 0 { await Task.yield() }
+    #expect(scheduler.running.background["h"] == nil, "background waits while a player waits")
+    scheduler.release(id: 1, host: "h", slot: .foreground)
     #expect(try await waitingPlayer.value == .foreground)
     #expect(try await background.value == .background)
     background.cancel()
