@@ -23,7 +23,7 @@ actor Flight {
   private static let nextID = Atomic<Int>(0)
   nonisolated let start: Int64
   /// Where the flight's first origin request ends (`FlightState.nextRequestEnd` of the new flight), for the
-  /// reader that makes the flight and sends that request itself (`ObjectSession.flight`).
+  /// reader that makes the flight and sends that request itself (`ObjectSession.sendFirstRequest`).
   nonisolated let firstRequestEnd: Int64?
   private var waiters: [Int: CheckedContinuation<Void, Never>] = [:]
   private var nextWaiter = 0

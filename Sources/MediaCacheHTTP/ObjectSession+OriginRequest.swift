@@ -28,7 +28,7 @@ extension ObjectSession {
     if let end, position >= end { return nil }
     let stored = manager.manifest
     // A weak entity tag may not be used in If-Range (RFC 9110 13.1.5): fall back to Last-Modified. A changed
-    // ETag in the answer is still detected below.
+    // ETag in the answer is still detected (`reconcile`, from the writer's head check).
     let strongTag = stored.etag.flatMap { $0.hasPrefix("W/") ? nil : $0 }
     let validator = strongTag ?? stored.lastModified
     let (events, continuation) = AsyncStream.makeStream(of: BodyWriter.Event.self)
