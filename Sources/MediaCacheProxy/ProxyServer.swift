@@ -234,7 +234,7 @@ public final class ProxyServer: Sendable {
       let channel = try await ServerBootstrap(group: group)
         .serverChannelOption(.backlog, value: 256)
         .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
-        .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
+        .childChannelOption(.tcpOption(.tcp_nodelay), value: 1)
         .childChannelInitializer { child in
           child.eventLoop.makeCompletedFuture {
             // NIO's codec answers a malformed or oversized head (over 80 KiB, or over 1000 fields) with 400

@@ -62,7 +62,7 @@ func serveMinimalHTTP(
   let channel = try await ServerBootstrap(group: group)
     .serverChannelOption(.backlog, value: 512)
     .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
-    .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
+    .childChannelOption(.tcpOption(.tcp_nodelay), value: 1)
     .childChannelInitializer { child in
       child.eventLoop.makeCompletedFuture {
         try child.pipeline.syncOperations.configureHTTPServerPipeline()
