@@ -179,6 +179,7 @@ let package = Package(
         .product(name: "NIOCore", package: "swift-nio"),
         .product(name: "NIOPosix", package: "swift-nio"),
         .product(name: "NIOHTTP1", package: "swift-nio"),
+        .product(name: "AsyncHTTPClient", package: "async-http-client"),
       ],
       path: "tools/bench-src",
       // wrk's scripts of the `serve` and `tier` cases, run by tools/bench.

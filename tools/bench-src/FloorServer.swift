@@ -12,7 +12,7 @@ import NIOCore
 import NIOHTTP1
 import NIOPosix
 
-private final class FloorHandler: ChannelInboundHandler {
+private final class FloorHandler: FloorConnectionHandler {
   typealias InboundIn = HTTPServerRequestPart
   typealias OutboundOut = HTTPServerResponsePart
   static let body = ByteBuffer(repeating: 0x5A, count: 65536)
@@ -32,10 +32,6 @@ private final class FloorHandler: ChannelInboundHandler {
       }
     }
   }
-
-  func errorCaught(context: ChannelHandlerContext, error: any Error) {
-    context.close(promise: nil)
-  }
 }
 
 struct FloorServerCommand: AsyncParsableCommand {
@@ -49,6 +45,15 @@ struct FloorServerCommand: AsyncParsableCommand {
 
   func run() async throws {
     try await serveMinimalHTTP(threads: 1) { FloorHandler() }
+  }
+}
+
+/// The handler of a floor server's connection, which closes on any error of its pipeline.
+protocol FloorConnectionHandler: ChannelInboundHandler {}
+
+extension FloorConnectionHandler {
+  func errorCaught(context: ChannelHandlerContext, error: any Error) {
+    context.close(promise: nil)
   }
 }
 

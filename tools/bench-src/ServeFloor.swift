@@ -80,7 +80,7 @@ private func parseRange(_ value: String?, size: Int64) -> (Int64, Int64)? {
   return last >= first ? (first, last) : nil
 }
 
-private final class ServeFloorHandler: ChannelInboundHandler {
+private final class ServeFloorHandler: FloorConnectionHandler {
   typealias InboundIn = HTTPServerRequestPart
   typealias OutboundOut = HTTPServerResponsePart
   let object: FloorObject
@@ -109,10 +109,6 @@ private final class ServeFloorHandler: ChannelInboundHandler {
       context.write(wrapOutboundOut(.body(.byteBuffer(body))), promise: nil)
       context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
     }
-  }
-
-  func errorCaught(context: ChannelHandlerContext, error: any Error) {
-    context.close(promise: nil)
   }
 }
 
