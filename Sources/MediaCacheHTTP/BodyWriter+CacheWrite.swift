@@ -40,18 +40,4 @@ extension BodyWriter {
       }
     }
   }
-
-  /// Hands written parts, the first at `at`, to the flight's readers, or says they were skipped when the
-  /// flight holds more than `Flight.maxQueuedBytes` not taken yet (its readers read them from the cache).
-  static func handOver(
-    _ parts: [ByteBuffer], at: Int64, _ flight: Flight, _ events: AsyncStream<Event>.Continuation
-  ) {
-    let bytes = parts.reduce(0) { $0 + $1.readableBytes }
-    if flight.queuedBytes.load(ordering: .relaxed) > Flight.maxQueuedBytes {
-      events.yield(.skipped(upTo: at + Int64(bytes)))
-    } else {
-      flight.queuedBytes.add(bytes, ordering: .relaxed)
-      events.yield(.bytes(parts, at: at))
-    }
-  }
 }

@@ -6,7 +6,8 @@ import NIOHTTP1
 
 /// Receives one origin response on its event loop: checks the head on the I/O executor, queues every body part
 /// for the I/O executor to write to the cache (never on the event loop), and hands the written bytes to the
-/// flight's readers in batches, at once when a reader is waiting.
+/// flight's readers in batches, at once when a reader is waiting: `Flight.deliver` from the loop (the head and
+/// the first bytes from the I/O thread that checked and wrote them), with no task between.
 ///
 /// The queue is bounded (`maxQueuedBytes`): past it the next body part is not read until a write is done
 /// (AsyncHTTPClient waits for the future `didReceiveBodyPart` returns), so a slow disk slows the origin
@@ -14,17 +15,9 @@ import NIOHTTP1
 /// unread in AsyncHTTPClient's buffers (it drops them), so a retry resumes after every byte that arrived.
 final class BodyWriter: HTTPClientResponseDelegate, @unchecked Sendable {
   // Mutable state is touched only on the request's event loop (AsyncHTTPClient calls the delegate there, and
-  // write completions hop back to it); the fetching task reads it only after the event stream ended, which
-  // happens after the last write completed.
+  // write completions hop back to it); the fetching task reads it only after `OriginRequest.handedOver`
+  // completed, which happens on the loop after the last write completed.
   typealias Response = Void
-
-  /// What the fetching task learns, in order.
-  enum Event: Sendable {
-    case head(ResponseHead)
-    case bytes([ByteBuffer], at: Int64)
-    /// Bytes up to this offset are in the cache but were not handed over (see `Flight.queuedBytes`).
-    case skipped(upTo: Int64)
-  }
 
   private let session: ObjectSession
   private let flight: Flight
@@ -32,7 +25,6 @@ final class BodyWriter: HTTPClientResponseDelegate, @unchecked Sendable {
   private let requestedStart: Int64
   private let requestedEnd: Int64?
   private let stored: Manifest
-  private let events: AsyncStream<Event>.Continuation
 
   private(set) var head: ResponseHead?
   /// A status the cache does not store, and the answer it came with, whose body is being read.
@@ -86,8 +78,7 @@ final class BodyWriter: HTTPClientResponseDelegate, @unchecked Sendable {
 
   init(
     session: ObjectSession, flight: Flight, url: String, start: Int64, end: Int64?, stored: Manifest,
-    sharedWithCredentials: Bool, forwarded: Set<String> = [], isLastAttempt: Bool = true,
-    events: AsyncStream<Event>.Continuation
+    sharedWithCredentials: Bool, forwarded: Set<String> = [], isLastAttempt: Bool = true
   ) {
     self.answerForwarded = OriginClient.forwardedHeaders
     self.isLastAttempt = isLastAttempt
@@ -99,7 +90,6 @@ final class BodyWriter: HTTPClientResponseDelegate, @unchecked Sendable {
     self.requestedStart = start
     self.requestedEnd = end
     self.stored = stored
-    self.events = events
   }
 
   /// Ends a body early once the flight's run is complete (the error is not reported as a failure).
@@ -158,7 +148,7 @@ final class BodyWriter: HTTPClientResponseDelegate, @unchecked Sendable {
     headCheckTimer = nil
     guard let (parsed, head) = uncheckedHead, let mailbox = headMailbox else { return }
     uncheckedHead = nil
-    IOExecutor.shared.submit { [session, stored, url, flight, events] in
+    IOExecutor.shared.submit { [session, stored, url, flight] in
       let checked = Result { () throws -> UInt32 in
         try session.checkDeclaredLength(status: head.status, headers: head.headers, stored: stored)
         return try session.reconcile(parsed, stored: stored)
@@ -169,9 +159,10 @@ final class BodyWriter: HTTPClientResponseDelegate, @unchecked Sendable {
           try Self.write(batch, at: parsed.start, ifVersion: tag, flight: flight, session: session, url: url)
         }
       }
-      // The head and the first bytes go to the readers from here (no hop to the loop, which hands over nothing yet).
-      if case .success = checked { events.yield(.head(parsed)) }
-      if case .success = written, !batch.isEmpty { Self.handOver(batch, at: parsed.start, flight, events) }
+      // The head and the first bytes go to the readers from here (no hop to the loop, which hands over nothing
+      // yet): a reader waiting for them is resumed from this thread.
+      if case .success = checked { flight.setHead(parsed.metadata) }
+      if case .success = written, !batch.isEmpty { flight.deliver(batch, at: parsed.start) }
       task.eventLoop.execute { self.headChecked(checked, batch: batch, written: written, task: task) }
     }
   }
@@ -365,10 +356,7 @@ final class BodyWriter: HTTPClientResponseDelegate, @unchecked Sendable {
 
   func didFinishRequest(task: HTTPClient.Task<Void>) throws {
     checkHead(task: task)
-    afterWrites {
-      self.flush()
-      self.events.finish()
-    }
+    afterWrites { self.flush() }
     answerTimer?.cancel()
     if let refusal {
       var error = refusal.error
@@ -381,17 +369,14 @@ final class BodyWriter: HTTPClientResponseDelegate, @unchecked Sendable {
     answerTimer?.cancel()
     checkHead(task: task)
     // What was written is valid: readers get it before the error, with what was still queued.
-    afterWrites {
-      self.flush()
-      self.events.finish()
-    }
+    afterWrites { self.flush() }
   }
 
   private func flush() {
     batchTimer?.cancel()
     batchTimer = nil
     guard !pending.isEmpty else { return }
-    Self.handOver(pending, at: pendingOffset, flight, events)
+    flight.deliver(pending, at: pendingOffset)
     pending = []
     pendingBytes = 0
     handedOver = true

@@ -86,7 +86,7 @@ public final class CachedBytes: AsyncSequence, Sendable {
     guard !closed.exchange(true, ordering: .acquiringAndReleasing) else { return }
     // A hit or a miss (`CacheMetrics`) by what the read delivered; a prefetch delivers nothing and is neither.
     CacheMetrics.noteRead(fromCache: bytesFromCache, fromOrigin: bytesFromOrigin)
-    if let flight = takeInitialFlight() { Task { await flight.detach() } }
+    if let flight = takeInitialFlight() { flight.detach() }
     session.endRead()
   }
 
@@ -181,10 +181,10 @@ public final class CachedBytes: AsyncSequence, Sendable {
       do {
         try await flight.waitForEnd()
       } catch {
-        await flight.detach()
+        flight.detach()
         throw error
       }
-      await flight.detach()
+      flight.detach()
       if manager.manifest.cachedRun(at: position) == 0 {
         stalled += 1
         if stalled > 3 {

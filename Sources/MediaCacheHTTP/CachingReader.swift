@@ -268,7 +268,7 @@ public final class CachingReader: Sendable {
         do {
           _ = try await flight.waitForHead()
         } catch {
-          await flight.detach()
+          flight.detach()
           throw error
         }
       }
@@ -278,7 +278,7 @@ public final class CachingReader: Sendable {
     do {
       return (try bounds(of: range, length: length, url: session.url), started, length)
     } catch {
-      await started?.detach()
+      started?.detach()
       throw error
     }
   }

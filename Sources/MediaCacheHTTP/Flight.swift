@@ -11,48 +11,58 @@ import Synchronization
 /// memory: a reader that joins late or falls behind reads the earlier bytes from the cache (those chunks are
 /// complete and CRC-checked), then the in-memory tail, then live bytes.
 ///
-/// The rules live in `FlightState`, a value whose transitions return actions; this actor holds it, carries
-/// the actions out (waking readers, cancelling the request, grace timers) and publishes what the writer on
-/// the origin's event loop reads without a hop (`endHint`, `graceDeadline`).
-actor Flight {
+/// The rules live in `FlightState`, a value whose transitions return actions; this class holds it under a
+/// lock, carries the actions out once the lock is let go (waking readers, cancelling the request, grace
+/// timers) and publishes what the writer on the origin's event loop reads without the lock (`endHint`,
+/// `graceDeadline`). Every transition is a short synchronous call, so the origin's side (`BodyWriter`) makes
+/// it from the thread it is on, the event loop or the I/O thread that wrote the bytes, with no task between:
+/// a reader waiting for the bytes is resumed from there. Only the waits suspend.
+final class Flight: Sendable {
   typealias Piece = FlightState.Piece
 
-  private var state: FlightState
+  /// The state and who waits on it, under `lock`.
+  private struct Inner {
+    var state: FlightState
+    /// Readers waiting for the flight to change.
+    var waiters: [Int: CheckedContinuation<Void, Never>] = [:]
+    /// The fetching task, waiting for a reader to get near enough for the next window.
+    var demandWaiter: CheckedContinuation<Void, Never>?
+  }
+
+  /// What a transition leaves to do once the lock is let go.
+  private struct Effects {
+    var resume: [CheckedContinuation<Void, Never>] = []
+    var cancelRequest = false
+    var graces: [(duration: Duration, number: Int)] = []
+  }
+
+  private let lock: Mutex<Inner>
+  private let nextWaiter = Atomic<Int>(0)
   /// Identifies the flight's origin request to the scheduler.
-  nonisolated let id = Flight.nextID.add(1, ordering: .relaxed).newValue
+  let id = Flight.nextID.add(1, ordering: .relaxed).newValue
   private static let nextID = Atomic<Int>(0)
-  nonisolated let start: Int64
+  let start: Int64
   /// Where the flight's first origin request ends (`FlightState.nextRequestEnd` of the new flight), for the
   /// reader that makes the flight and sends that request itself (`ObjectSession.sendFirstRequest`).
-  nonisolated let firstRequestEnd: Int64?
-  private var waiters: [Int: CheckedContinuation<Void, Never>] = [:]
-  private var nextWaiter = 0
-  /// The fetching task (set once, right after the flight is made: no hop onto the actor for it).
-  private nonisolated let task = Mutex<Task<Void, Never>?>(nil)
-  /// Readers blocked waiting for bytes right now; while there are none, the fetch hands bytes over in larger
-  /// batches (fewer hops), since nobody is waiting for them.
-  nonisolated let blockedReaders = Atomic<Int>(0)
+  let firstRequestEnd: Int64?
+  /// The fetching task (set once, right after the flight is made).
+  private let task = Mutex<Task<Void, Never>?>(nil)
+  /// Readers blocked waiting for bytes right now; while there are none, the writer hands bytes over in larger
+  /// batches, since nobody is waiting for them.
+  let blockedReaders = Atomic<Int>(0)
   /// Where this flight's players count their waits for the origin (the reader's; nil: not counted).
-  nonisolated let playerWaits: PlayerWaits?
+  let playerWaits: PlayerWaits?
   /// How far bytes have been written to the cache, counting the body part the I/O executor is writing now
   /// (ahead of `received` by the batches written and not yet handed over).
-  nonisolated let writtenHint: Atomic<Int64>
-  /// `end` as seen without a hop: -1 for none.
-  nonisolated let endHint = Atomic<Int64>(-1)
+  let writtenHint: Atomic<Int64>
+  /// `end` as seen without the lock: -1 for none.
+  let endHint = Atomic<Int64>(-1)
   /// While abandoned: when its grace ends (`NIODeadline` uptime nanoseconds); 0 otherwise. The writer stops at
   /// the chunk it is in once this has passed, even before `endGrace` runs.
-  nonisolated let graceDeadline = Atomic<UInt64>(0)
-  /// Bytes the origin's event loop has handed to the fetching task and that are not yet delivered here: the
-  /// writer stops handing over bytes (they are in the cache already) while this is over `maxQueuedBytes`, so a
-  /// starved fetching task cannot make memory grow.
-  nonisolated let queuedBytes = Atomic<Int>(0)
+  let graceDeadline = Atomic<UInt64>(0)
   /// Whether the flight is background work (no player waits for it), for `BackgroundRateLimit` on the origin's
   /// event loop; cleared when a player joins.
-  nonisolated let isBackground: Atomic<Bool>
-  static let maxQueuedBytes = 4 << 20
-
-  /// The fetching task, waiting for a reader to get near enough for the next window.
-  private var demandWaiter: CheckedContinuation<Void, Never>?
+  let isBackground: Atomic<Bool>
 
   init(
     start: Int64, end: Int64?, chunkSize: Int, priority: ReadPriority = .foreground, readAhead: Int64 = 0,
@@ -62,10 +72,10 @@ actor Flight {
     var state = FlightState(
       start: start, end: end, chunkSize: chunkSize, priority: priority, readAhead: readAhead, grace: grace,
       window: window)
-    // `attached`: its maker is its first reader, counted here rather than by a hop onto the actor.
+    // `attached`: its maker is its first reader, counted here rather than by a call of `attach`.
     if attached { _ = state.attach(priority: priority, written: start) }
-    self.state = state
     self.firstRequestEnd = state.nextRequestEnd()
+    self.lock = Mutex(Inner(state: state))
     self.start = start
     self.endHint.store(end ?? -1, ordering: .relaxed)
     self.writtenHint = Atomic(start)
@@ -74,51 +84,73 @@ actor Flight {
 
   // MARK: What the state says
 
-  var end: Int64? { state.end }
-  var received: Int64 { state.received }
-  var priority: ReadPriority { state.priority }
-  var head: OriginMetadata? { state.head }
-  var outcome: Result<Void, any Error>? { state.outcome }
-  var isLive: Bool { state.isLive }
+  private func look<T: Sendable>(_ body: (borrowing FlightState) -> T) -> T {
+    lock.withLock { inner in body(inner.state) }
+  }
+
+  var end: Int64? { look { $0.end } }
+  var received: Int64 { look { $0.received } }
+  var priority: ReadPriority { look { $0.priority } }
+  var head: OriginMetadata? { look { $0.head } }
+  var isLive: Bool { look { $0.isLive } }
   private var written: Int64 { writtenHint.load(ordering: .relaxed) }
 
   /// The error the flight ended with, if it failed.
   var failure: (any Error)? {
-    if case .failure(let error) = state.outcome { error } else { nil }
+    lock.withLock { inner -> (any Error)? in
+      if case .failure(let error) = inner.state.outcome { error } else { nil }
+    }
   }
 
   /// See `FlightState.canServe`.
-  func canServe(_ position: Int64) -> Bool { state.canServe(position, written: written, now: .now) }
+  func canServe(_ position: Int64) -> Bool {
+    let written = self.written
+    return look { $0.canServe(position, written: written, now: .now) }
+  }
 
   /// See `FlightState.warmUpRemaining`.
-  func warmUpRemaining(for position: Int64) -> Duration? { state.warmUpRemaining(for: position, now: .now) }
+  func warmUpRemaining(for position: Int64) -> Duration? {
+    look { $0.warmUpRemaining(for: position, now: .now) }
+  }
 
-  nonisolated func setTask(_ task: Task<Void, Never>) { self.task.withLock { $0 = task } }
+  func setTask(_ task: Task<Void, Never>) { self.task.withLock { $0 = task } }
 
   /// See `FlightState.nextRequestEnd`.
-  func nextRequestEnd() -> Int64? { state.nextRequestEnd() }
+  func nextRequestEnd() -> Int64? { look { $0.nextRequestEnd() } }
 
   /// After an origin request ended without error: waits until the next one is due and returns true, or
   /// returns false when the flight is done (`FlightState.afterRequest`).
   func awaitNextRequest(objectLength: @Sendable () -> Int64?) async -> Bool {
     while true {
-      switch state.afterRequest(objectLength: objectLength()) {
+      if Task.isCancelled { return false }
+      let length = objectLength()
+      var decided: FlightState.AfterRequest?
+      await withTaskCancellationHandler {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+          let ready = lock.withLock { inner -> Bool in
+            let next = inner.state.afterRequest(objectLength: length)
+            if next != .wait || Task.isCancelled {
+              decided = next
+              return true
+            }
+            inner.demandWaiter?.resume()
+            inner.demandWaiter = continuation
+            return false
+          }
+          if ready { continuation.resume() }
+        }
+      } onCancel: {
+        lock.withLock { inner in
+          defer { inner.demandWaiter = nil }
+          return inner.demandWaiter
+        }?.resume()
+      }
+      switch decided {
       case .request: return true
       case .stop: return false
-      case .wait:
-        if Task.isCancelled { return false }
-        await withTaskCancellationHandler {
-          await withCheckedContinuation { demandWaiter = $0 }
-        } onCancel: {
-          Task { await self.wakeDemandWaiter() }
-        }
+      case .wait, nil: continue
       }
     }
-  }
-
-  private func wakeDemandWaiter() {
-    demandWaiter?.resume()
-    demandWaiter = nil
   }
 
   // MARK: Transitions
@@ -127,58 +159,90 @@ actor Flight {
   /// the scheduler, so the request does not keep waiting for a background slot).
   /// A reader that does not pull bytes (`streaming` false: it waits for the run to end) makes the flight ask
   /// for the rest of its run at once.
+  @discardableResult
   func attach(priority: ReadPriority = .foreground, streaming: Bool = true) -> Bool {
-    let (promoted, actions) = state.attach(priority: priority, written: written)
+    let written = self.written
+    var promoted = false
+    transition { state in
+      let (didPromote, actions) = state.attach(priority: priority, written: written)
+      promoted = didPromote
+      return streaming ? actions : actions + state.dropWindow()
+    }
     if promoted { isBackground.store(false, ordering: .relaxed) }
-    perform(actions)
-    if !streaming { perform(state.dropWindow()) }
     return promoted
   }
 
   /// A reader left (see `FlightState.detach`).
   func detach(finishingChunk: Bool = false) {
-    perform(state.detach(finishingChunk: finishingChunk, written: written))
+    let written = self.written
+    transition { $0.detach(finishingChunk: finishingChunk, written: written) }
   }
 
   /// Cancels the origin request; readers waiting get `CancellationError`.
-  func cancel() { perform(state.cancel()) }
+  func cancel() { transition { $0.cancel() } }
 
   /// Stops the run at `newEnd` (another flight fetches what follows).
-  func limit(to newEnd: Int64) { perform(state.limit(to: newEnd, written: written)) }
+  func limit(to newEnd: Int64) {
+    let written = self.written
+    transition { $0.limit(to: newEnd, written: written) }
+  }
 
-  func setHead(_ metadata: OriginMetadata) { perform(state.setHead(metadata)) }
+  func setHead(_ metadata: OriginMetadata) { transition { $0.setHead(metadata) } }
 
   /// Bytes that arrived at `offset` (already written to the cache).
   func deliver(_ pieces: [ByteBuffer], at offset: Int64) {
-    perform(state.deliver(pieces, at: offset, now: .now))
+    transition { $0.deliver(pieces, at: offset, now: .now) }
   }
 
-  /// Bytes up to `offset` were written to the cache but not handed over.
-  func skip(to offset: Int64) { perform(state.skip(to: offset, now: .now)) }
+  func finish(_ result: Result<Void, any Error>) { transition { $0.finish(result) } }
 
-  func finish(_ result: Result<Void, any Error>) { perform(state.finish(result)) }
+  private func endGrace(of number: Int) {
+    let written = self.written
+    transition { $0.endGrace(of: number, written: written) }
+  }
 
-  private func endGrace(of number: Int) { perform(state.endGrace(of: number, written: written)) }
+  /// Runs a transition of the state under the lock, then carries out its actions.
+  private func transition(_ body: (inout FlightState) -> [FlightAction]) {
+    let effects = lock.withLock { inner -> Effects in
+      let actions = body(&inner.state)
+      return settle(actions, &inner)
+    }
+    carryOut(effects)
+  }
 
-  private func perform(_ actions: [FlightAction]) {
+  /// Under the lock: what `actions` (and any change) mean for the waiters and the published hints.
+  private func settle(_ actions: [FlightAction], _ inner: inout Inner) -> Effects {
+    var effects = Effects()
     // Whatever changed (a reader left, joined or moved on, the flight ended) may decide the next window.
-    wakeDemandWaiter()
-    endHint.store(state.end ?? -1, ordering: .relaxed)
-    if state.graceRunning == nil { graceDeadline.store(0, ordering: .relaxed) }
+    if let demand = inner.demandWaiter {
+      effects.resume.append(demand)
+      inner.demandWaiter = nil
+    }
+    endHint.store(inner.state.end ?? -1, ordering: .relaxed)
+    if inner.state.graceRunning == nil { graceDeadline.store(0, ordering: .relaxed) }
     for action in actions {
       switch action {
       case .wake:
-        let current = waiters
-        waiters = [:]
-        for waiter in current.values { waiter.resume() }
+        effects.resume.append(contentsOf: inner.waiters.values)
+        inner.waiters = [:]
       case .cancelRequest:
-        task.withLock { $0 }?.cancel()
+        effects.cancelRequest = true
       case .startGrace(let grace, let number):
         graceDeadline.store((NIODeadline.now() + TimeAmount(grace)).uptimeNanoseconds, ordering: .relaxed)
-        Task {
-          try? await Task.sleep(for: grace)
-          self.endGrace(of: number)
-        }
+        effects.graces.append((grace, number))
+      }
+    }
+    return effects
+  }
+
+  /// Outside the lock: wakes, cancels and starts timers as `settle` said.
+  private func carryOut(_ effects: Effects) {
+    for waiter in effects.resume { waiter.resume() }
+    if effects.cancelRequest { task.withLock { $0 }?.cancel() }
+    for grace in effects.graces {
+      Task {
+        try? await Task.sleep(for: grace.duration)
+        self.endGrace(of: grace.number)
       }
     }
   }
@@ -187,76 +251,117 @@ actor Flight {
 
   /// Waits until the origin answered (or the flight failed); returns the head.
   func waitForHead() async throws -> OriginMetadata? {
-    while state.head == nil {
-      if case .failure(let error) = state.outcome { throw error }
-      if state.outcome != nil { return nil }
-      try await wait()
-    }
-    return state.head
+    try await waitFor { state -> Result<OriginMetadata?, any Error>? in
+      if let head = state.head { return .success(head) }
+      switch state.outcome {
+      case .failure(let error): return .failure(error)
+      case .success: return .success(nil)
+      case nil: return nil
+      }
+    }.get()
   }
 
   /// Waits until the flight has ended.
   func waitForEnd() async throws {
-    while state.outcome == nil { try await wait() }
-    try state.outcome?.get()
+    try await waitFor { $0.outcome }.get()
   }
 
   /// The next bytes for a reader at `position` (at most `limit`), waiting for them if needed.
   func next(from position: Int64, limit: Int) async throws -> Piece {
-    if state.noteDemand(position) { wakeDemandWaiter() }
-    while true {
-      switch state.next(from: position, limit: limit) {
-      case .piece(let piece): return piece
-      case .fail(let error): throw error
-      case .wait:
+    let next = try await waitFor(
+      noting: position,
+      onWait: { [playerWaits] state in
         let player = state.priority == .foreground
-        blockedReaders.add(1, ordering: .relaxed)
+        self.blockedReaders.add(1, ordering: .relaxed)
         if player { playerWaits?.begin() }
-        defer {
-          blockedReaders.subtract(1, ordering: .relaxed)
+        return {
+          self.blockedReaders.subtract(1, ordering: .relaxed)
           if player { playerWaits?.end() }
         }
-        try await wait()
       }
+    ) { state -> FlightState.Next? in
+      let next = state.next(from: position, limit: limit)
+      if case .wait = next { return nil }
+      return next
+    }
+    switch next {
+    case .piece(let piece): return piece
+    case .fail(let error): throw error
+    case .wait: preconditionFailure("a wait is never the answer of a wait")
     }
   }
 
   /// The bytes held in memory for a reader at `position` (at most `limit`; see
   /// `FlightState.inMemory(from:limit:)`), waiting for them while they are written and on their way here
   /// (`FlightState.isComing`: a batch's hop behind); nil when they are neither, and the reader reads them from
-  /// the cache. It waits for one change of the flight at most: that is the hand-over of those bytes (or the
-  /// writer's word that it skipped them) unless something else happened first, and then the cache serves. The
+  /// the cache. It waits for one change of the flight at most: that is the hand-over of those bytes unless
+  /// something else happened first, and then the cache serves. The
   /// reader's demand moves there, as with `next(from:limit:)`.
   func held(from position: Int64, limit: Int) async -> [ByteBuffer]? {
-    for attempt in 0..<2 {
-      if let buffers = state.inMemory(from: position, limit: limit) {
-        if state.noteDemand(position) { wakeDemandWaiter() }
-        return buffers
+    var looks = 0
+    let written = self.written
+    let found = try? await waitFor(
+      onWait: { _ in
+        // Counted as blocked, so the writer hands its batch over at once instead of after its delay.
+        self.blockedReaders.add(1, ordering: .relaxed)
+        return { self.blockedReaders.subtract(1, ordering: .relaxed) }
       }
-      guard attempt == 0, state.isComing(position, written: written) else { return nil }
-      // Counted as blocked, so the writer hands its batch over at once instead of after its delay.
-      blockedReaders.add(1, ordering: .relaxed)
-      defer { blockedReaders.subtract(1, ordering: .relaxed) }
-      do { try await wait() } catch { return nil }
+    ) { state -> [ByteBuffer]?? in
+      looks += 1
+      if let buffers = state.inMemory(from: position, limit: limit) { return .some(buffers) }
+      guard looks == 1, state.isComing(position, written: written) else { return .some(nil) }
+      return nil
     }
-    return nil
+    guard let buffers = found ?? nil else { return nil }
+    noteDemand(position)
+    return buffers
   }
 
-  /// Waits for the next change; a cancelled waiting task stops waiting at once and throws CancellationError.
-  private func wait() async throws {
-    let id = nextWaiter
-    nextWaiter += 1
-    await withTaskCancellationHandler {
-      await withCheckedContinuation { continuation in
-        if Task.isCancelled { continuation.resume() } else { waiters[id] = continuation }
-      }
-    } onCancel: {
-      Task { await self.stopWaiting(id) }
+  /// A reader asked for `position`: the flight's demand moves there, and the fetching task is woken if that
+  /// was further.
+  private func noteDemand(_ position: Int64) {
+    let demand = lock.withLock { inner -> CheckedContinuation<Void, Never>? in
+      guard inner.state.noteDemand(position) else { return nil }
+      defer { inner.demandWaiter = nil }
+      return inner.demandWaiter
     }
-    try Task.checkCancellation()
+    demand?.resume()
   }
 
-  private func stopWaiting(_ id: Int) {
-    waiters.removeValue(forKey: id)?.resume()
+  /// Waits until `decide` (run under the lock) gives an answer, for a change of the flight after each nil.
+  /// `noting` moves the reader's demand there first; `onWait` runs under the lock as the caller starts to
+  /// wait, and what it returns once the wait is over. A cancelled task stops waiting at once and throws
+  /// CancellationError.
+  private func waitFor<T: Sendable>(
+    noting position: Int64? = nil,
+    onWait: ((borrowing FlightState) -> @Sendable () -> Void)? = nil,
+    _ decide: (inout FlightState) -> T?
+  ) async throws -> T {
+    if let position { noteDemand(position) }
+    while true {
+      let id = nextWaiter.add(1, ordering: .relaxed).newValue
+      var decided: T?
+      var waitEnded: (@Sendable () -> Void)?
+      await withTaskCancellationHandler {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+          let ready = lock.withLock { inner -> Bool in
+            if let answer = decide(&inner.state) {
+              decided = answer
+              return true
+            }
+            if Task.isCancelled { return true }
+            waitEnded = onWait?(inner.state)
+            inner.waiters[id] = continuation
+            return false
+          }
+          if ready { continuation.resume() }
+        }
+      } onCancel: {
+        lock.withLock { $0.waiters.removeValue(forKey: id) }?.resume()
+      }
+      waitEnded?()
+      if let decided { return decided }
+      try Task.checkCancellation()
+    }
   }
 }

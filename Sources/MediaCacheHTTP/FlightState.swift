@@ -12,7 +12,7 @@ enum FlightAction: Equatable {
 }
 
 /// The state of one origin request filling a run of chunks of one object, and every rule about it, as a value:
-/// each transition returns the actions its owner (`Flight`, an actor) carries out — waking readers, cancelling
+/// each transition returns the actions its owner (`Flight`, which holds it under a lock) carries out — waking readers, cancelling
 /// the request, starting a timer. No clock, task or lock in here: the time and how far the writer has got are
 /// passed in, so every transition is tested on its own (`FlightStateTests`).
 ///
@@ -65,11 +65,9 @@ struct FlightState {
   private(set) var priority: ReadPriority
   /// Every byte before this has arrived and been written to the cache.
   private(set) var received: Int64
-  /// Start of the chunk being filled (the bytes kept in memory belong to it).
+  /// Start of the chunk being filled, where `parts` start (after a failure, `received`: nothing is kept).
   private(set) var bufferStart: Int64
-  /// Where `parts` start: `bufferStart`, or later when bytes were skipped (in the cache, not handed over).
-  private(set) var memoryStart: Int64
-  /// The incomplete chunk's bytes from `memoryStart` to `received`, as received.
+  /// The incomplete chunk's bytes from `bufferStart` to `received`, as received.
   private(set) var parts: [ByteBuffer] = []
   private(set) var outcome: Result<Void, any Error>?
   /// What the origin said in its response head, once it answered.
@@ -100,7 +98,6 @@ struct FlightState {
     self.grace = grace
     self.received = start
     self.bufferStart = start
-    self.memoryStart = start
   }
 
   /// Whether the flight is still fetching (or about to): a new flight must not overlap it.
@@ -250,25 +247,11 @@ struct FlightState {
     if chunkStart > bufferStart {
       // The earlier chunks are complete in the cache; keep only the incomplete one.
       bufferStart = max(chunkStart, start)
-      memoryStart = bufferStart
       fresh.moveReaderIndex(forwardBy: fresh.readableBytes - Int(received - bufferStart))
       parts = fresh.readableBytes > 0 ? [fresh] : []
     } else if fresh.readableBytes > 0 {
       parts.append(fresh)
     }
-  }
-
-  /// Bytes up to `offset` were written to the cache but not handed over (the fetching task fell behind):
-  /// readers get the incomplete chunk's bytes from there on only, the earlier ones from the cache.
-  mutating func skip(to offset: Int64, now: ContinuousClock.Instant) -> [FlightAction] {
-    guard offset > received else { return [] }
-    if firstByte == nil { firstByte = (now, received) }
-    received = offset
-    let chunkStart = (received / chunkSize) * chunkSize
-    if chunkStart > bufferStart { bufferStart = max(chunkStart, start) }
-    memoryStart = received
-    parts = []
-    return [.wake]
   }
 
   /// The request ended (the first outcome counts). After a success the incomplete chunk's bytes stay for the
@@ -281,7 +264,6 @@ struct FlightState {
     if case .success = outcome, readers > 0 { return [.wake] }
     parts = []
     bufferStart = received
-    memoryStart = received
     return [.wake]
   }
 
@@ -335,10 +317,6 @@ struct FlightState {
   /// The next bytes for a reader at `position` (at most `limit`).
   func next(from position: Int64, limit: Int) -> Next {
     if position < bufferStart { return .piece(.disk) }
-    if position < memoryStart {
-      // Skipped bytes of the incomplete chunk: in the cache once the chunk completes.
-      return outcome != nil ? .piece(.disk) : .wait
-    }
     if position < received { return .piece(.memory(slices(from: position, limit: limit))) }
     if let end, position >= end { return .piece(.end) }
     switch outcome {
@@ -352,25 +330,26 @@ struct FlightState {
   /// Never waits: a reader whose bytes the cache shows takes them here rather than reading back what the flight
   /// wrote a moment ago (a small miss's whole body, written before the reader's first look).
   func inMemory(from position: Int64, limit: Int) -> [ByteBuffer]? {
-    guard position >= memoryStart, position < received, limit > 0 else { return nil }
+    guard position >= bufferStart, position < received, limit > 0 else { return nil }
     return slices(from: position, limit: limit)
   }
 
   /// Whether the byte at `position` was written to the cache by this flight (`written`: how far the writer has
-  /// got) and is on its way to memory: the writer hands every byte it wrote over (or says it skipped it) within
+  /// got) and is on its way to memory: the writer hands every byte it wrote over within
   /// `BodyWriter.maxBatchDelay`, at once while a reader is blocked. Not while the hand-over lags by more than
-  /// `comingLag` (a fetching task behind on a busy pool): then a reader reads the cache rather than wait for it.
+  /// `comingLag` (an origin's event loop behind on a busy machine): then a reader reads the cache rather than
+  /// wait for it.
   func isComing(_ position: Int64, written: Int64) -> Bool {
-    isLive && position >= memoryStart && position >= received && position < written
+    isLive && position >= bufferStart && position >= received && position < written
       && written - received <= Self.comingLag
   }
 
   /// See `isComing`: two of the writer's batches (`BodyWriter` hands bytes over by 256 KiB at the most).
   static let comingLag: Int64 = 512 << 10
 
-  /// Up to `limit` bytes of `parts` from `position` (between `memoryStart` and `received`), sharing storage.
+  /// Up to `limit` bytes of `parts` from `position` (between `bufferStart` and `received`), sharing storage.
   private func slices(from position: Int64, limit: Int) -> [ByteBuffer] {
-    var skip = Int(position - memoryStart)
+    var skip = Int(position - bufferStart)
     var wanted = limit
     var result: [ByteBuffer] = []
     for part in parts where wanted > 0 {

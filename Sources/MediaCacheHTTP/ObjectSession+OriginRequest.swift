@@ -5,11 +5,12 @@ import NIOCore
 import NIOHTTP1
 
 /// One origin request of a flight on its way: AsyncHTTPClient's task, the delegate writing the response into
-/// the cache, and the events the delegate hands to the flight (`ObjectSession.follow`).
+/// the cache and handing it to the flight, and the future that completes once the delegate has handed over
+/// all it wrote (`ObjectSession.follow`).
 struct OriginRequest: Sendable {
   let task: HTTPClient.Task<Void>
   let writer: BodyWriter
-  let events: AsyncStream<BodyWriter.Event>
+  let handedOver: EventLoopFuture<Void>
 }
 
 /// A new flight's first origin request, sent by the reader that made the flight, with the scheduler's slot it
@@ -31,20 +32,19 @@ extension ObjectSession {
     // ETag in the answer is still detected (`reconcile`, from the writer's head check).
     let strongTag = stored.etag.flatMap { $0.hasPrefix("W/") ? nil : $0 }
     let validator = strongTag ?? stored.lastModified
-    let (events, continuation) = AsyncStream.makeStream(of: BodyWriter.Event.self)
     let fields = environment.client.requestHeaders(for: url, start: position, end: end, ifRange: validator)
     let writer = BodyWriter(
       session: self, flight: flight, url: url, start: position, end: end, stored: stored,
       sharedWithCredentials: fields.sharedWithCredentials, forwarded: fields.forwarded,
-      isLastAttempt: isLastAttempt, events: continuation)
+      isLastAttempt: isLastAttempt)
     var headers = HTTPHeaders()
     for (name, value) in fields.headers { headers.add(name: name, value: value) }
     let prepared = try HTTPClient.Request(url: url, method: .GET, headers: headers)
     let task = environment.client.http.execute(request: prepared, delegate: writer)
     // However the request ends (some failures, such as too many redirects, never reach the delegate), the
-    // event stream ends with it.
-    // A part still being written is handed over first.
-    task.futureResult.whenComplete { _ in writer.afterWrites { continuation.finish() } }
+    // hand-over ends with it, once a part still being written is handed over.
+    let handedOver = task.eventLoop.makePromise(of: Void.self)
+    task.futureResult.whenComplete { _ in writer.afterWrites { handedOver.succeed() } }
     // An origin that trickles its head (each byte within the idle timeout) is given up on after `headTimeout`.
     // The delegate runs on the task's event loop, so `writer.head` is read there.
     let headTimedOut = environment.client.headTimedOut(url)
@@ -63,23 +63,15 @@ extension ObjectSession {
         outages.noteAnswer(url)
       }
     }
-    return OriginRequest(task: task, writer: writer, events: events)
+    return OriginRequest(task: task, writer: writer, handedOver: handedOver.futureResult)
   }
 
-  /// Hands the request's events to the flight until it ends; throws what it failed with.
+  /// Waits until the request has ended and its delegate has handed the flight all it wrote; throws what it
+  /// failed with.
   func follow(_ request: OriginRequest, of flight: Flight) async throws {
-    let (task, writer, events) = (request.task, request.writer, request.events)
+    let (task, writer) = (request.task, request.writer)
     await withTaskCancellationHandler {
-      for await event in events {
-        switch event {
-        case .head(let head): await flight.setHead(head.metadata)
-        case .bytes(let buffers, let at):
-          await flight.deliver(buffers, at: at)
-          flight.queuedBytes.subtract(
-            buffers.reduce(0) { $0 + $1.readableBytes }, ordering: .relaxed)
-        case .skipped(let upTo): await flight.skip(to: upTo)
-        }
-      }
+      try? await request.handedOver.get()
     } onCancel: {
       task.cancel()
     }
@@ -111,7 +103,7 @@ extension ObjectSession {
       throw OriginError.inconsistentResponse(url: url, reason: "no response")
     }
     if let expected = head.expectedBodyLength, writer.bodyBytes < expected, !writer.stoppedAtEnd {
-      let flightEnd = await flight.end
+      let flightEnd = flight.end
       if flightEnd.map({ writer.offset < $0 }) ?? true {
         throw OriginError.truncatedBody(
           url: url, expected: head.start + expected, received: writer.offset, attempts: 1)

@@ -47,8 +47,8 @@ final class ObjectSession: Sendable {
     let serialised = (try? await selection.acquire()) != nil
     defer { if serialised { selection.release() } }
     let running = flights.withLock { $0 }
-    for flight in running where await flight.canServe(position) {
-      if await flight.attach(priority: priority, streaming: windowed) {
+    for flight in running where flight.canServe(position) {
+      if flight.attach(priority: priority, streaming: windowed) {
         environment.scheduler.promote(flight.id)
       }
       return flight
@@ -56,10 +56,10 @@ final class ObjectSession: Sendable {
     // A flight that covers the position but has only just started: wait (at most `Flight.warmUp`, once) until
     // its rate tells whether it gets there soon.
     for flight in running {
-      guard let remaining = await flight.warmUpRemaining(for: position) else { continue }
+      guard let remaining = flight.warmUpRemaining(for: position) else { continue }
       try? await Task.sleep(for: remaining)
-      if await flight.canServe(position) {
-        if await flight.attach(priority: priority, streaming: windowed) {
+      if flight.canServe(position) {
+        if flight.attach(priority: priority, streaming: windowed) {
           environment.scheduler.promote(flight.id)
         }
         return flight
@@ -80,7 +80,7 @@ final class ObjectSession: Sendable {
     // Stop where a flight ahead that is still fetching begins: it brings those bytes (the reader joins it or
     // reads them from the cache when it gets there).
     for other in running where other.start > start && end.map({ other.start < $0 }) ?? true {
-      if await other.isLive { end = other.start }
+      if other.isLive { end = other.start }
     }
     let flight = Flight(
       start: start, end: end, chunkSize: manifest.chunkSize, priority: priority,
@@ -88,7 +88,7 @@ final class ObjectSession: Sendable {
       window: windowed ? environment.originRequestWindow : 0, playerWaits: environment.playerWaits,
       attached: true)
     // An earlier flight of the same run that is far behind stops where this one starts.
-    for other in flights.withLock({ $0 }) where other.start < start { await other.limit(to: start) }
+    for other in flights.withLock({ $0 }) where other.start < start { other.limit(to: start) }
     flights.withLock { list in
       list.append(flight)
       if list.count > 64 { list.removeFirst(list.count - 64) }
@@ -105,7 +105,7 @@ final class ObjectSession: Sendable {
 
   /// Cancels every running flight of this object.
   func cancelAll() async {
-    for flight in flights.withLock({ $0 }) { await flight.cancel() }
+    for flight in flights.withLock({ $0 }) { flight.cancel() }
   }
 
   private func forget(_ flight: Flight) {
@@ -131,7 +131,7 @@ final class ObjectSession: Sendable {
           do { try await follow(sent.request, of: flight) } catch { failure = error }
         } else {
           slot = try await environment.scheduler.acquire(
-            id: flight.id, host: host, priority: await flight.priority)
+            id: flight.id, host: host, priority: flight.priority)
           started = ContinuousClock.now
           do {
             try await fetchOnce(flight, isLastAttempt: attempt > environment.maxRetries)
@@ -153,7 +153,7 @@ final class ObjectSession: Sendable {
             let lie = OriginError.inconsistentResponse(
               url: url,
               reason: "origin declared \(length) bytes but ends every response after \(received) bytes")
-            await flight.finish(.failure(lie))
+            flight.finish(.failure(lie))
             _ = try? await IOExecutor.shared.run { [manager] in
               try manager.reset(contentLength: nil, etag: nil, lastModified: nil)
             }
@@ -168,7 +168,7 @@ final class ObjectSession: Sendable {
           lastCut = nil
           continue
         }
-        await flight.finish(.success(()))
+        flight.finish(.success(()))
         forget(flight)
         return
       } catch let error as OriginError where error.isRetryable && attempt <= environment.maxRetries {
@@ -179,14 +179,14 @@ final class ObjectSession: Sendable {
         let backoff = environment.retryBaseDelay.seconds * pow(2, Double(attempt - 2))
         let jitter = Double.random(in: 0...(backoff / 2))
         do { try await Task.sleep(for: .seconds(backoff + jitter)) } catch {
-          await flight.finish(.failure(CancellationError()))
+          flight.finish(.failure(CancellationError()))
           forget(flight)
           return
         }
       } catch {
         environment.logger.debug(
           "origin request failed", metadata: ["url": "\(url)", "attempts": "\(attempt)", "error": "\(error)"])
-        await flight.finish(.failure(Self.withAttempts(error, attempt)))
+        flight.finish(.failure(Self.withAttempts(error, attempt)))
         if (error as? OriginError)?.code == .notStorable {
           // The origin forbids storing the object now: what was stored of it goes too (after the flight
           // failed, as above).
@@ -236,8 +236,8 @@ final class ObjectSession: Sendable {
 
   private func fetchOnce(_ flight: Flight, isLastAttempt: Bool) async throws {
     try Task.checkCancellation()
-    let position = await flight.received
-    let end = await flight.nextRequestEnd()
+    let position = flight.received
+    let end = flight.nextRequestEnd()
     guard let request = try sendRequest(flight, from: position, to: end, isLastAttempt: isLastAttempt) else {
       return
     }

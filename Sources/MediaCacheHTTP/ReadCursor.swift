@@ -30,11 +30,11 @@ final class ReadCursor: @unchecked Sendable {
   deinit {
     owner.session.environment.readBudget.release(heldBudget)
     if let lastBuffer { owner.session.environment.bufferPool.give(lastBuffer) }
-    if let flight { Task { await flight.detach() } }
+    if let flight { flight.detach() }
   }
 
   private func leaveFlight(finishingChunk: Bool = false) async {
-    if let flight { await flight.detach(finishingChunk: finishingChunk) }
+    if let flight { flight.detach(finishingChunk: finishingChunk) }
     flight = nil
     state.setAttached(false)
   }
@@ -146,7 +146,7 @@ final class ReadCursor: @unchecked Sendable {
       case .versionChanged:
         // A flight that failed and then reset the object (a lying length, a response it may not store) says
         // why better than the version change does.
-        if let failure = await flight?.failure as? OriginError { throw failure }
+        if let failure = flight?.failure as? OriginError { throw failure }
         guard try await continueFromOrigin(versionChanged()) else { return nil }
         continue
       case .readCache(let range):
@@ -181,7 +181,7 @@ final class ReadCursor: @unchecked Sendable {
         state.setAttached(flight != nil)
         if flight == nil { continue }  // completed meanwhile: read it from the cache
       case .checkFlight:
-        if let current = flight, !(await current.canServe(state.position)) {
+        if let current = flight, !current.canServe(state.position) {
           await leaveFlight()
           continue
         }

@@ -135,29 +135,9 @@ import Testing
     #expect(!state.isComing(500, written: 500) && !state.isComing(200, written: 500))
     // A hand-over that lags by more than two batches: read the cache instead of waiting.
     #expect(!state.isComing(300, written: 300 + FlightState.comingLag + 1))
-    // Skipped to 450 (in the cache only): before it nothing comes, after it what is written does.
-    _ = state.skip(to: 450, now: t0)
-    #expect(state.inMemory(from: 100, limit: 50) == nil && !state.isComing(400, written: 500))
-    #expect(state.isComing(460, written: 500))
+    // A flight that ended brings nothing more.
     _ = state.finish(.success(()))
-    #expect(!state.isComing(460, written: 500))
-  }
-
-  @Test func skippedBytesAreReadFromTheCacheOnceTheChunkCompletes() {
-    var state = flight()
-    _ = state.deliver([bytes(100)], at: 0, now: t0)
-    #expect(state.skip(to: 400, now: t0) == [.wake])
-    #expect(state.skip(to: 300, now: t0) == [])
-    // Skipped bytes of the incomplete chunk: not in memory; wait until the chunk is complete.
-    guard case .wait = state.next(from: 200, limit: 10) else {
-      Issue.record("skipped, chunk incomplete: wait")
-      return
-    }
-    _ = state.deliver([bytes(700)], at: 400, now: t0)
-    guard case .piece(.disk) = state.next(from: 200, limit: 10) else {
-      Issue.record("chunk complete: from the cache")
-      return
-    }
+    #expect(!state.isComing(300, written: 500))
   }
 
   // MARK: Joining

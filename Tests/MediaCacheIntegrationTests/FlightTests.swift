@@ -1,11 +1,13 @@
 import Foundation
 import NIOCore
+import Synchronization
 import Testing
 
 @testable import MediaCacheHTTP
 
-/// The in-memory hand-over of one origin fetch (`Flight`), in particular when the origin's event loop skipped
-/// handing bytes over because the fetching task fell behind: readers never get wrong or shifted bytes.
+/// The in-memory hand-over of one origin fetch (`Flight`): readers never get wrong or shifted bytes, a wait is
+/// ended by a hand-over made from any thread (the origin's event loop, the I/O thread that wrote the bytes),
+/// and a cancelled wait ends at once without leaving a count or a waiter behind.
 @Suite struct FlightTests {
   static func bytes(_ range: Range<Int>) -> Data { Data(range.map { UInt8(truncatingIfNeeded: $0 &* 7) }) }
   /// The bytes as an origin response's buffers: pieces of at most 3 bytes, each a slice of a larger buffer.
@@ -21,13 +23,13 @@ import Testing
 
   @Test func deliveredBytesAreReadFromMemoryAndCompletedChunksFromTheCache() async throws {
     let flight = Flight(start: 0, end: nil, chunkSize: 10)
-    await flight.deliver(Self.parts(0..<6), at: 0)
+    flight.deliver(Self.parts(0..<6), at: 0)
     guard case .memory(let first) = try await flight.next(from: 2, limit: 100) else {
       Issue.record("expected memory")
       return
     }
     #expect(Self.joined(first) == Self.bytes(2..<6))
-    await flight.deliver(Self.parts(6..<13), at: 6)  // chunk 0 complete: only chunk 1 stays in memory
+    flight.deliver(Self.parts(6..<13), at: 6)  // chunk 0 complete: only chunk 1 stays in memory
     guard case .disk = try await flight.next(from: 5, limit: 100) else {
       Issue.record("expected disk for a completed chunk")
       return
@@ -39,58 +41,13 @@ import Testing
     #expect(Self.joined(second) == Self.bytes(10..<13))
   }
 
-  @Test func skippedBytesAreNeverServedFromMemoryAndLaterBytesKeepTheirOffsets() async throws {
-    let flight = Flight(start: 0, end: nil, chunkSize: 10)
-    await flight.deliver(Self.parts(0..<3), at: 0)
-    await flight.skip(to: 7)  // bytes 3..<7 are in the cache's incomplete chunk only
-    await flight.deliver(Self.parts(7..<9), at: 7)
-    guard case .memory(let later) = try await flight.next(from: 7, limit: 100) else {
-      Issue.record("expected memory")
-      return
-    }
-    #expect(Self.joined(later) == Self.bytes(7..<9))
-    // Bytes before the skip (even those once in memory) wait for the cache; a finished flight sends the reader
-    // to the cache.
-    let reader = Task { try await flight.next(from: 1, limit: 100) }
-    try await Task.sleep(for: .milliseconds(50))
-    await flight.finish(.success(()))
-    guard case .disk = try await reader.value else {
-      Issue.record("expected the cache")
-      return
-    }
-  }
-
-  @Test func aReaderOfSkippedBytesWaitsForTheChunkAndThenReadsTheCache() async throws {
-    let flight = Flight(start: 0, end: nil, chunkSize: 10)
-    await flight.skip(to: 4)
-    await flight.deliver(Self.parts(4..<8), at: 4)
-    // Bytes 8..<10 are in memory from 4 on: offsets are those of the object.
-    guard case .memory(let tail) = try await flight.next(from: 6, limit: 100) else {
-      Issue.record("expected memory")
-      return
-    }
-    #expect(Self.joined(tail) == Self.bytes(6..<8))
-    let reader = Task { try await flight.next(from: 2, limit: 100) }
-    try await Task.sleep(for: .milliseconds(50))
-    await flight.deliver(Self.parts(8..<12), at: 8)  // chunk 0 completes
-    guard case .disk = try await reader.value else {
-      Issue.record("a skipped byte must come from the cache once its chunk is complete")
-      return
-    }
-    guard case .memory(let next) = try await flight.next(from: 10, limit: 100) else {
-      Issue.record("expected memory")
-      return
-    }
-    #expect(Self.joined(next) == Self.bytes(10..<12))
-  }
-
-  /// Bytes the writer has written (`writtenHint`) but not yet handed over are waited for in memory; bytes it
-  /// skipped, or that no longer come (the flight ended), are left to the cache; a successful finish keeps the
+  /// Bytes the writer has written (`writtenHint`) but not yet handed over are waited for in memory, for one change
+  /// of the flight; bytes that no longer come (the flight ended) are left to the cache; a successful finish keeps the
   /// incomplete chunk for the reader attached.
   @Test func heldBytesAreWaitedForWhileOnTheirWayAndLeftToTheCacheOtherwise() async throws {
     let flight = Flight(start: 0, end: 20, chunkSize: 10)
-    _ = await flight.attach()
-    await flight.deliver(Self.parts(0..<3), at: 0)
+    flight.attach()
+    flight.deliver(Self.parts(0..<3), at: 0)
     #expect(await flight.held(from: 1, limit: 100).map(Self.joined) == Self.bytes(1..<3))
     // Not written yet: not held, not coming (the reader waits on the flight instead, as before).
     #expect(await flight.held(from: 3, limit: 100) == nil)
@@ -98,17 +55,19 @@ import Testing
     flight.writtenHint.store(6, ordering: .relaxed)
     let reader = Task { await flight.held(from: 4, limit: 100) }
     while flight.blockedReaders.load(ordering: .relaxed) == 0 { try await Task.sleep(for: .milliseconds(1)) }
-    await flight.deliver(Self.parts(3..<6), at: 3)
+    flight.deliver(Self.parts(3..<6), at: 3)
     #expect(await reader.value.map(Self.joined) == Self.bytes(4..<6))
-    // Written up to 9 and then skipped (the fetching task fell behind): the waiting reader goes to the cache.
+    // Written up to 9, and another change comes first (a later run's flight limits this one): the waiting reader
+    // goes to the cache rather than wait again.
     flight.writtenHint.store(9, ordering: .relaxed)
-    let skipped = Task { await flight.held(from: 7, limit: 100) }
+    let overtaken = Task { await flight.held(from: 7, limit: 100) }
     while flight.blockedReaders.load(ordering: .relaxed) == 0 { try await Task.sleep(for: .milliseconds(1)) }
-    await flight.skip(to: 9)
-    #expect(await skipped.value == nil)
+    flight.limit(to: 18)
+    #expect(await overtaken.value == nil)
+    #expect(flight.blockedReaders.load(ordering: .relaxed) == 0)
     // The request ends: what arrived of the incomplete chunk stays in memory for the attached reader.
-    await flight.deliver(Self.parts(9..<14), at: 9)
-    await flight.finish(.success(()))
+    flight.deliver(Self.parts(9..<14), at: 9)
+    flight.finish(.success(()))
     #expect(await flight.held(from: 11, limit: 2).map(Self.joined) == Self.bytes(11..<13))
     #expect(await flight.held(from: 14, limit: 100) == nil)
   }
@@ -117,8 +76,8 @@ import Testing
   /// and a reader's limit cuts inside a buffer.
   @Test func overlappingDeliveriesAndLimitsKeepOffsets() async throws {
     let flight = Flight(start: 0, end: nil, chunkSize: 100)
-    await flight.deliver(Self.parts(0..<6), at: 0)
-    await flight.deliver(Self.parts(4..<11), at: 4)
+    flight.deliver(Self.parts(0..<6), at: 0)
+    flight.deliver(Self.parts(4..<11), at: 4)
     for (from, limit) in [(0, 5), (1, 100), (5, 4), (9, 1), (10, 50)] {
       guard case .memory(let got) = try await flight.next(from: Int64(from), limit: limit) else {
         Issue.record("expected memory from \(from)")
@@ -126,5 +85,82 @@ import Testing
       }
       #expect(Self.joined(got) == Self.bytes(from..<min(11, from + limit)), "from \(from) limit \(limit)")
     }
+  }
+
+  /// Readers waiting at the front are woken by bytes handed over from a plain thread (no task, as the delegate's
+  /// event loop and the I/O executor hand them over), and each gets its own position's bytes.
+  @Test func aHandOverFromAnyThreadWakesEveryWaitingReader() async throws {
+    let flight = Flight(start: 0, end: 30, chunkSize: 10, playerWaits: PlayerWaits(), attached: true)
+    let readers = (0..<4).map { k in Task { try await flight.next(from: Int64(k), limit: 100) } }
+    while flight.blockedReaders.load(ordering: .relaxed) < 4 { try await Task.sleep(for: .milliseconds(1)) }
+    #expect(flight.playerWaits?.waited(within: .seconds(60)) == true)
+    let thread = Thread { flight.deliver(Self.parts(0..<6), at: 0) }
+    thread.start()
+    for (k, reader) in readers.enumerated() {
+      guard case .memory(let got) = try await reader.value else {
+        Issue.record("reader \(k): expected memory")
+        continue
+      }
+      #expect(Self.joined(got) == Self.bytes(k..<6), "reader \(k)")
+    }
+    #expect(flight.blockedReaders.load(ordering: .relaxed) == 0)
+  }
+
+  /// A reader whose task is cancelled while it waits gets CancellationError at once and leaves nothing behind:
+  /// the flight goes on serving the others.
+  @Test func aCancelledWaitEndsAtOnceAndLeavesTheFlightServing() async throws {
+    let flight = Flight(start: 0, end: 30, chunkSize: 10, attached: true)
+    let cancelled = Task { try await flight.next(from: 0, limit: 100) }
+    let other = Task { try await flight.next(from: 0, limit: 100) }
+    while flight.blockedReaders.load(ordering: .relaxed) < 2 { try await Task.sleep(for: .milliseconds(1)) }
+    cancelled.cancel()
+    await #expect(throws: CancellationError.self) { try await cancelled.value }
+    #expect(flight.blockedReaders.load(ordering: .relaxed) == 1)
+    flight.deliver(Self.parts(0..<3), at: 0)
+    guard case .memory(let got) = try await other.value else {
+      Issue.record("expected memory")
+      return
+    }
+    #expect(Self.joined(got) == Self.bytes(0..<3))
+    // A task cancelled before it asks does not wait either.
+    let early = Task {
+      withUnsafeCurrentTask { $0?.cancel() }
+      return try await flight.next(from: 3, limit: 100)
+    }
+    await #expect(throws: CancellationError.self) { try await early.value }
+    #expect(flight.blockedReaders.load(ordering: .relaxed) == 0)
+  }
+
+  /// The fetching task waits for its windowed flight's reader to come near, is woken when the reader asks
+  /// further, and stops waiting when cancelled.
+  @Test func theNextWindowWaitsForDemandAndForCancellation() async throws {
+    final class Flag: Sendable {
+      private let value = Atomic<Bool>(false)
+      var raised: Bool { value.load(ordering: .relaxed) }
+      func raise() { value.store(true, ordering: .relaxed) }
+    }
+    let flight = Flight(start: 0, end: 1000, chunkSize: 1000, window: 100, attached: true)
+    flight.deliver([ByteBuffer(repeating: 1, count: 100)], at: 0)
+    let answered = Flag()
+    let due = Task {
+      defer { answered.raise() }
+      return await flight.awaitNextRequest(objectLength: { 1000 })
+    }
+    // The reader at 0 with 100 bytes arrived and a window of 100: not due yet.
+    try await Task.sleep(for: .milliseconds(50))
+    #expect(!answered.raised)
+    // The reader moves to 60: within half a window of what arrived, so the next request is due.
+    guard case .memory = try await flight.next(from: 60, limit: 10) else {
+      Issue.record("expected memory")
+      return
+    }
+    #expect(await due.value)
+    // That request brings 200 bytes more: the reader at 60 is far behind, and the fetching task waits again
+    // until it is cancelled.
+    flight.deliver([ByteBuffer(repeating: 2, count: 200)], at: 100)
+    let waiting = Task { await flight.awaitNextRequest(objectLength: { 1000 }) }
+    try await Task.sleep(for: .milliseconds(50))
+    waiting.cancel()
+    #expect(await waiting.value == false)
   }
 }
