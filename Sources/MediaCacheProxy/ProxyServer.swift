@@ -40,8 +40,9 @@ public final class ProxyServer: Sendable {
     /// waits for its share before it is read (first come, first served) and gives it back once its bytes have
     /// reached the socket, or after a quarter second (a client that does not read cannot keep it): under many
     /// connections, reads do not run ahead of what the event loops can send, so the memory they hold stays
-    /// about this much. Default 16 MiB.
-    public var hitBytesInFlight: Int64 = 16 << 20
+    /// about this much. Default 8 MiB: at 256 connections asking 1 MiB ranges, 16 MiB let the peak RSS reach
+    /// 81–104 MiB and 8 MiB held it at 66–72, with the same requests per second (docs/PERFORMANCE.md).
+    public var hitBytesInFlight: Int64 = 8 << 20
     /// The most client connections an event loop may serve and still answer cache hits itself, from the page
     /// cache without waiting for the disk (0: never; past it, hits are read on the I/O executor). A hit
     /// answered on its loop takes no share of `hitBytesInFlight`: it is read just before the loop writes it.

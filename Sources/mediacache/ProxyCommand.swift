@@ -80,7 +80,7 @@ struct ProxyCommand: AsyncParsableCommand {
   var eventLoops: Int?
   @Option(
     help: ArgumentHelp(
-      "Bytes of cache hits read and not yet sent, across all connections (default 16M; 0: no bound). Hits "
+      "Bytes of cache hits read and not yet sent, across all connections (default 8M; 0: no bound). Hits "
         + "beyond it wait their turn.", valueName: "SIZE"),
     transform: ByteSizeArgument.parse)
   var hitBytesInFlight: ByteSizeArgument?
