@@ -33,6 +33,21 @@ import Testing
     #expect(onThread.allowsBlocking)
   }
 
+  /// The executor's threads carry its name where the system shows threads (a profile, `top -H`), so its work
+  /// is not mistaken for Swift's cooperative pool's.
+  @Test func theExecutorsThreadsAreNamedForTheSystem() async throws {
+    let executor = IOExecutor(threads: 2, name: "TestIO")
+    let name = try await executor.run { () throws -> String in
+      #if os(Linux)
+        try String(contentsOfFile: "/proc/thread-self/comm", encoding: .utf8)
+          .trimmingCharacters(in: .whitespacesAndNewlines)
+      #else
+        Thread.current.name ?? ""
+      #endif
+    }
+    #expect(name.hasPrefix("TestIO-"), "\(name)")
+  }
+
   /// In another process (the check is process-wide): opening a cache in a task trips it, the same open on the
   /// executor does not, and without the variable nothing is checked.
   @Test func aBlockingCallInATaskStopsAProcessRunningWithTrap() async throws {

@@ -42,11 +42,16 @@ public final class IOExecutor: Sendable {
   /// Starts `threads` threads named `name`; they live as long as the process (the shared executor's do).
   public init(threads: Int, name: String) {
     for index in 0..<max(1, threads) {
+      let threadName = "\(name)-\(index)"
       let thread = Thread { [self] in
         markCurrentThreadIO()
+        // Named from the thread itself, so the system shows it (`top -H`, `perf`, `/proc/PID/task/*/comm`):
+        // Foundation's `Thread.name` set before `start()` does not reach the system on Linux, and the threads
+        // kept the name of the Dispatch worker that started them ("oot.default-qos"), looking like Swift's
+        // cooperative pool in a profile.
+        Thread.current.name = threadName
         work()
       }
-      thread.name = "\(name)-\(index)"
       thread.stackSize = 512 << 10
       thread.start()
     }
