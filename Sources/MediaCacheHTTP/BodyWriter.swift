@@ -161,8 +161,10 @@ final class BodyWriter: HTTPClientResponseDelegate, @unchecked Sendable {
       }
       // The head and the first bytes go to the readers from here (no hop to the loop, which hands over nothing
       // yet): a reader waiting for them is resumed from this thread.
-      if case .success = checked { flight.setHead(parsed.metadata) }
-      if case .success = written, !batch.isEmpty { flight.deliver(batch, at: parsed.start) }
+      if case .success = checked {
+        let delivered = if case .success = written { batch } else { [ByteBuffer]() }
+        flight.setHead(parsed.metadata, delivering: delivered, at: parsed.start)
+      }
       task.eventLoop.execute { self.headChecked(checked, batch: batch, written: written, task: task) }
     }
   }

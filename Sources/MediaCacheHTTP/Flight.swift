@@ -1,6 +1,7 @@
 import Foundation
 import MediaCache
 import NIOCore
+import NIOPosix
 import Synchronization
 
 /// One origin request filling a run of chunks of one object, shared by every reader in this process that needs
@@ -63,12 +64,17 @@ final class Flight: Sendable {
   /// Whether the flight is background work (no player waits for it), for `BackgroundRateLimit` on the origin's
   /// event loop; cleared when a player joins.
   let isBackground: Atomic<Bool>
+  /// Where the grace timers run: an event loop (the origin client's), not a task on Swift's cooperative pool,
+  /// which a busy process can starve for seconds while the abandoned request runs on.
+  private let timers: any EventLoopGroup
 
   init(
     start: Int64, end: Int64?, chunkSize: Int, priority: ReadPriority = .foreground, readAhead: Int64 = 0,
-    grace: Duration = .zero, window: Int64 = 0, playerWaits: PlayerWaits? = nil, attached: Bool = false
+    grace: Duration = .zero, window: Int64 = 0, playerWaits: PlayerWaits? = nil, attached: Bool = false,
+    timers: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
   ) {
     self.playerWaits = playerWaits
+    self.timers = timers
     var state = FlightState(
       start: start, end: end, chunkSize: chunkSize, priority: priority, readAhead: readAhead, grace: grace,
       window: window)
@@ -113,7 +119,12 @@ final class Flight: Sendable {
     look { $0.warmUpRemaining(for: position, now: .now) }
   }
 
-  func setTask(_ task: Task<Void, Never>) { self.task.withLock { $0 = task } }
+  func setTask(_ task: Task<Void, Never>) {
+    self.task.withLock { $0 = task }
+    // Cancelled before its task was known (`ObjectSession.cancelAll` right after the flight was made, when a
+    // cancel found no task to stop): the task stops at once.
+    if !isLive { task.cancel() }
+  }
 
   /// See `FlightState.nextRequestEnd`.
   func nextRequestEnd() -> Int64? { look { $0.nextRequestEnd() } }
@@ -127,16 +138,16 @@ final class Flight: Sendable {
       var decided: FlightState.AfterRequest?
       await withTaskCancellationHandler {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-          let ready = lock.withLock { inner -> Bool in
+          let (ready, replaced) = lock.withLock { inner -> (Bool, CheckedContinuation<Void, Never>?) in
             let next = inner.state.afterRequest(objectLength: length)
             if next != .wait || Task.isCancelled {
               decided = next
-              return true
+              return (true, nil)
             }
-            inner.demandWaiter?.resume()
-            inner.demandWaiter = continuation
-            return false
+            defer { inner.demandWaiter = continuation }
+            return (false, inner.demandWaiter)
           }
+          replaced?.resume()
           if ready { continuation.resume() }
         }
       } onCancel: {
@@ -161,14 +172,26 @@ final class Flight: Sendable {
   /// for the rest of its run at once.
   @discardableResult
   func attach(priority: ReadPriority = .foreground, streaming: Bool = true) -> Bool {
+    attach(priority: priority, streaming: streaming, ifServing: nil) ?? false
+  }
+
+  /// A reader at `position` joins, as `attach` does, if the flight can serve it (`canServe`), in one step: a
+  /// flight that closes between the look and the join (its last reader done) is not joined. Nil when it cannot
+  /// serve the position; else whether the join promoted it.
+  func join(at position: Int64, priority: ReadPriority = .foreground, streaming: Bool = true) -> Bool? {
+    attach(priority: priority, streaming: streaming, ifServing: position)
+  }
+
+  private func attach(priority: ReadPriority, streaming: Bool, ifServing position: Int64?) -> Bool? {
     let written = self.written
-    var promoted = false
+    var promoted: Bool?
     transition { state in
+      if let position, !state.canServe(position, written: written, now: .now) { return [] }
       let (didPromote, actions) = state.attach(priority: priority, written: written)
       promoted = didPromote
       return streaming ? actions : actions + state.dropWindow()
     }
-    if promoted { isBackground.store(false, ordering: .relaxed) }
+    if promoted == true { isBackground.store(false, ordering: .relaxed) }
     return promoted
   }
 
@@ -187,7 +210,14 @@ final class Flight: Sendable {
     transition { $0.limit(to: newEnd, written: written) }
   }
 
-  func setHead(_ metadata: OriginMetadata) { transition { $0.setHead(metadata) } }
+  /// The origin's head, and the bytes that came with it (written to the cache) in the same step, so that a
+  /// reader waiting for one change of the flight (`held`) gets the bytes with the head.
+  func setHead(_ metadata: OriginMetadata, delivering pieces: [ByteBuffer] = [], at offset: Int64 = 0) {
+    transition { state in
+      let actions = state.setHead(metadata)
+      return pieces.isEmpty ? actions : actions + state.deliver(pieces, at: offset, now: .now)
+    }
+  }
 
   /// Bytes that arrived at `offset` (already written to the cache).
   func deliver(_ pieces: [ByteBuffer], at offset: Int64) {
@@ -240,10 +270,7 @@ final class Flight: Sendable {
     for waiter in effects.resume { waiter.resume() }
     if effects.cancelRequest { task.withLock { $0 }?.cancel() }
     for grace in effects.graces {
-      Task {
-        try? await Task.sleep(for: grace.duration)
-        self.endGrace(of: grace.number)
-      }
+      timers.next().scheduleTask(in: TimeAmount(grace.duration)) { self.endGrace(of: grace.number) }
     }
   }
 

@@ -47,10 +47,9 @@ final class ObjectSession: Sendable {
     let serialised = (try? await selection.acquire()) != nil
     defer { if serialised { selection.release() } }
     let running = flights.withLock { $0 }
-    for flight in running where flight.canServe(position) {
-      if flight.attach(priority: priority, streaming: windowed) {
-        environment.scheduler.promote(flight.id)
-      }
+    for flight in running {
+      guard let promoted = flight.join(at: position, priority: priority, streaming: windowed) else { continue }
+      if promoted { environment.scheduler.promote(flight.id) }
       return flight
     }
     // A flight that covers the position but has only just started: wait (at most `Flight.warmUp`, once) until
@@ -58,10 +57,8 @@ final class ObjectSession: Sendable {
     for flight in running {
       guard let remaining = flight.warmUpRemaining(for: position) else { continue }
       try? await Task.sleep(for: remaining)
-      if flight.canServe(position) {
-        if flight.attach(priority: priority, streaming: windowed) {
-          environment.scheduler.promote(flight.id)
-        }
+      if let promoted = flight.join(at: position, priority: priority, streaming: windowed) {
+        if promoted { environment.scheduler.promote(flight.id) }
         return flight
       }
       break
@@ -86,7 +83,7 @@ final class ObjectSession: Sendable {
       start: start, end: end, chunkSize: manifest.chunkSize, priority: priority,
       readAhead: environment.abandonedRequestReadAhead, grace: environment.abandonedRequestGrace,
       window: windowed ? environment.originRequestWindow : 0, playerWaits: environment.playerWaits,
-      attached: true)
+      attached: true, timers: environment.client.http.eventLoopGroup)
     // An earlier flight of the same run that is far behind stops where this one starts.
     for other in flights.withLock({ $0 }) where other.start < start { other.limit(to: start) }
     flights.withLock { list in

@@ -1,5 +1,6 @@
 import Foundation
 import NIOCore
+import NIOPosix
 import Synchronization
 import Testing
 
@@ -162,5 +163,81 @@ import Testing
     try await Task.sleep(for: .milliseconds(50))
     waiting.cancel()
     #expect(await waiting.value == false)
+  }
+
+  /// A reader joins a flight only if it can serve it, in one step: not one whose last reader finished (closing)
+  /// or that was cancelled. A foreground reader joining a background flight promotes it, once.
+  @Test func aReaderJoinsOnlyAFlightThatCanServeIt() {
+    let flight = Flight(start: 0, end: 20, chunkSize: 10, priority: .background, attached: true)
+    #expect(flight.join(at: 0, priority: .foreground) == true)
+    let background = flight.isBackground.load(ordering: .relaxed)
+    #expect(!background)
+    #expect(flight.join(at: 5) == false)
+    #expect(flight.join(at: 20) == nil)  // past the run
+    let closing = Flight(start: 0, end: 20, chunkSize: 10, attached: true)
+    closing.detach(finishingChunk: true)
+    #expect(closing.join(at: 0) == nil)
+    let cancelled = Flight(start: 0, end: 20, chunkSize: 10, attached: true)
+    cancelled.cancel()
+    #expect(cancelled.join(at: 0) == nil)
+  }
+
+  /// A flight cancelled before its fetching task was set (a cancel that found no task to stop) stops the task
+  /// as soon as it is set; a live flight's task is left running.
+  @Test func aTaskSetAfterTheCancelIsCancelled() async {
+    let flight = Flight(start: 0, end: 20, chunkSize: 10, attached: true)
+    flight.cancel()
+    let task = Task { _ = try? await Task.sleep(for: .seconds(30)) }
+    flight.setTask(task)
+    #expect(task.isCancelled)
+    let live = Flight(start: 0, end: 20, chunkSize: 10, attached: true)
+    let running = Task { _ = try? await Task.sleep(for: .seconds(30)) }
+    live.setTask(running)
+    #expect(!running.isCancelled)
+    running.cancel()
+  }
+
+  /// The head and the bytes that came with it are one change: a reader waiting for one change (`held`) gets
+  /// the bytes, not just the head.
+  @Test func theHeadAndItsFirstBytesAreOneChange() async throws {
+    let flight = Flight(start: 0, end: 20, chunkSize: 10, attached: true)
+    flight.writtenHint.store(6, ordering: .relaxed)
+    let reader = Task { await flight.held(from: 0, limit: 100) }
+    while flight.blockedReaders.load(ordering: .relaxed) == 0 { try await Task.sleep(for: .milliseconds(1)) }
+    flight.setHead(OriginMetadata(length: 20, etag: "\"a\""), delivering: Self.parts(0..<6), at: 0)
+    #expect(await reader.value.map(Self.joined) == Self.bytes(0..<6))
+    #expect(flight.head != nil)
+  }
+
+  /// An abandoned flight's grace ends on the timers' event loop, not in a task of Swift's cooperative pool
+  /// (which a busy process starves): the request is cancelled from that loop once the grace is over.
+  @Test func aGraceEndsOnTheTimersEventLoop() async throws {
+    final class Seen: Sendable {
+      private let value = Mutex<Bool?>(nil)
+      var onLoop: Bool? { value.withLock { $0 } }
+      func note(_ onLoop: Bool) { value.withLock { $0 = onLoop } }
+    }
+    let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+    let loop = group.next()
+    let flight = Flight(
+      start: 0, end: nil, chunkSize: 10, readAhead: 100, grace: .milliseconds(50), attached: true, timers: group)
+    flight.deliver(Self.parts(0..<4), at: 0)
+    let seen = Seen()
+    let fetching = Task {
+      await withTaskCancellationHandler {
+        _ = try? await Task.sleep(for: .seconds(30))
+      } onCancel: {
+        seen.note(loop.inEventLoop)
+      }
+    }
+    flight.setTask(fetching)
+    let left = ContinuousClock.now
+    flight.detach()  // the reader leaves early: a grace, then a stop where the bytes end
+    #expect(flight.isLive)
+    await fetching.value
+    #expect(seen.onLoop == true)
+    #expect(ContinuousClock.now - left >= .milliseconds(50))
+    #expect(!flight.isLive && flight.end == 4)
+    try await group.shutdownGracefully()
   }
 }
