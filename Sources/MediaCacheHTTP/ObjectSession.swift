@@ -48,7 +48,9 @@ final class ObjectSession: Sendable {
     defer { if serialised { selection.release() } }
     let running = flights.withLock { $0 }
     for flight in running {
-      guard let promoted = flight.join(at: position, priority: priority, streaming: windowed) else { continue }
+      guard let promoted = flight.join(at: position, priority: priority, streaming: windowed) else {
+        continue
+      }
       if promoted { environment.scheduler.promote(flight.id) }
       return flight
     }

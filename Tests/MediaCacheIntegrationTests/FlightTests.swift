@@ -220,7 +220,8 @@ import Testing
     let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
     let loop = group.next()
     let flight = Flight(
-      start: 0, end: nil, chunkSize: 10, readAhead: 100, grace: .milliseconds(50), attached: true, timers: group)
+      start: 0, end: nil, chunkSize: 10, readAhead: 100, grace: .milliseconds(50), attached: true,
+      timers: group)
     flight.deliver(Self.parts(0..<4), at: 0)
     let seen = Seen()
     let fetching = Task {
