@@ -1,7 +1,7 @@
 import MediaCache
 import NIOCore
 
-/// What the `Flight` actor must do after a transition of its `FlightState`.
+/// What `Flight` must do after a transition of its `FlightState`, once its lock is let go.
 enum FlightAction: Equatable {
   /// Wake every reader waiting for the flight to change.
   case wake
