@@ -214,8 +214,13 @@ import Testing
   @Test func aGraceEndsOnTheTimersEventLoop() async throws {
     final class Seen: Sendable {
       private let value = Mutex<Bool?>(nil)
+      private let waiting = Atomic<Bool>(false)
       var onLoop: Bool? { value.withLock { $0 } }
       func note(_ onLoop: Bool) { value.withLock { $0 = onLoop } }
+      /// Whether the fetching task waits inside its cancellation handler (a cancel before that would run the
+      /// handler on the task's own thread when it starts).
+      var isWaiting: Bool { waiting.load(ordering: .relaxed) }
+      func noteWaiting() { waiting.store(true, ordering: .relaxed) }
     }
     let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
     let loop = group.next()
@@ -226,12 +231,14 @@ import Testing
     let seen = Seen()
     let fetching = Task {
       await withTaskCancellationHandler {
+        seen.noteWaiting()
         _ = try? await Task.sleep(for: .seconds(30))
       } onCancel: {
         seen.note(loop.inEventLoop)
       }
     }
     flight.setTask(fetching)
+    while !seen.isWaiting { try await Task.sleep(for: .milliseconds(1)) }
     let left = ContinuousClock.now
     flight.detach()  // the reader leaves early: a grace, then a stop where the bytes end
     #expect(flight.isLive)

@@ -318,10 +318,10 @@ func topLevelAtoms(_ bytes: [UInt8]) -> [String: Int] {
   }
 
   @Test func filesModeStreamsLargeFilesInPieces() async throws {
-    // A sparse 128 MiB file: the origin (in this process) must follow the client, not read the file whole.
+    // A sparse 256 MiB file: the origin (in this process) must follow the client, not read the file whole.
     let dir = try TemporaryDirectory()
     defer { dir.cleanup() }
-    let size = 128 << 20
+    let size = 256 << 20
     let markerCount = 4096
     let descriptor = open(dir.file("big.bin"), O_CREAT | O_WRONLY, 0o600)
     try #require(descriptor >= 0)
@@ -358,9 +358,9 @@ func topLevelAtoms(_ bytes: [UInt8]) -> [String: Int] {
       }
       #expect(response.status == 200 && response.isComplete)
       #expect(received == size && mismatches == 0)
-      // The process's RSS: suites running beside this one grow it too (42 MiB was seen with all of them).
-      // Holding the file would grow it by 128 MiB.
-      #expect(peak - before < 64 << 20, "RSS grew by \((peak - before) >> 20) MiB streaming 128 MiB")
+      // The process's RSS: suites running beside this one grow it too (42, 68 and 79 MiB were seen with all of
+      // them, against a bound of 64 MiB for a file of 128 MiB). Holding the file would grow it by 256 MiB.
+      #expect(peak - before < 128 << 20, "RSS grew by \((peak - before) >> 20) MiB streaming 256 MiB")
       let record = try #require(try await origin.waitForCompletedRequests(for: "big.bin", count: 1).first)
       #expect(record.bodyBytesSent == size && !record.clientDisconnected)
     }
