@@ -146,21 +146,26 @@ final class ProxyConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
     requestCount += 1
     let number = requestCount
     let bound = NIOLoopBound(ResponseEnd(handler: self, context: context), eventLoop: context.eventLoop)
-    let channel = context.channel
     let responder = self.responder
     let connections = self.connections
     let logged = responder.server.accessLog.isOn ? LoggedRequest(request) : nil
     connections.responseStarted()
-    if let loopHits, loopHits.answersHits, let response = responder.hitNow(request, targets: loopHits.targets)
+    if let loopHits, loopHits.answersHits,
+      let response = responder.hitNow(request, targets: loopHits.targets),
+      case .hit(let body) = response.body
     {
-      // A hit whose pages are in memory: answered here, on the loop, with no task and no hop between threads.
+      // A hit whose pages are in memory: answered here, on the loop, with no task and no hop between threads,
+      // written straight to the pipeline (head, body and end, one flush) with one promise for all of it.
       let keepAlive = head.isKeepAlive
-      let writer = ProxyBodyWriter(
-        channel: channel, head: Self.responseHead(response, version: head.version, keepAlive: keepAlive))
-      if case .hit(let body) = response.body { body.send(through: writer) }
+      let responseHead = Self.responseHead(response, version: head.version, keepAlive: keepAlive)
+      let written = context.eventLoop.makePromise(of: Void.self)
+      context.write(wrapOutboundOut(.head(responseHead)), promise: nil)
+      context.write(wrapOutboundOut(.body(.byteBuffer(body.buffer))), promise: nil)
+      context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: written)
       answeringOnLoop += 1
-      writer.finish().whenComplete { result in
-        logged?.write(to: responder.server.accessLog, response, bytes: writer.bodyBytes)
+      written.futureResult.whenComplete { result in
+        body.sent()
+        logged?.write(to: responder.server.accessLog, response, bytes: body.buffer.readableBytes)
         bound.value.handler.answeringOnLoop -= 1
         bound.value.handler.responseEnded(
           bound.value.context, request: number, keepAlive: keepAlive, written: result)

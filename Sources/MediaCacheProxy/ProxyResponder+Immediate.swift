@@ -100,12 +100,19 @@ struct HitBody: Sendable {
     let timer = hold.map { hold in
       writer.eventLoop.scheduleTask(in: HitBudgetHold.longest) { hold.release() }
     }
-    writer.writeNow(buffer, endingResponse: true) { [hold, reader, metrics] buffer in
+    writer.writeNow(buffer, endingResponse: true) { [self] _ in
       timer?.cancel()
-      hold?.release()
-      reader.recycle(buffer)
-      metrics.responseEnded()
+      sent()
     }
+  }
+
+  /// What follows once NIO is done with the buffer (written to the socket, or dropped with the connection): the
+  /// buffer goes back to the reader's pool, the hold (if any) is given back, and the response counts as ended.
+  /// For a caller that writes `buffer` itself (a hit answered on its event loop, which holds no share).
+  func sent() {
+    hold?.release()
+    reader.recycle(buffer)
+    metrics.responseEnded()
   }
 }
 

@@ -39,12 +39,15 @@ public enum RangeHeader: Sendable, Equatable {
         return false
       }
       specs = specs.dropFirst(unit.count)
-      for spec in specs.split(separator: UInt8(ascii: ","), omittingEmptySubsequences: false) {
-        guard let range = Self.parseSpec(Self.trimmed(spec)) else { return false }
+      // The comma-separated specs, empty ones included (each must parse), without an array of them.
+      while true {
+        let comma = specs.firstIndex(of: UInt8(ascii: ",")) ?? specs.endIndex
+        guard let range = Self.parseSpec(Self.trimmed(specs[..<comma])) else { return false }
         count += 1
         if count == 1 { parsed = range }
+        guard comma < specs.endIndex else { return true }
+        specs = specs[(comma + 1)...]
       }
-      return true
     }
     guard let valid else {
       // Not contiguous (a bridged string): the same parse over a native copy.

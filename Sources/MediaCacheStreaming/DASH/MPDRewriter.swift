@@ -69,14 +69,7 @@ public enum MPDRewriter {
 
   /// Whether `contentType` is `application/dash+xml` (any case, parameters ignored).
   public static func hasManifestContentType(_ contentType: String?) -> Bool {
-    guard let contentType else { return false }
-    // Bytes, not Foundation's trimming and lowercasing: this runs for every response.
-    let isBlank = { (byte: UInt8) in byte == UInt8(ascii: " ") || byte == UInt8(ascii: "\t") }
-    let mediaType = contentType.utf8.prefix { $0 != UInt8(ascii: ";") }
-    let trimmed = mediaType.drop(while: isBlank).reversed().drop(while: isBlank).reversed()
-    let expected = Self.contentType.utf8
-    guard trimmed.count == expected.count else { return false }
-    return zip(trimmed, expected).allSatisfy { (0x41...0x5A).contains($0) ? $0 | 0x20 == $1 : $0 == $1 }
+    MediaType.of(contentType, isOneOf: CollectionOfOne(Self.contentType))
   }
 
   /// Whether the URL may name a `.mpd` path: it contains "mpd" in any case, or a `%`.

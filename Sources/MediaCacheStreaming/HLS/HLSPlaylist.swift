@@ -33,16 +33,7 @@ public enum HLSPlaylist {
   ///   - url: The URL the response is for.
   ///   - prefix: The first bytes of the body (10 are enough).
   public static func isPlaylist(contentType: String?, url: String, prefix: some Collection<UInt8>) -> Bool {
-    if let contentType {
-      // The media type before any parameters, without spaces or tabs around it, in lower case (ASCII only:
-      // Foundation's trimming costs more than the rest of this check).
-      let mediaType = contentType.utf8.prefix { $0 != UInt8(ascii: ";") }
-      let isBlank = { (byte: UInt8) in byte == UInt8(ascii: " ") || byte == UInt8(ascii: "\t") }
-      let trimmed = mediaType.drop(while: isBlank).reversed().drop(while: isBlank).reversed()
-      let lowered = String(
-        decoding: trimmed.map { (0x41...0x5A).contains($0) ? $0 | 0x20 : $0 }, as: UTF8.self)
-      if contentTypes.contains(lowered) { return true }
-    }
+    if MediaType.of(contentType, isOneOf: contentTypes) { return true }
     // Without "m3u" anywhere (any case, escapes aside) the path cannot end in .m3u8 or .m3u: no need to parse
     // the URL, which is most of this function's cost for every other response.
     guard Self.mayNamePlaylist(url.utf8) else { return false }
