@@ -40,4 +40,18 @@ extension BodyWriter {
       }
     }
   }
+
+  /// The chunk after the one holding `end` (where the batch being submitted ends), if `head`'s response goes
+  /// on into it and no job readied it yet: the job that writes up to `end` readies it after handing its bytes
+  /// over (`FileHandleAssetDataManager.prepareForWriting`), so the writes that reach it later land in large
+  /// page-cache folios. On the event loop.
+  func chunkToPrepare(after end: Int64, in head: ResponseHead) -> Int? {
+    let chunkSize = Int64(stored.chunkSize)
+    guard chunkSize > 0 else { return nil }
+    let next = Int(end / chunkSize) + 1
+    let responseEnd = head.expectedBodyLength.map { head.start + $0 } ?? .max
+    guard next > preparedChunk, Int64(next) * chunkSize < responseEnd else { return nil }
+    preparedChunk = next
+    return next
+  }
 }

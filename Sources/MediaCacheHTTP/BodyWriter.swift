@@ -24,7 +24,7 @@ final class BodyWriter: HTTPClientResponseDelegate, @unchecked Sendable {
   private let url: String
   private let requestedStart: Int64
   private let requestedEnd: Int64?
-  private let stored: Manifest
+  let stored: Manifest
 
   private(set) var head: ResponseHead?
   /// A status the cache does not store, and the answer it came with, whose body is being read.
@@ -67,6 +67,8 @@ final class BodyWriter: HTTPClientResponseDelegate, @unchecked Sendable {
   private var roomPromise: EventLoopPromise<Void>?
   /// Run once nothing is queued or being written.
   private var drainWaiters: [() -> Void] = []
+  /// The last chunk whose page cache a job readied for this response's writes (`chunkToPrepare(after:)`).
+  var preparedChunk = -1
 
   /// Whether the response must allow a shared cache to store it (credentials were sent; `OriginClient`).
   private let sharedWithCredentials: Bool
@@ -148,6 +150,7 @@ final class BodyWriter: HTTPClientResponseDelegate, @unchecked Sendable {
     headCheckTimer = nil
     guard let (parsed, head) = uncheckedHead, let mailbox = headMailbox else { return }
     uncheckedHead = nil
+    let prepare = chunkToPrepare(after: parsed.start, in: parsed)
     IOExecutor.shared.submit { [session, stored, url, flight] in
       let checked = Result { () throws -> UInt32 in
         try session.checkDeclaredLength(status: head.status, headers: head.headers, stored: stored)
@@ -166,6 +169,7 @@ final class BodyWriter: HTTPClientResponseDelegate, @unchecked Sendable {
         flight.setHead(parsed.metadata, delivering: delivered, at: parsed.start)
       }
       task.eventLoop.execute { self.headChecked(checked, batch: batch, written: written, task: task) }
+      if case .success = written, let prepare { session.manager.prepareForWriting(chunk: prepare) }
     }
   }
 
@@ -276,11 +280,13 @@ final class BodyWriter: HTTPClientResponseDelegate, @unchecked Sendable {
     let at = receivedOffset - Int64(queuedBytes)
     queue = []
     writing = true
+    let prepare = head.flatMap { chunkToPrepare(after: receivedOffset, in: $0) }
     IOExecutor.shared.submit { [session, url, versionTag, flight] in
       let result = Result {
         try Self.write(batch, at: at, ifVersion: versionTag, flight: flight, session: session, url: url)
       }
       task.eventLoop.execute { self.batchWritten(batch, result, task: task) }
+      if case .success = result, let prepare { session.manager.prepareForWriting(chunk: prepare) }
     }
   }
 

@@ -281,12 +281,7 @@ struct ImmediateHitTests {
     /// Drops the page cache's copy of the object's data file: written to disk first (the advice drops only
     /// clean pages), then read from disk next time.
     func evictPages(_ cache: MediaCache, _ url: String) throws {
-      let path = cache.store.paths(for: cache.objectID(for: url)).data
-      let descriptor = open(path, O_RDONLY)
-      try #require(descriptor >= 0)
-      defer { close(descriptor) }
-      try #require(fsync(descriptor) == 0)
-      try #require(posix_fadvise(descriptor, 0, 0, POSIX_FADV_DONTNEED) == 0)
+      try dropPageCache(cache.store.paths(for: cache.objectID(for: url)).data)
     }
 
     /// `evictPages` until no page of `range` of the object's data file is in the page cache, up to 50 tries;
@@ -310,22 +305,6 @@ struct ImmediateHitTests {
         try await Task.sleep(for: .milliseconds(100))
       }
       return false
-    }
-
-    /// How many pages of `range` of the file at `path` are in the page cache.
-    func residentPages(_ path: String, _ range: Range<Int64>) throws -> Int {
-      let descriptor = open(path, O_RDONLY | O_CLOEXEC)
-      try #require(descriptor >= 0)
-      defer { close(descriptor) }
-      let page = Int64(sysconf(Int32(_SC_PAGESIZE)))
-      let start = range.lowerBound / page * page
-      let length = Int(range.upperBound - start)
-      let mapped = mmap(nil, length, PROT_READ, MAP_SHARED, descriptor, off_t(start))
-      try #require(mapped != MAP_FAILED, "mmap: errno \(errno)")
-      defer { munmap(mapped, length) }
-      var vector = [UInt8](repeating: 0, count: (length + Int(page) - 1) / Int(page))
-      try #require(mincore(mapped, length, &vector) == 0, "mincore: errno \(errno)")
-      return vector.filter { $0 & 1 != 0 }.count
     }
 
     @Test func aRangeInThePageCacheIsReadAndCheckedWithoutBlockingElseDeclined() async throws {

@@ -339,6 +339,14 @@ public final class FileHandleAssetDataManager: Sendable {
     try reader.readVerified(plan, into: buffer)
   }
 
+  /// Readies the page cache for writes into chunk `index` before they come: its range is read into the page
+  /// cache (copied nowhere), so a hole there gets the kernel's large folios instead of pages as small as each
+  /// write, which makes every later read of the chunk cheaper (`SystemFile.warmPageCache`). Meant to be called
+  /// ahead of the writes, off their path (it blocks on the disk like a read). Best effort, never throws; does
+  /// nothing for a chunk that is present or holds spans (its bytes may be on disk: nothing to gain, a read to
+  /// pay), for a read-only or closed handle, or off Linux.
+  package func prepareForWriting(chunk index: Int) { writer.prepareForWriting(chunk: index) }
+
   /// `readVerified(_:into:)` when every byte `plan` reads is in the page cache now, without waiting for the disk
   /// or making any blocking call (Linux's `preadv2` with `RWF_NOWAIT`), so it may run on an event loop. False
   /// when that cannot be done, with nothing changed: a byte not resident, no such read on this system, the

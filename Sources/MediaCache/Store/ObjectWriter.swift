@@ -93,6 +93,26 @@ final class ObjectWriter: Sendable {
     }
   }
 
+  /// See `FileHandleAssetDataManager.prepareForWriting(chunk:)`.
+  func prepareForWriting(chunk index: Int) {
+    guard isWritable else { return }
+    // Counted as a read in flight, so the handle is not closed under the call.
+    let range = try? view.withLock { view -> Range<Int64>? in
+      try self.view.ensureOpen(view)
+      let manifest = view.manifest
+      guard index >= 0, !manifest.isPresent(index), manifest.spans[index] == nil else { return nil }
+      let chunkSize = Int64(manifest.chunkSize)
+      let start = Int64(index) * chunkSize
+      let end = min(start + chunkSize, manifest.contentLength ?? (start + chunkSize))
+      guard start < end else { return nil }
+      self.view.readsInFlight.add(1, ordering: .acquiring)
+      return start..<end
+    }
+    guard let range = range ?? nil else { return }
+    defer { view.readsInFlight.subtract(1, ordering: .releasing) }
+    file.handleIfMade?.warmPageCache(range)
+  }
+
   /// See `FileHandleAssetDataManager.setContentLength(_:ifVersion:)`.
   func setContentLength(_ length: Int64, ifVersion versionTag: UInt32?) throws {
     try state.withLock { state in
