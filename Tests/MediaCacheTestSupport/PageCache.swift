@@ -28,4 +28,15 @@
     try #require(fsync(descriptor) == 0)
     try #require(posix_fadvise(descriptor, 0, 0, POSIX_FADV_DONTNEED) == 0)
   }
+
+  /// `dropPageCache` until no page of `range` is in the page cache, up to 50 tries 20 ms apart (pages still
+  /// being written back can stay at first); whether they went.
+  public func dropPageCache(_ path: String, until range: Range<Int64>) throws -> Bool {
+    for _ in 0..<50 {
+      try dropPageCache(path)
+      if try residentPages(path, range) == 0 { return true }
+      usleep(20_000)
+    }
+    return false
+  }
 #endif
