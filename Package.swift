@@ -223,7 +223,7 @@ let package = Package(
       name: "MediaCacheProxyTests",
       dependencies: [
         "MediaCacheProxy", "MediaCacheStreaming", "MediaCacheTestSupport", "MediaCacheHTTP", "MediaCache",
-        .product(name: "NIOHTTP1", package: "swift-nio"),
+        .product(name: "NIOHTTP1", package: "swift-nio"), .product(name: "NIOEmbedded", package: "swift-nio"),
       ]
     ),
     .testTarget(

@@ -44,9 +44,10 @@ public final class ProxyServer: Sendable {
     /// 81–104 MiB and 8 MiB held it at 66–72, with the same requests per second (docs/PERFORMANCE.md).
     public var hitBytesInFlight: Int64 = 8 << 20
     /// The most client connections an event loop may serve and still answer cache hits itself, from the page
-    /// cache without waiting for the disk (0: never; past it, hits are read on the I/O executor). A hit
-    /// answered on its loop takes no share of `hitBytesInFlight`: it is read just before the loop writes it.
-    /// Default 32.
+    /// cache without waiting for the disk (0: never; past it, hits are read on the I/O executor); up to twice
+    /// as many while the proxy serves at most this many per loop in all (the kernel spreads new connections
+    /// over the loops unevenly). A hit answered on its loop takes no share of `hitBytesInFlight`: it is read
+    /// just before the loop writes it. Default 32.
     public var loopHitConnections = 32
     /// How often the objects with preloaded bytes no player got yet are checked against the disk, so that
     /// evictions and cuts by another process (`cache-compactor`) count in
@@ -208,9 +209,9 @@ public final class ProxyServer: Sendable {
 
     func run() async throws {
       // One loop per core by default: under many connections one loop writing every socket was the proxy's
-      // bottleneck (two loops on two cores: 12-26% more 64 KiB hits per second, docs/PERFORMANCE.md), and the
-      // time to first byte of a new connection did not change measurably. The loops only move bytes; reads
-      // from the cache run on the I/O executor, origin requests in AsyncHTTPClient's own loops.
+      // bottleneck (two loops on two cores: 12-26% more 64 KiB hits per second, docs/PERFORMANCE.md); each
+      // accepts its own connections (`ProxyListeners`). The loops only move bytes; reads from the cache run on
+      // the I/O executor, origin requests in AsyncHTTPClient's own loops.
       let group = MultiThreadedEventLoopGroup(numberOfThreads: server.configuration.eventLoops)
       do {
         try await serve(on: group)
@@ -232,33 +233,36 @@ public final class ProxyServer: Sendable {
         return limits
       }()
       let policies = LoopHitPolicy.perLoop(of: group, maxConnections: configuration.loopHitConnections)
-      let channel = try await ServerBootstrap(group: group)
-        .serverChannelOption(.backlog, value: 256)
-        .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
-        .childChannelOption(.tcpOption(.tcp_nodelay), value: 1)
-        .childChannelInitializer { child in
-          child.eventLoop.makeCompletedFuture {
-            // NIO's codec answers a malformed or oversized head (over 80 KiB, or over 1000 fields) with 400
-            // and closes; its pipelining handler holds the next request until the current response is written.
-            // No second check of the response's header fields: they come from `HTTPFields`, whose names are
-            // checked tokens and whose values swift-http-types makes legal (CR, LF and NUL replaced); NIO's check
-            // of every outbound head cost ~6% of the proxy's cycles answering 64 KiB ranges.
-            try child.pipeline.syncOperations.configureHTTPServerPipeline(
-              withOutboundHeaderValidation: false, withEncoderConfiguration: .init(),
-              withDecoderLimitConfiguration: limits)
-            try child.pipeline.syncOperations.addHandler(
-              ProxyConnectionHandler(
-                responder: responder, clientTimeout: clientTimeout, connections: connections,
-                loopHits: policies[ObjectIdentifier(child.eventLoop)]))
-            connections.opened(child)
+      let listeners = try await ProxyListeners.bind(
+        host: configuration.host, port: configuration.port, group: group
+      ) { bootstrap in
+        bootstrap
+          .serverChannelOption(.backlog, value: 256)
+          .childChannelOption(.tcpOption(.tcp_nodelay), value: 1)
+          .childChannelInitializer { child in
+            child.eventLoop.makeCompletedFuture {
+              // NIO's codec answers a malformed or oversized head (over 80 KiB, or over 1000 fields) with 400
+              // and closes; its pipelining handler holds the next request until the current response is
+              // written. No second check of the response's header fields: they come from `HTTPFields`, whose
+              // names are checked tokens and whose values swift-http-types makes legal (CR, LF and NUL
+              // replaced); NIO's check of every outbound head cost ~6% of the proxy's cycles answering 64 KiB
+              // ranges.
+              try child.pipeline.syncOperations.configureHTTPServerPipeline(
+                withOutboundHeaderValidation: false, withEncoderConfiguration: .init(),
+                withDecoderLimitConfiguration: limits)
+              try child.pipeline.syncOperations.addHandler(
+                ProxyConnectionHandler(
+                  responder: responder, clientTimeout: clientTimeout, connections: connections,
+                  loopHits: policies[ObjectIdentifier(child.eventLoop)]))
+              connections.opened(child)
+            }
           }
-        }
-        .bind(host: configuration.host, port: configuration.port).get()
-      let endpoint = Endpoint(host: configuration.host, port: channel.localAddress?.port ?? 0)
+      }
+      let endpoint = Endpoint(host: configuration.host, port: listeners.port ?? 0)
       server.listening.withLock { $0 = endpoint }
       await onListening(endpoint)
       try? await gracefulShutdown()  // returns on a shutdown signal or on cancellation
-      try? await channel.close()
+      await listeners.close()
       await withTaskCancellationHandler {
         await connections.drain()
       } onCancel: {

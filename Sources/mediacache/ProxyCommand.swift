@@ -86,8 +86,9 @@ struct ProxyCommand: AsyncParsableCommand {
   var hitBytesInFlight: ByteSizeArgument?
   @Option(
     help: ArgumentHelp(
-      "Client connections an event loop may serve and still answer cache hits in memory itself (default 32; "
-        + "0: never, every hit is read on the I/O threads).", valueName: "COUNT"))
+      "Client connections an event loop may serve and still answer cache hits in memory itself, or twice as "
+        + "many while the proxy serves at most this many per loop (default 32; 0: never, every hit is read on the "
+        + "I/O threads).", valueName: "COUNT"))
   var loopHitConnections: Int?
   @Option(
     name: .customLong("forward-header"),

@@ -10,7 +10,10 @@ func startInProcessProxy(_ reader: CachingReader, _ configuration: ProxyServer.C
 {
   let proxy = ProxyServer(reader: reader, configuration: configuration)
   let (endpoints, continuation) = AsyncStream.makeStream(of: ProxyServer.Endpoint.self)
-  let server = Task { try await proxy.run { continuation.yield($0) } }
+  let server = Task {
+    defer { continuation.finish() }
+    try await proxy.run { continuation.yield($0) }
+  }
   var iterator = endpoints.makeAsyncIterator()
   guard let endpoint = await iterator.next() else {
     try await server.value

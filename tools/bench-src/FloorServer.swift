@@ -1,8 +1,10 @@
 // `floor-server`: the least an HTTP server on SwiftNIO does to answer the time-to-first-byte request, for
-// `tools/bench` to measure beside the proxy and nginx. It is set up like `mediacache proxy` (one event loop,
-// NIO's HTTP/1.1 pipeline, TCP_NODELAY, one task per request that writes back through the channel) but
-// answers every request with a 206 and 64 KiB held in memory: no cache, no file, no origin. The proxy's time
-// to first byte on a hit cannot be below this server's, so its ratio to nginx bounds the proxy's.
+// `tools/bench` to measure beside the proxy and nginx. It is set up like `mediacache proxy` answering a hit
+// whose pages are in memory (NIO's HTTP/1.1 pipeline, TCP_NODELAY, the response written on the connection's
+// event loop as the request ends, one loop) but answers every request with a 206 and 64 KiB held in memory: no
+// cache, no file, no origin. The proxy's time to first byte on a hit cannot be below this server's, so its
+// ratio to nginx bounds the proxy's. (Until 2026-12-05 it answered from a task, as the proxy did before its
+// loops answered hits: 0.05-0.07 ms more per request, docs/PERFORMANCE.md.)
 //
 //   mediacache-bench floor-server   prints "listening on http://127.0.0.1:PORT", serves until killed
 
@@ -19,18 +21,12 @@ private final class FloorHandler: FloorConnectionHandler {
 
   func channelRead(context: ChannelHandlerContext, data: NIOAny) {
     guard case .end = unwrapInboundIn(data) else { return }
-    let channel = context.channel
-    let body = Self.body
-    Task {
-      var head = HTTPResponseHead(version: .http1_1, status: .partialContent)
-      head.headers.add(name: "Content-Length", value: "65536")
-      head.headers.add(name: "Content-Range", value: "bytes 0-65535/4194304")
-      let parts: [HTTPServerResponsePart] = [.head(head), .body(.byteBuffer(body)), .end(nil)]
-      channel.eventLoop.execute {
-        for part in parts { channel.write(part, promise: nil) }
-        channel.flush()
-      }
-    }
+    var head = HTTPResponseHead(version: .http1_1, status: .partialContent)
+    head.headers.add(name: "Content-Length", value: "65536")
+    head.headers.add(name: "Content-Range", value: "bytes 0-65535/4194304")
+    context.write(wrapOutboundOut(.head(head)), promise: nil)
+    context.write(wrapOutboundOut(.body(.byteBuffer(Self.body))), promise: nil)
+    context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
   }
 }
 
