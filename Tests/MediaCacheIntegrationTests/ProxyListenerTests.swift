@@ -43,28 +43,6 @@ import Testing
       return count
     }
 
-    /// A socket listening on 127.0.0.1 at a free port, with `SO_REUSEPORT` or not; returns it and its port.
-    func listen(reusePort: Bool) throws -> (fd: Int32, port: Int) {
-      let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-      #expect(fd >= 0)
-      var one: Int32 = 1
-      if reusePort {
-        #expect(setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, socklen_t(MemoryLayout<Int32>.size)) == 0)
-      }
-      var address = sockaddr_in()
-      address.sin_family = sa_family_t(AF_INET)
-      address.sin_addr.s_addr = inet_addr("127.0.0.1")
-      var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-      let bound = withUnsafeMutablePointer(to: &address) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer in
-          bind(fd, pointer, length) == 0 && Glibc.listen(fd, 16) == 0
-            && getsockname(fd, pointer, &length) == 0
-        }
-      }
-      #expect(bound)
-      return (fd, Int(UInt16(bigEndian: address.sin_port)))
-    }
-
     @Test func eachLoopListensOnTheProxysPortAndNoOtherProxyCanJoinIt() async throws {
       try await withReader(chunkSize: 65536, configuration: .init()) { reader, origin, _ in
         let (_, endpoint, server) = try await startInProcessProxy(reader, .init(eventLoops: 3))
@@ -94,8 +72,9 @@ import Testing
     @Test func aProxyDoesNotStartOnAPortAnotherServerListensOnWithOrWithoutReusePort() async throws {
       try await withReader(chunkSize: 65536, configuration: .init()) { reader, _, _ in
         for reusePort in [false, true] {
-          let (fd, port) = try listen(reusePort: reusePort)
-          defer { close(fd) }
+          let listener = try SilentListener(reusePort: reusePort)
+          defer { listener.close() }
+          let port = listener.port
           for loops in [1, 2] {
             await #expect(throws: (any Error).self, "SO_REUSEPORT \(reusePort), \(loops) loops") {
               _ = try await startInProcessProxy(reader, .init(port: port, eventLoops: loops))

@@ -388,18 +388,23 @@ import Testing
   }
 }
 
-/// A TCP socket on 127.0.0.1 that listens but never accepts or answers (a hung origin).
+/// A TCP socket on 127.0.0.1 that listens but never accepts or answers (a hung origin, a port taken), at a free
+/// port; with `reusePort`, with `SO_REUSEPORT` set (a server that shares its port).
 final class SilentListener: Sendable {
   let fd: Int32
   let port: Int
 
-  init() throws {
+  init(reusePort: Bool = false) throws {
     #if canImport(Glibc)
       let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
     #else
       let fd = socket(AF_INET, SOCK_STREAM, 0)
     #endif
     self.fd = fd
+    var one: Int32 = 1
+    if reusePort, setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, socklen_t(MemoryLayout<Int32>.size)) != 0 {
+      throw RawHTTPError(description: "silent listener: SO_REUSEPORT: errno \(errno)")
+    }
     var address = sockaddr_in()
     address.sin_family = sa_family_t(AF_INET)
     address.sin_addr.s_addr = inet_addr("127.0.0.1")
