@@ -236,9 +236,16 @@ public final class ProxyServer: Sendable {
       let listeners = try await ProxyListeners.bind(
         host: configuration.host, port: configuration.port, group: group
       ) { bootstrap in
-        bootstrap
-          .serverChannelOption(.backlog, value: 256)
-          .childChannelOption(.tcpOption(.tcp_nodelay), value: 1)
+        // NIO sets TCP_NODELAY on the listening socket, and Linux gives it to the sockets accepted from it: a
+        // `setsockopt` and a future less per connection (3% of the samples of hits on new connections).
+        #if os(Linux)
+          let bootstrap = bootstrap.serverChannelOption(.backlog, value: 256)
+        #else
+          let bootstrap = bootstrap.serverChannelOption(.backlog, value: 256)
+            .childChannelOption(.tcpOption(.tcp_nodelay), value: 1)
+        #endif
+        return
+          bootstrap
           .childChannelInitializer { child in
             child.eventLoop.makeCompletedFuture {
               // NIO's codec answers a malformed or oversized head (over 80 KiB, or over 1000 fields) with 400

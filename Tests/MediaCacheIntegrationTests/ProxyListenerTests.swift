@@ -43,6 +43,46 @@ import Testing
       return count
     }
 
+    /// This process's connected TCP sockets whose local port is `port` (the connections a proxy in this process
+    /// accepted there).
+    func acceptedSockets(port: Int) -> [Int32] {
+      (0..<Int32(4096)).filter { fd in
+        var address = sockaddr_in()
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        return withUnsafeMutablePointer(to: &address) {
+          $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer in
+            guard getsockname(fd, pointer, &length) == 0, pointer.pointee.sa_family == sa_family_t(AF_INET),
+              Int(UInt16(bigEndian: UnsafeRawPointer(pointer).load(as: sockaddr_in.self).sin_port)) == port
+            else { return false }
+            length = socklen_t(MemoryLayout<sockaddr_in>.size)
+            return getpeername(fd, pointer, &length) == 0
+          }
+        }
+      }
+    }
+
+    @Test func acceptedConnectionsHaveNagleOff() async throws {
+      // TCP_NODELAY comes from the listening socket (NIO sets it there; Linux copies it to accepted sockets).
+      try await withReader(chunkSize: 65536, configuration: .init()) { reader, _, _ in
+        let (_, endpoint, server) = try await startInProcessProxy(reader, .init(eventLoops: 2))
+        defer { server.cancel() }
+        let clients = try (0..<6).map { _ in try RawHTTPConnection(port: endpoint.port) }
+        defer { for client in clients { client.close() } }
+        var accepted: [Int32] = []
+        for _ in 0..<200 where accepted.count != clients.count {
+          try await Task.sleep(for: .milliseconds(10))
+          accepted = acceptedSockets(port: endpoint.port)
+        }
+        #expect(accepted.count == clients.count)
+        for fd in accepted {
+          var value: Int32 = 0
+          var length = socklen_t(MemoryLayout<Int32>.size)
+          #expect(getsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &value, &length) == 0)
+          #expect(value == 1)
+        }
+      }
+    }
+
     @Test func eachLoopListensOnTheProxysPortAndNoOtherProxyCanJoinIt() async throws {
       try await withReader(chunkSize: 65536, configuration: .init()) { reader, origin, _ in
         let (_, endpoint, server) = try await startInProcessProxy(reader, .init(eventLoops: 3))
