@@ -11,7 +11,7 @@ import NIOPosix
 ///
 /// With one listening socket for several loops, NIO's `ServerBootstrap` accepts on the socket's loop and
 /// hands every connection for another loop over to it: three wake-ups across threads before the connection's
-/// first request is read, ~0.08 ms of a new connection's time to first byte on the 2-core host
+/// first request is read, ~0.05 ms of a new connection's time to first byte on the 2-core host
 /// (docs/PERFORMANCE.md, "Each loop accepting its own connections").
 ///
 /// Binding stays exclusive, as with one socket: before a fixed port is shared among the loops' sockets, the

@@ -238,32 +238,28 @@ public final class ProxyServer: Sendable {
       ) { bootstrap in
         // NIO sets TCP_NODELAY on the listening socket, and Linux gives it to the sockets accepted from it: a
         // `setsockopt` and a future less per connection (3% of the samples of hits on new connections).
-        #if os(Linux)
-          let bootstrap = bootstrap.serverChannelOption(.backlog, value: 256)
-        #else
-          let bootstrap = bootstrap.serverChannelOption(.backlog, value: 256)
-            .childChannelOption(.tcpOption(.tcp_nodelay), value: 1)
+        let bootstrap = bootstrap.serverChannelOption(.backlog, value: 256)
+        #if !os(Linux)
+          _ = bootstrap.childChannelOption(.tcpOption(.tcp_nodelay), value: 1)  // a class: the option is kept
         #endif
-        return
-          bootstrap
-          .childChannelInitializer { child in
-            child.eventLoop.makeCompletedFuture {
-              // NIO's codec answers a malformed or oversized head (over 80 KiB, or over 1000 fields) with 400
-              // and closes; its pipelining handler holds the next request until the current response is
-              // written. No second check of the response's header fields: they come from `HTTPFields`, whose
-              // names are checked tokens and whose values swift-http-types makes legal (CR, LF and NUL
-              // replaced); NIO's check of every outbound head cost ~6% of the proxy's cycles answering 64 KiB
-              // ranges.
-              try child.pipeline.syncOperations.configureHTTPServerPipeline(
-                withOutboundHeaderValidation: false, withEncoderConfiguration: .init(),
-                withDecoderLimitConfiguration: limits)
-              try child.pipeline.syncOperations.addHandler(
-                ProxyConnectionHandler(
-                  responder: responder, clientTimeout: clientTimeout, connections: connections,
-                  loopHits: policies[ObjectIdentifier(child.eventLoop)]))
-              connections.opened(child)
-            }
+        return bootstrap.childChannelInitializer { child in
+          child.eventLoop.makeCompletedFuture {
+            // NIO's codec answers a malformed or oversized head (over 80 KiB, or over 1000 fields) with 400
+            // and closes; its pipelining handler holds the next request until the current response is
+            // written. No second check of the response's header fields: they come from `HTTPFields`, whose
+            // names are checked tokens and whose values swift-http-types makes legal (CR, LF and NUL
+            // replaced); NIO's check of every outbound head cost ~6% of the proxy's cycles answering 64 KiB
+            // ranges.
+            try child.pipeline.syncOperations.configureHTTPServerPipeline(
+              withOutboundHeaderValidation: false, withEncoderConfiguration: .init(),
+              withDecoderLimitConfiguration: limits)
+            try child.pipeline.syncOperations.addHandler(
+              ProxyConnectionHandler(
+                responder: responder, clientTimeout: clientTimeout, connections: connections,
+                loopHits: policies[ObjectIdentifier(child.eventLoop)]))
+            connections.opened(child)
           }
+        }
       }
       let endpoint = Endpoint(host: configuration.host, port: listeners.port ?? 0)
       server.listening.withLock { $0 = endpoint }

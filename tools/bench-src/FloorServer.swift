@@ -53,7 +53,8 @@ extension FloorConnectionHandler {
   }
 }
 
-/// Serves HTTP/1.1 on 127.0.0.1 at a free port as `mediacache proxy` does (NIO's server pipeline, TCP_NODELAY),
+/// Serves HTTP/1.1 on 127.0.0.1 at a free port as `mediacache proxy` does on Linux (NIO's server pipeline;
+/// TCP_NODELAY set by NIO on the listening socket and copied by Linux to accepted ones, not set per connection),
 /// one `makeHandler()` per connection after the pipeline, on `threads` event loops; prints "listening on
 /// http://127.0.0.1:PORT" and serves until killed (the floor servers of tools/bench).
 func serveMinimalHTTP(
@@ -63,7 +64,6 @@ func serveMinimalHTTP(
   let channel = try await ServerBootstrap(group: group)
     .serverChannelOption(.backlog, value: 512)
     .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
-    .childChannelOption(.tcpOption(.tcp_nodelay), value: 1)
     .childChannelInitializer { child in
       child.eventLoop.makeCompletedFuture {
         try child.pipeline.syncOperations.configureHTTPServerPipeline()
