@@ -18,15 +18,20 @@ private final class FloorHandler: FloorConnectionHandler {
   typealias InboundIn = HTTPServerRequestPart
   typealias OutboundOut = HTTPServerResponsePart
   static let body = ByteBuffer(repeating: 0x5A, count: 65536)
+  var keepAlive = true
 
   func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-    guard case .end = unwrapInboundIn(data) else { return }
-    var head = HTTPResponseHead(version: .http1_1, status: .partialContent)
-    head.headers.add(name: "Content-Length", value: "65536")
-    head.headers.add(name: "Content-Range", value: "bytes 0-65535/4194304")
-    context.write(wrapOutboundOut(.head(head)), promise: nil)
-    context.write(wrapOutboundOut(.body(.byteBuffer(Self.body))), promise: nil)
-    context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
+    switch unwrapInboundIn(data) {
+    case .head(let request): keepAlive = request.isKeepAlive
+    case .body: break
+    case .end:
+      var head = HTTPResponseHead(version: .http1_1, status: .partialContent)
+      head.headers.add(name: "Content-Length", value: "65536")
+      head.headers.add(name: "Content-Range", value: "bytes 0-65535/4194304")
+      context.write(wrapOutboundOut(.head(head)), promise: nil)
+      context.write(wrapOutboundOut(.body(.byteBuffer(Self.body))), promise: nil)
+      endResponse(context, keepAlive: keepAlive)
+    }
   }
 }
 
@@ -45,11 +50,23 @@ struct FloorServerCommand: AsyncParsableCommand {
 }
 
 /// The handler of a floor server's connection, which closes on any error of its pipeline.
-protocol FloorConnectionHandler: ChannelInboundHandler {}
+protocol FloorConnectionHandler: ChannelInboundHandler where OutboundOut == HTTPServerResponsePart {}
 
 extension FloorConnectionHandler {
   func errorCaught(context: ChannelHandlerContext, error: any Error) {
     context.close(promise: nil)
+  }
+
+  /// Writes the end of the response and flushes; closes the connection after it, as the proxy does, when the
+  /// request asked for that (`Connection: close`, or HTTP/1.0 without keep-alive). Left open, a client such as
+  /// `wrk` sends its next request on it, which NIO's pipeline answers with a 400.
+  func endResponse(_ context: ChannelHandlerContext, keepAlive: Bool) {
+    guard !keepAlive else {
+      context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
+      return
+    }
+    let channel = context.channel
+    context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in channel.close(promise: nil) }
   }
 }
 

@@ -85,6 +85,7 @@ private final class ServeFloorHandler: FloorConnectionHandler {
   typealias OutboundOut = HTTPServerResponsePart
   let object: FloorObject
   var range: (Int64, Int64)?
+  var keepAlive = true
 
   init(object: FloorObject) { self.object = object }
 
@@ -92,6 +93,7 @@ private final class ServeFloorHandler: FloorConnectionHandler {
     switch unwrapInboundIn(data) {
     case .head(let head):
       range = parseRange(head.headers.first(name: "Range"), size: object.size) ?? (0, object.size - 1)
+      keepAlive = head.isKeepAlive
     case .body: break
     case .end:
       let (first, last) = range ?? (0, object.size - 1)
@@ -100,14 +102,14 @@ private final class ServeFloorHandler: FloorConnectionHandler {
         head.status = .internalServerError
         head.headers.add(name: "Content-Length", value: "0")
         context.write(wrapOutboundOut(.head(head)), promise: nil)
-        context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
+        endResponse(context, keepAlive: keepAlive)
         return
       }
       head.headers.add(name: "Content-Length", value: String(body.readableBytes))
       head.headers.add(name: "Content-Range", value: "bytes \(first)-\(last)/\(object.size)")
       context.write(wrapOutboundOut(.head(head)), promise: nil)
       context.write(wrapOutboundOut(.body(.byteBuffer(body))), promise: nil)
-      context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
+      endResponse(context, keepAlive: keepAlive)
     }
   }
 }
