@@ -45,10 +45,12 @@ public final class IOExecutor: Sendable {
       let threadName = "\(name)-\(index)"
       let thread = Thread { [self] in
         markCurrentThreadIO()
-        // Named from the thread itself, so the system shows it (`top -H`, `perf`, `/proc/PID/task/*/comm`):
-        // Foundation's `Thread.name` set before `start()` does not reach the system on Linux, and the threads
-        // kept the name of the Dispatch worker that started them ("oot.default-qos"), looking like Swift's
-        // cooperative pool in a profile.
+        // Named from the thread itself, with the system's call, so the system shows it (`top -H`, `perf`,
+        // `/proc/PID/task/*/comm`). Foundation's `Thread.name` does not do it reliably on Linux: it reaches the
+        // system only once `start()` has stored the new thread's handle, which the new thread can outrun, and
+        // the thread then keeps the name of the Dispatch worker that started it ("oot.default-qos"), looking
+        // like Swift's cooperative pool in a profile.
+        nameCurrentThread(threadName)
         Thread.current.name = threadName
         work()
       }
@@ -131,6 +133,20 @@ private let ioThreadKey: pthread_key_t = {
   pthread_key_create(&key, nil)
   return key
 }()
+
+/// Gives the calling thread `name` where the system shows threads. On Linux that is the thread's `comm`, 15
+/// bytes, which a thread may write itself (proc(5)); Swift's Glibc module does not offer `pthread_setname_np`.
+private func nameCurrentThread(_ name: String) {
+  #if canImport(Glibc)
+    let descriptor = open("/proc/thread-self/comm", O_WRONLY | O_CLOEXEC)
+    guard descriptor >= 0 else { return }
+    defer { close(descriptor) }
+    let bytes = Array(name.utf8.prefix(15))
+    _ = bytes.withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
+  #elseif canImport(Darwin)
+    _ = pthread_setname_np(name)
+  #endif
+}
 
 private func markCurrentThreadIO() {
   pthread_setspecific(ioThreadKey, UnsafeRawPointer(bitPattern: 1))
