@@ -139,30 +139,53 @@ import Testing
         try writer.write(data[9000..<9100], at: 9000)
         try writer.close()
       }
-      let clean = try CacheChecker(root: FilePath(store.root), options: .init()).run()
+      let clean = try Self.check(store)
       #expect(clean.findings.isEmpty, "\(clean.findings)")
       #expect(clean.totals.bytesVerified == Int64(Self.chunk + 1000 + 100))
-      #expect(
-        try store.scrub(Self.id, budget: 1 << 20)
-          == {
-            var result = ShardedStore.ScrubResult()
-            result.chunksVerified = 1
-            result.bytesVerified = Int64(Self.chunk + 1000 + 100)
-            return result
-          }())
+      let cleanScrub = try Self.scrub(store)
+      var expectedScrub = ShardedStore.ScrubResult()
+      expectedScrub.chunksVerified = 1
+      expectedScrub.bytesVerified = Int64(Self.chunk + 1000 + 100)
+      #expect(cleanScrub == expectedScrub, "\(cleanScrub)")
       // One byte of the first span goes bad.
       try flipByte(atPath: store.paths(for: Self.id).data, offset: 5500)
-      let found = try CacheChecker(root: FilePath(store.root), options: .init()).run()
+      let found = try Self.check(store)
       #expect(found.findings.map(\.kind) == [.chunkChecksum], "\(found.findings)")
       #expect(found.findings.first?.chunk == 1)
-      let scrubbed = try store.scrub(Self.id, budget: 1 << 20, dryRun: true)
-      #expect(scrubbed.droppedSpans == 1 && scrubbed.droppedChunks.isEmpty)
-      let repaired = try CacheChecker(root: FilePath(store.root), options: .init(repair: true)).run()
-      #expect(repaired.findings.map(\.action) == [.repaired])
+      let scrubbed = try Self.scrub(store, dryRun: true)
+      #expect(scrubbed.droppedSpans == 1 && scrubbed.droppedChunks.isEmpty, "\(scrubbed)")
+      let repaired = try Self.check(store, repair: true)
+      #expect(repaired.findings.map(\.action) == [.repaired], "\(repaired.findings)")
       let manifest = try #require(try store.readManifest(Self.id))
       #expect(manifest.presentByteRanges.ranges == [0..<4096, 9000..<9100])
-      #expect(try CacheChecker(root: FilePath(store.root), options: .init()).run().findings.isEmpty)
+      #expect(try Self.check(store).findings.isEmpty)
     }
+  }
+
+  // The scrub skips an object whose lock another open file description holds, and the checker counts it busy.
+  // In a test process that can be a child another test is starting: between its clone and its exec it holds a
+  // copy of every descriptor of the process, close-on-exec ones too, and with it any `flock` taken through
+  // them, after the owner closed its own (seen once in CI: the scrub skipped this object). Outside such a window
+  // nothing holds this store's object, so a skip or a busy object is tried again, for up to a second.
+
+  /// `ShardedStore.scrub` of `id`, tried again while it skips the object.
+  private static func scrub(_ store: ShardedStore, dryRun: Bool = false) throws -> ShardedStore.ScrubResult {
+    var result = try store.scrub(Self.id, budget: 1 << 20, dryRun: dryRun)
+    for _ in 0..<50 where result.skipped {
+      Thread.sleep(forTimeInterval: 0.02)
+      result = try store.scrub(Self.id, budget: 1 << 20, dryRun: dryRun)
+    }
+    return result
+  }
+
+  /// A check of `store`, tried again while it finds an object busy.
+  private static func check(_ store: ShardedStore, repair: Bool = false) throws -> CheckReport {
+    var report = try CacheChecker(root: FilePath(store.root), options: .init(repair: repair)).run()
+    for _ in 0..<50 where report.totals.busy > 0 {
+      Thread.sleep(forTimeInterval: 0.02)
+      report = try CacheChecker(root: FilePath(store.root), options: .init(repair: repair)).run()
+    }
+    return report
   }
 
   /// A span of the last chunk written while the length was unknown, that the length then shows to be the whole
