@@ -8,12 +8,15 @@ package enum HTTPDate {
 
   /// Now, as IMF-fixdate.
   package static func now() -> String {
-    let second = Int64(Date().timeIntervalSince1970.rounded(.down))
+    let second = currentSecond
     return cached.withLock { cache in
       if cache.second != second { cache = (second, format(secondsSinceEpoch: second)) }
       return cache.text
     }
   }
+
+  /// The whole seconds since 1970 now: what `now()` formats.
+  package static var currentSecond: Int64 { Int64(Date().timeIntervalSince1970.rounded(.down)) }
 
   /// From Thursday: 1970-01-01 was one.
   private static let weekdays = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"]

@@ -26,6 +26,8 @@ final class LoopHitPolicy: @unchecked Sendable {
   private let maxAllConnections: Int
   /// The targets of the hits the loop answered lately.
   let targets: LoopTargetMemo
+  /// The heads of the hits the loop answered lately.
+  let heads: LoopHitHeads
 
   /// A count shared by the loops of a group.
   final class Counter: Sendable {
@@ -38,6 +40,7 @@ final class LoopHitPolicy: @unchecked Sendable {
     self.allConnections = allConnections
     self.maxAllConnections = maxConnections * loops
     self.targets = LoopTargetMemo(loop: loop)
+    self.heads = LoopHitHeads(loop: loop)
   }
 
   /// Whether the loop answers a hit itself now.

@@ -150,14 +150,22 @@ final class ProxyConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
     let connections = self.connections
     let logged = responder.server.accessLog.isOn ? LoggedRequest(request) : nil
     connections.responseStarted()
-    if let loopHits, loopHits.answersHits,
-      let response = responder.hitNow(request, targets: loopHits.targets),
-      case .hit(let body) = response.body
-    {
+    if let loopHits, loopHits.answersHits, let hit = responder.hitNow(request, targets: loopHits.targets) {
       // A hit whose pages are in memory: answered here, on the loop, with no task and no hop between threads,
-      // written straight to the pipeline (head, body and end, one flush) with one promise for all of it.
+      // written straight to the pipeline (head, body and end, one flush) with one promise for all of it. Its
+      // head is the one the loop kept for the same answer, if it did (`LoopHitHeads`).
       let keepAlive = head.isKeepAlive
-      let responseHead = Self.responseHead(response, version: head.version, keepAlive: keepAlive)
+      let version = head.version
+      let key = LoopHitHeads.Key(
+        objectID: hit.cached.objectID, range: hit.cached.range, partial: hit.partial,
+        versionMajor: version.major, versionMinor: version.minor, keepAlive: keepAlive)
+      let source = LoopHitHeads.Source(hit.cached, second: HTTPDate.currentSecond)
+      let responseHead = loopHits.heads.head(for: key, from: source) {
+        let fields = responder.hitHeaders(hit.cached, partial: hit.partial)
+        return Self.responseHead(status: hit.status, headers: fields, version: version, keepAlive: keepAlive)
+      }
+      let body = HitBody(
+        buffer: hit.cached.buffer, hold: nil, reader: responder.reader, metrics: responder.metrics)
       let written = context.eventLoop.makePromise(of: Void.self)
       context.write(wrapOutboundOut(.head(responseHead)), promise: nil)
       context.write(wrapOutboundOut(.body(.byteBuffer(body.buffer))), promise: nil)
@@ -165,7 +173,9 @@ final class ProxyConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
       answeringOnLoop += 1
       written.futureResult.whenComplete { result in
         body.sent()
-        logged?.write(to: responder.server.accessLog, response, bytes: body.buffer.readableBytes)
+        logged?.write(
+          to: responder.server.accessLog, status: hit.status, bytes: body.buffer.readableBytes,
+          record: AccessRecord(hit.cached))
         bound.value.handler.answeringOnLoop -= 1
         bound.value.handler.responseEnded(
           bound.value.context, request: number, keepAlive: keepAlive, written: result)
@@ -276,15 +286,23 @@ final class ProxyConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
   static func responseHead(_ response: ProxyResponse, version: HTTPVersion, keepAlive: Bool)
     -> HTTPResponseHead
   {
+    responseHead(status: response.status, headers: response.headers, version: version, keepAlive: keepAlive)
+  }
+
+  /// NIO's head of a response with `status` and `fields`: `Date` (unless among them), `Server`, the fields, and
+  /// `Connection` as the connection needs it.
+  static func responseHead(
+    status: HTTPResponse.Status, headers fields: HTTPFields, version: HTTPVersion, keepAlive: Bool
+  ) -> HTTPResponseHead {
     var headers = HTTPHeaders()
-    headers.reserveCapacity(response.headers.count + 3)
+    headers.reserveCapacity(fields.count + 3)
     // A stored response keeps the origin's Date (its Age says how old it is); every other gets the time now.
     // (A plain search: `HTTPFields`' subscript would also join the values found into a new String.)
-    if !response.headers.contains(where: { $0.name == .date }) {
+    if !fields.contains(where: { $0.name == .date }) {
       headers.add(name: "date", value: HTTPDate.now())
     }
     headers.add(name: "server", value: "MediaCache")
-    for field in response.headers { headers.add(name: field.name.rawName, value: field.value) }
+    for field in fields { headers.add(name: field.name.rawName, value: field.value) }
     if !keepAlive {
       headers.replaceOrAdd(name: "connection", value: "close")
     } else if version.major == 1 && version.minor == 0 {
@@ -292,8 +310,7 @@ final class ProxyConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
     }
     return HTTPResponseHead(
       version: version,
-      status: HTTPResponseStatus(
-        statusCode: response.status.code, reasonPhrase: response.status.reasonPhrase),
+      status: HTTPResponseStatus(statusCode: status.code, reasonPhrase: status.reasonPhrase),
       headers: headers)
   }
 }
@@ -310,9 +327,12 @@ struct LoggedRequest: Sendable {
   }
 
   func write(to log: AccessLog, _ response: ProxyResponse, bytes: Int) {
+    write(to: log, status: response.status, bytes: bytes, record: response.access)
+  }
+
+  func write(to log: AccessLog, status: HTTPResponse.Status, bytes: Int, record: AccessRecord?) {
     log.write(
-      method: method, path: path, status: Int(response.status.code), bytes: bytes, since: started,
-      record: response.access)
+      method: method, path: path, status: Int(status.code), bytes: bytes, since: started, record: record)
   }
 }
 

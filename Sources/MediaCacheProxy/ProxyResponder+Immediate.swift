@@ -14,11 +14,12 @@ extension ProxyResponder {
   /// The largest range answered at once from the cache (`readCachedNow`); longer bodies are streamed.
   static let immediateMaxBytes = 2 << 20
 
-  /// The response to `request` if it is a hit that can be answered now, on the calling thread, without any
-  /// blocking call (meant for the connection's event loop): a GET without If-Range of a proxied URL whose range
-  /// (at most `immediateMaxBytes`) the cache holds in complete chunks of an object open now, every byte of
-  /// which is in the page cache and passes its CRC, and not a playlist. Nil for anything else, with nothing
-  /// changed: `respond(to:)` then answers it (refusals included; a corrupt chunk is dropped there).
+  /// The hit `request` is if it can be answered now, on the calling thread, without any blocking call (meant
+  /// for the connection's event loop): a GET without If-Range of a proxied URL whose range (at most
+  /// `immediateMaxBytes`) the cache holds in complete chunks of an object open now, every byte of which is in
+  /// the page cache and passes its CRC, and not a playlist. A hit returned is counted (started, served, its
+  /// status, answered on a loop); the caller writes it and ends it (`HitBody.sent`). Nil for anything else,
+  /// with nothing changed: `respond(to:)` then answers it (refusals included; a corrupt chunk is dropped there).
   ///
   /// Such a hit takes no share of the hits' budget (`ProxyServer.Configuration.hitBytesInFlight`): its read
   /// runs on the loop that writes it, just before the write, so reads cannot run ahead of the loops, and a
@@ -26,7 +27,7 @@ extension ProxyResponder {
   ///
   /// `targets` (the loop's) remembers what each target answered here named, so a target seen before skips the
   /// parse and check of its URL and the hash of its key.
-  func hitNow(_ request: ProxyRequest, targets: LoopTargetMemo) -> ProxyResponse? {
+  func hitNow(_ request: ProxyRequest, targets: LoopTargetMemo) -> LoopHit? {
     guard request.method == .GET, request.headers[.ifRange] == nil,
       !ConditionalRequest.isConditional(request.headers),
       server.upstreamMap != nil || !Self.isMetricsRequest(request),
@@ -42,10 +43,11 @@ extension ProxyResponder {
     if !target.remembered {
       targets.remember(.init(origin: target.origin, objectID: target.objectID), for: request.uri)
     }
-    let response = immediateResponse(cached, partial: requested != .all, hold: nil)
-    metrics.noteStatus(response.status.code)
+    let hit = LoopHit(cached: cached, partial: requested != .all)
+    noteHit(cached)
+    metrics.noteStatus(hit.status.code)
     metrics.noteHitOnLoop()
-    return response
+    return hit
   }
 
   /// The origin URL and object a GET's target names (from `targets` if remembered there, else checked by
@@ -65,23 +67,50 @@ extension ProxyResponder {
   /// write (head, body and end), counted as a hit before it goes out. `hold` (its share of the bytes hits may
   /// have in flight) is given back once the body has reached the socket, or after `HitBudgetHold.longest`.
   func immediateResponse(_ hit: CachedRange, partial: Bool, hold: HitBudgetHold?) -> ProxyResponse {
-    let count = Int64(hit.range.count)
+    noteHit(hit)
+    let body = HitBody(buffer: hit.buffer, hold: hold, reader: reader, metrics: metrics)
+    return ProxyResponse(
+      status: partial ? .partialContent : .ok, headers: hitHeaders(hit, partial: partial), body: .hit(body),
+      access: AccessRecord(hit))
+  }
+
+  /// The fields of a hit's response: the same as a streamed hit's.
+  func hitHeaders(_ hit: CachedRange, partial: Bool) -> HTTPFields {
     var headers = Self.headers(
       contentType: hit.contentType, etag: hit.etag, lastModified: hit.lastModified,
       stored: hit.storedHeaders, freshness: hit.freshness,
       cacheStatus: cacheStatus(.hit, .notNeeded, hit.freshness), via: via)
     Self.addBodyFields(
-      &headers, first: hit.range.lowerBound, count: count, length: hit.length, partial: partial,
-      ifRange: false)
+      &headers, first: hit.range.lowerBound, count: Int64(hit.range.count), length: hit.length,
+      partial: partial, ifRange: false)
+    return headers
+  }
+
+  /// Counts a hit read at once as started and served, before its body goes out (`HitBody.sent` ends it).
+  private func noteHit(_ hit: CachedRange) {
+    let count = Int64(hit.range.count)
     metrics.responseStarted()
     metrics.noteServed(fromCache: count, fromOrigin: 0)
     metrics.noteServed(hit.objectID, hit.range)
     metrics.noteRequest(hit: true)
-    let body = HitBody(buffer: hit.buffer, hold: hold, reader: reader, metrics: metrics)
-    let record = AccessRecord()
-    record.note(hit.objectID, fromCache: count, fromOrigin: 0)
-    return ProxyResponse(
-      status: partial ? .partialContent : .ok, headers: headers, body: .hit(body), access: record)
+  }
+}
+
+/// A hit a loop answers at once (`ProxyResponder.hitNow`): its bytes, read and checked, and whether it answers
+/// a `Range` (206) or not (200). Counted as served; its connection writes it, with the head `LoopHitHeads`
+/// keeps or `ProxyResponder.hitHeaders` makes.
+struct LoopHit {
+  let cached: CachedRange
+  let partial: Bool
+
+  var status: HTTPResponse.Status { partial ? .partialContent : .ok }
+}
+
+extension AccessRecord {
+  /// The record of a hit read at once: every byte from the cache.
+  convenience init(_ hit: CachedRange) {
+    self.init()
+    note(hit.objectID, fromCache: Int64(hit.range.count), fromOrigin: 0)
   }
 }
 

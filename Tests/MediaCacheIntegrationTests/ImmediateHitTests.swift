@@ -392,6 +392,68 @@ struct ImmediateHitTests {
       }
     }
 
+    /// A loop sends a head it kept (`LoopHitHeads`) only where it would make the same one: each loop hit's head
+    /// is the head a proxy whose loops answer no hit makes for the same request (but `Date` and `Age`), whatever
+    /// its range, its connection handling and its HTTP version, asked in an order that reuses and replaces kept
+    /// heads; and `Age` goes on with the seconds.
+    @Test func aLoopSendsAKeptHeadOnlyWhereItWouldMakeTheSame() async throws {
+      try await withReader(linger: .seconds(60)) { reader, origin, _ in
+        let (proxy, endpoint, server) = try await startInProcessProxy(reader)
+        defer { server.cancel() }
+        var configuration = ProxyServer.Configuration()
+        configuration.loopHitConnections = 0
+        let (_, offEndpoint, offServer) = try await startInProcessProxy(reader, configuration)
+        defer { offServer.cancel() }
+        let size = 300_000
+        let url = origin.url(.normal, "kept-heads", size: size)
+        let path = ProxyServer.proxyPath(for: url)
+        #expect(try await blocking { try rawRequest(port: endpoint.port, path) }.status == 200)
+        await reader.cache.closing.wait(for: reader.cache.objectID(for: url))
+        let held = try await reader.read(url)  // while a read has the object open, hits are answered at once
+        defer { held.close() }
+        /// One request on a new connection to `port`, in HTTP/1.`minor` (1.0 asking to keep the connection).
+        func ask(_ port: Int, _ range: String?, close: Bool = false, minor: Int = 1) async throws
+          -> RawHTTPResponse
+        {
+          try await blocking {
+            let connection = try RawHTTPConnection(port: port)
+            defer { connection.close() }
+            var text = "GET \(path) HTTP/1.\(minor)\r\nHost: 127.0.0.1\r\n"
+            if let range { text += "Range: \(range)\r\n" }
+            if close { text += "Connection: close\r\n" }
+            if minor == 0 { text += "Connection: keep-alive\r\n" }
+            try connection.send(text + "\r\n")
+            return try connection.readResponse()
+          }
+        }
+        let fields = { (response: RawHTTPResponse) in
+          response.headers.filter { !["date", "age"].contains($0.name.lowercased()) }.map {
+            "\($0.name): \($0.value)"
+          }
+        }
+        let onLoop = proxy.metrics.cacheHitsOnLoop
+        let asked: [(range: String?, close: Bool, minor: Int)] = [
+          ("bytes=0-65535", false, 1), ("bytes=0-65535", false, 1), ("bytes=1000-66535", false, 1),
+          ("bytes=0-65535", true, 1), ("bytes=0-65535", false, 0), (nil, false, 1),
+          ("bytes=0-65535", false, 1),
+        ]
+        for (range, close, minor) in asked {
+          let hit = try await ask(endpoint.port, range, close: close, minor: minor)
+          let made = try await ask(offEndpoint.port, range, close: close, minor: minor)
+          let what = "\(range ?? "whole"), close \(close), HTTP/1.\(minor)"
+          #expect(hit.status == made.status && hit.body == made.body, "\(what)")
+          #expect(fields(hit) == fields(made), "\(what)")
+          #expect(hit.header("Age") != nil, "\(what)")
+        }
+        #expect(proxy.metrics.cacheHitsOnLoop == onLoop + Int64(asked.count))
+        let first = try await ask(endpoint.port, "bytes=0-65535")
+        try await Task.sleep(for: .milliseconds(2_100))
+        let later = try await ask(endpoint.port, "bytes=0-65535")
+        let ages = [first, later].compactMap { $0.header("Age").flatMap { Int($0) } }
+        #expect(ages.count == 2 && ages[1] >= ages[0] + 2, "\(ages)")
+      }
+    }
+
     @Test func theProxyAnswersHitsInThePageCacheOnItsEventLoop() async throws {
       try await withReader(linger: .seconds(60)) { reader, origin, cache in
         let (proxy, endpoint, server) = try await startInProcessProxy(reader)

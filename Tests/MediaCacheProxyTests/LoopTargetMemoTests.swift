@@ -1,6 +1,5 @@
 import MediaCache
 import NIOCore
-import NIOPosix
 import Testing
 
 @testable import MediaCacheProxy
@@ -9,10 +8,7 @@ import Testing
   /// A target is named by what was remembered for it, exactly; the memo starts again empty once full, and a
   /// target remembered after that is found.
   @Test func targetsAreRememberedExactlyAndTheMemoStartsAgainWhenFull() throws {
-    let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
-    defer { try? group.syncShutdownGracefully() }
-    let loop = group.next()
-    try loop.submit {
+    try onALoop { loop in
       let memo = LoopTargetMemo(loop: loop)
       func target(_ index: Int) -> LoopTargetMemo.Target {
         let origin = "http://127.0.0.1:9/object-\(index)"
@@ -32,6 +28,6 @@ import Testing
       memo.remember(target(-1), for: "/http/127.0.0.1:9/object--1")
       #expect(memo.target(for: "/http/127.0.0.1:9/object-0") == nil)
       #expect(memo.target(for: "/http/127.0.0.1:9/object--1")?.origin == target(-1).origin)
-    }.wait()
+    }
   }
 }
