@@ -47,8 +47,6 @@ final class LoopHitHeads: @unchecked Sendable {
   // Used only on `loop`.
   private let loop: any EventLoop
   private var heads: [Key: (source: Source, head: HTTPResponseHead)] = [:]
-  /// Heads made (not found kept), for tests.
-  private(set) var made = 0
 
   init(loop: any EventLoop) {
     self.loop = loop
@@ -59,7 +57,6 @@ final class LoopHitHeads: @unchecked Sendable {
     loop.preconditionInEventLoop()
     if let kept = heads[key], kept.source == source { return kept.head }
     let head = make()
-    made += 1
     if heads.count >= Self.capacity, heads[key] == nil { heads.removeAll(keepingCapacity: true) }
     heads[key] = (source, head)
     return head

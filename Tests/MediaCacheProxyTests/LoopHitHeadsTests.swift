@@ -33,7 +33,7 @@ import Testing
         age: 3, second: 1_700_000_003)
       #expect(head(key, source) == 1)
       #expect(head(key, source) == 1)
-      #expect(heads.made == 1)
+      #expect(made == 1)
 
       // Another source for the same key: a new head, kept in place of the first.
       var sources: [LoopHitHeads.Source] = []
@@ -80,11 +80,11 @@ import Testing
 
       // Full: the next new key empties the memo first.
       var filler = key
-      while heads.made < current + keys.count + LoopHitHeads.capacity {
+      while made < current + keys.count + LoopHitHeads.capacity {
         filler.range = (filler.range.lowerBound + 100_000)..<(filler.range.upperBound + 100_000)
         _ = head(filler, source)
       }
-      let before = heads.made
+      let before = made
       #expect(head(key, source) == before + 1, "emptied when full")
     }
   }

@@ -139,26 +139,26 @@ import Testing
         try writer.write(data[9000..<9100], at: 9000)
         try writer.close()
       }
-      let clean = try Self.check(store)
+      let clean = try await Self.check(store)
       #expect(clean.findings.isEmpty, "\(clean.findings)")
       #expect(clean.totals.bytesVerified == Int64(Self.chunk + 1000 + 100))
-      let cleanScrub = try Self.scrub(store)
+      let cleanScrub = try await Self.scrub(store)
       var expectedScrub = ShardedStore.ScrubResult()
       expectedScrub.chunksVerified = 1
       expectedScrub.bytesVerified = Int64(Self.chunk + 1000 + 100)
       #expect(cleanScrub == expectedScrub, "\(cleanScrub)")
       // One byte of the first span goes bad.
       try flipByte(atPath: store.paths(for: Self.id).data, offset: 5500)
-      let found = try Self.check(store)
+      let found = try await Self.check(store)
       #expect(found.findings.map(\.kind) == [.chunkChecksum], "\(found.findings)")
       #expect(found.findings.first?.chunk == 1)
-      let scrubbed = try Self.scrub(store, dryRun: true)
+      let scrubbed = try await Self.scrub(store, dryRun: true)
       #expect(scrubbed.droppedSpans == 1 && scrubbed.droppedChunks.isEmpty, "\(scrubbed)")
-      let repaired = try Self.check(store, repair: true)
+      let repaired = try await Self.check(store, repair: true)
       #expect(repaired.findings.map(\.action) == [.repaired], "\(repaired.findings)")
       let manifest = try #require(try store.readManifest(Self.id))
       #expect(manifest.presentByteRanges.ranges == [0..<4096, 9000..<9100])
-      #expect(try Self.check(store).findings.isEmpty)
+      #expect(try await Self.check(store).findings.isEmpty)
     }
   }
 
@@ -169,20 +169,22 @@ import Testing
   // nothing holds this store's object, so a skip or a busy object is tried again, for up to a second.
 
   /// `ShardedStore.scrub` of `id`, tried again while it skips the object.
-  private static func scrub(_ store: ShardedStore, dryRun: Bool = false) throws -> ShardedStore.ScrubResult {
+  private static func scrub(_ store: ShardedStore, dryRun: Bool = false) async throws
+    -> ShardedStore.ScrubResult
+  {
     var result = try store.scrub(Self.id, budget: 1 << 20, dryRun: dryRun)
     for _ in 0..<50 where result.skipped {
-      Thread.sleep(forTimeInterval: 0.02)
+      try await Task.sleep(for: .milliseconds(20))
       result = try store.scrub(Self.id, budget: 1 << 20, dryRun: dryRun)
     }
     return result
   }
 
   /// A check of `store`, tried again while it finds an object busy.
-  private static func check(_ store: ShardedStore, repair: Bool = false) throws -> CheckReport {
+  private static func check(_ store: ShardedStore, repair: Bool = false) async throws -> CheckReport {
     var report = try CacheChecker(root: FilePath(store.root), options: .init(repair: repair)).run()
     for _ in 0..<50 where report.totals.busy > 0 {
-      Thread.sleep(forTimeInterval: 0.02)
+      try await Task.sleep(for: .milliseconds(20))
       report = try CacheChecker(root: FilePath(store.root), options: .init(repair: repair)).run()
     }
     return report

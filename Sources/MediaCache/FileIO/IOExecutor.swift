@@ -51,6 +51,8 @@ public final class IOExecutor: Sendable {
         // the thread then keeps the name of the Dispatch worker that started it ("oot.default-qos"), looking
         // like Swift's cooperative pool in a profile.
         nameCurrentThread(threadName)
+        // Foundation's name too: Darwin's `Thread.name` reports its own, not the system's (Linux's reads the
+        // system's), and `BlockingCallCheck` names the thread by it.
         Thread.current.name = threadName
         work()
       }
