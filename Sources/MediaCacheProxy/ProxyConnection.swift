@@ -242,7 +242,7 @@ final class ProxyConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
     _ request: ProxyRequest, version: HTTPVersion, keepAlive: Bool, responder: ProxyResponder,
     channel: any Channel
   ) async -> (EventLoopFuture<Void>, keepAlive: Bool, ProxyResponse, ProxyBodyWriter)? {
-    let response: ProxyResponse
+    var response: ProxyResponse
     do {
       response = try await responder.respond(to: request)
     } catch {
@@ -256,7 +256,8 @@ final class ProxyConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
       keepAlive = false
     }
     let writer = ProxyBodyWriter(
-      channel: channel, head: responseHead(response, version: version, keepAlive: keepAlive))
+      channel: channel, head: responseHead(response, version: version, keepAlive: keepAlive),
+      queued: responder.server.queuedBytes)
     do {
       switch response.body {
       case .empty: break
@@ -267,6 +268,9 @@ final class ProxyConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
     } catch {
       return nil
     }
+    // A hit's buffer is NIO's now, and its pool's once written: the response kept for the access log does not
+    // hold it (held, the pool's next read into it would copy it to a new allocation).
+    if case .hit = response.body { response.body = .empty }
     return (writer.finish(), keepAlive, response, writer)
   }
 

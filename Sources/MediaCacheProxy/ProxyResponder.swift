@@ -153,7 +153,7 @@ struct ProxyResponder: Sendable {
       bytes.close()
       throw refusal(for: error, url: origin)
     }
-    let pieces = PieceSource(iterator)
+    let pieces = PieceSource(iterator, first: first)
     let metrics = self.metrics
     let reader = self.reader
     let streamed = bytes
@@ -174,20 +174,18 @@ struct ProxyResponder: Sendable {
         // has written it. The next piece is asked for once the writer has taken this one (which gives back this
         // piece's share of the read budget). A one-piece response (a range of at most a chunk from the cache)
         // leaves as one write: head, body and end.
+        // Each piece is handed over whole (`consume`): while its write waits for the socket, nothing here holds
+        // it, so its buffer is the pool's alone once NIO is done (held, the pool's next read into it would copy
+        // it to a new allocation).
         var remaining = count
-        var current = first
-        while let piece = current {
+        var current = pieces.takeFirst()
+        while let piece = current.take() {
           let size = Int64(piece.count)
           remaining = remaining.map { $0 - size }
           let isLast = remaining.map { $0 <= 0 } ?? false
           accounting.update(finished: isLast)
-          switch piece {
-          case .disk(let buffer):
-            try await writer.write(buffer, endingResponse: isLast) { reader.recycle($0) }
-          case .origin(let buffers):
-            try await writer.write(contentsOf: buffers, endingResponse: isLast)
-          }
-          current = isLast ? nil : try await pieces.next()
+          try await writer.write(consume piece, endingResponse: isLast) { reader.recycle($0) }
+          if !isLast { current = try await pieces.next() }
         }
         // The read is taken to its end (a nil) even after the last piece: a range that ends inside a chunk
         // leaves the flight to finish that chunk, so it is cached (dropping the read would cancel the flight).
@@ -265,10 +263,18 @@ struct ShortBody: Error {
   var missing: Int64
 }
 
-/// The iterator of one response body, moved into the body-writing task (only that task uses it).
+/// The iterator of one response body and its first piece (read before the status went out), moved into the
+/// body-writing task (only that task uses it). The first piece is held here, not by the body's closure, so
+/// that it is let go once written instead of at the end of the response.
 final class PieceSource: @unchecked Sendable {
   private var iterator: CachedBytes.Iterator
-  init(_ iterator: CachedBytes.Iterator) { self.iterator = iterator }
+  private var first: CachedPiece?
+  init(_ iterator: CachedBytes.Iterator, first: CachedPiece?) {
+    self.iterator = iterator
+    self.first = first
+  }
+  /// The first piece, once (nil after).
+  func takeFirst() -> CachedPiece? { first.take() }
   func next() async throws -> CachedPiece? { try await iterator.nextOwnedPiece() }
 }
 

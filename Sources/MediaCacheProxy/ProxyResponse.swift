@@ -1,5 +1,6 @@
 import Foundation
 import HTTPTypes
+import MediaCacheHTTP
 import NIOCore
 import NIOHTTP1
 import Synchronization
@@ -25,10 +26,13 @@ struct ProxyResponse: Sendable {
 /// Writes one response to a channel, from the task answering it. The head goes out with the first body
 /// bytes (one flush for both), and the end with the last ones when the body knows which they are. Once more
 /// than `maxBytesInFlight` bytes wait in NIO, a write waits for the oldest to reach the socket, so a slow
-/// client sets the pace and the memory per response stays bounded.
+/// client sets the pace and the memory per response stays bounded; while all responses together hold more than
+/// their bound (`QueuedBytes`), a write waits for all of its response's bytes to reach the socket.
 final class ProxyBodyWriter: @unchecked Sendable {
   // Used only by the task answering the request.
   private let channel: any Channel
+  /// What every response of the server has queued in NIO (this one's writes count in it until NIO is done).
+  private let queued: QueuedBytes
   private var head: HTTPResponseHead?
   /// Writes not yet known to have reached the socket, oldest first, with their sizes.
   private var inFlight: [(future: EventLoopFuture<Void>, bytes: Int)] = []
@@ -45,28 +49,20 @@ final class ProxyBodyWriter: @unchecked Sendable {
   /// The connection's event loop.
   var eventLoop: any EventLoop { channel.eventLoop }
 
-  init(channel: any Channel, head: HTTPResponseHead) {
+  init(channel: any Channel, head: HTTPResponseHead, queued: QueuedBytes) {
     self.channel = channel
     self.head = head
+    self.queued = queued
   }
 
   func write(_ buffer: ByteBuffer, endingResponse: Bool = false) async throws {
     try await write(contentsOf: CollectionOfOne(buffer), endingResponse: endingResponse)
   }
 
-  /// Writes `buffer` as `write(_:endingResponse:)` does, and hands it to `recycle` once NIO is done with it
-  /// (written to the socket, or dropped with the connection), not before: a pool reusing it then writes into
-  /// storage nothing else holds.
-  func write(
-    _ buffer: ByteBuffer, endingResponse: Bool, recycle: @escaping @Sendable (ByteBuffer) -> Void
-  ) async throws {
-    guard let written = writeNow(buffer, endingResponse: endingResponse, recycle: recycle) else { return }
-    try await pace(written, bytes: buffer.readableBytes)
-  }
-
-  /// Hands `buffer` to NIO without waiting, as `write(_:endingResponse:recycle:)` does (the end of the response
-  /// with it if `endingResponse`); returns the future of the write, or nil when there was nothing to send (then
-  /// `recycle` has run).
+  /// Hands `buffer` to NIO without waiting (the end of the response with it if `endingResponse`), and hands it
+  /// to `recycle` once NIO is done with it (written to the socket, or dropped with the connection), not before:
+  /// a pool reusing it then writes into storage nothing else holds. Returns the future of the write, or nil when
+  /// there was nothing to send (then `recycle` has run).
   @discardableResult
   func writeNow(
     _ buffer: ByteBuffer, endingResponse: Bool, recycle: @escaping @Sendable (ByteBuffer) -> Void
@@ -75,8 +71,28 @@ final class ProxyBodyWriter: @unchecked Sendable {
       recycle(buffer)
       return nil
     }
-    written.whenComplete { _ in recycle(buffer) }
+    // Given back on the loop's next turn: when the write's promise completes, NIO is still holding the buffer
+    // (the write it just finished, the vector of the `writev`), and the pool's next read into a buffer held
+    // elsewhere would copy it to a new allocation.
+    let loop = channel.eventLoop
+    written.whenComplete { _ in loop.execute { recycle(buffer) } }
     return written
+  }
+
+  /// Writes a piece of an object, paced as `write(_:endingResponse:)` is: a buffer read from the cache (handed to
+  /// `recycle` once NIO is done with it, as `writeNow` does) or an origin response's buffers. The piece is taken
+  /// over and let go before the wait for the socket, so that NIO holds the last reference to the buffer.
+  func write(
+    _ piece: consuming CachedPiece, endingResponse: Bool, recycle: @escaping @Sendable (ByteBuffer) -> Void
+  ) async throws {
+    let size = piece.count
+    let written: EventLoopFuture<Void>?
+    switch consume piece {
+    case .disk(let buffer): written = writeNow(buffer, endingResponse: endingResponse, recycle: recycle)
+    case .origin(let buffers): written = enqueue(buffers, endingResponse: endingResponse)
+    }
+    guard let written else { return }
+    try await pace(written, bytes: size)
   }
 
   /// Writes the buffers with one flush, and the end of the response with them if `endingResponse`.
@@ -96,27 +112,34 @@ final class ProxyBodyWriter: @unchecked Sendable {
       parts.append(.head(head))
       self.head = nil
     }
+    var count = 0
     for buffer in buffers where buffer.readableBytes > 0 {
       parts.append(.body(.byteBuffer(buffer)))
-      bodyBytes += buffer.readableBytes
+      count += buffer.readableBytes
     }
+    bodyBytes += count
     if endingResponse {
       parts.append(.end(nil))
       ended = true
     }
     if parts.isEmpty { return nil }
     let written = send(parts)
+    if count > 0 {
+      queued.add(count)
+      written.whenComplete { [queued, count] _ in queued.remove(count) }
+    }
     if ended { last = written }
     return written
   }
 
-  /// Notes a write of `size` bytes in flight, then waits while more than `maxBytesInFlight` are (the oldest
-  /// first). The write that ended the response is not waited for (`finish` returns it).
+  /// Notes a write of `size` bytes in flight, then waits while more than `maxBytesInFlight` are, or while any
+  /// is and the server's responses hold more than their bound (the oldest first). The write that ended the
+  /// response is not waited for (`finish` returns it).
   private func pace(_ written: EventLoopFuture<Void>, bytes size: Int) async throws {
     if ended { return }
     inFlight.append((written, size))
     bytesInFlight += size
-    while bytesInFlight > Self.maxBytesInFlight, !inFlight.isEmpty {
+    while bytesInFlight > Self.maxBytesInFlight || queued.isOver, !inFlight.isEmpty {
       let (oldest, size) = inFlight.removeFirst()
       bytesInFlight -= size
       try await oldest.get()

@@ -43,6 +43,12 @@ public final class ProxyServer: Sendable {
     /// about this much. Default 8 MiB: at 256 connections asking 1 MiB ranges, 16 MiB let the peak RSS reach
     /// 81–104 MiB and 8 MiB held it at 66–72, with the same requests per second (docs/PERFORMANCE.md).
     public var hitBytesInFlight: Int64 = 8 << 20
+    /// Body bytes handed to NIO and not yet taken by the sockets, across all responses, past which a streamed
+    /// response keeps none of its own waiting (0: no bound). Below it, each response lets up to 2 MiB wait, so
+    /// its socket stays fed while the next piece is read; past it, each waits until its socket has taken its
+    /// bytes before it reads the next piece: a client that stops reading then holds one piece (at most a
+    /// chunk), and nobody waits for another's client. Default 16 MiB (docs/PERFORMANCE.md).
+    public var queuedResponseBytes = 16 << 20
     /// The most client connections an event loop may serve and still answer cache hits itself, from the page
     /// cache without waiting for the disk (0: never; past it, hits are read on the I/O executor); up to twice
     /// as many while the proxy serves at most this many per loop in all (the kernel spreads new connections
@@ -124,6 +130,8 @@ public final class ProxyServer: Sendable {
   fileprivate let listening = Mutex<Endpoint?>(nil)
   /// Shares of `Configuration.hitBytesInFlight` (nil: no bound).
   let hitBudget: ReadBudget?
+  /// The bytes all responses have queued in NIO (`Configuration.queuedResponseBytes`).
+  let queuedBytes: QueuedBytes
   /// One line per request (`Configuration.logger` at `info`).
   let accessLog: AccessLog
   /// The reverse-proxy mode's mappings; nil in the forward mode.
@@ -162,6 +170,7 @@ public final class ProxyServer: Sendable {
     self.hitCacheStatus = "\(name); hit"
     self.hitBudget =
       configuration.hitBytesInFlight > 0 ? ReadBudget(limit: configuration.hitBytesInFlight) : nil
+    self.queuedBytes = QueuedBytes(limit: configuration.queuedResponseBytes)
   }
 
   /// Serves until the calling task is cancelled or, when `shutdownSignals` is not empty, one of them arrives

@@ -29,12 +29,12 @@ struct MediaCacheCommand: AsyncParsableCommand {
       StatsCommand.self,
     ])
 
-  /// Parses the arguments and runs the command. The proxy's allocator settings (`ProxyCommand.tuneAllocator`)
+  /// Parses the arguments and runs the command. The proxy's allocator settings (`ProxyAllocator.tune`)
   /// are made here, on the main thread before the first `await`: by `run()` a thread of Swift's pool already
   /// runs, and glibc has given it an arena of its own that `M_ARENA_MAX` no longer takes back.
   @MainActor static func main() async {
     if CommandLine.arguments.dropFirst().first == ProxyCommand.configuration.commandName {
-      ProxyCommand.tuneAllocator()
+      ProxyAllocator.tune()
     }
     await main(nil)
   }

@@ -245,6 +245,7 @@ struct ProxyCommand: AsyncParsableCommand {
       // The libraries' swift-metrics go to the same registry as the proxy's own: one /metrics for both.
       serverConfiguration.metricsRegistry = ProxyMetrics.bootstrapGlobal()
       let server = ProxyServer(reader: reader, configuration: serverConfiguration)
+      ProxyAllocator.startGivingBack(logger: serverConfiguration.logger)
       if !["127.0.0.1", "::1", "localhost"].contains(host) {
         FileHandle.standardError.write(
           Data(
@@ -266,30 +267,6 @@ struct ProxyCommand: AsyncParsableCommand {
       await reader.cache.closing.waitForAll()
       try? await reader.client.shutdown()
     }
-  }
-
-  /// Every chunk served passes through a few 1 MiB buffers that are freed right after. glibc's defaults give
-  /// such blocks their own mmap and return freed memory to the kernel at once, so each chunk costs fresh page
-  /// faults and an madvise: measured, that halved the proxy's cached throughput (tools/bench proxy). Keeping
-  /// 1 MiB blocks in one heap lets the buffers be reused; one arena keeps the memory held for reuse from
-  /// multiplying by thread count (made before the first thread starts: `MediaCacheCommand.main`; a thread that
-  /// has made an arena keeps it). Up to 4 MiB free at the heap's top is kept: 16 MiB (tried first) added
-  /// 10-15 MiB to the peak RSS of a cold 1 GiB stream for no measurable speed.
-  static func tuneAllocator() {
-    #if canImport(Glibc)
-      // Settings given to glibc at exec (GLIBC_TUNABLES=glibc.malloc...) take precedence over these defaults.
-      if ProcessInfo.processInfo.environment["GLIBC_TUNABLES"] != nil { return }
-      // <malloc.h> is not part of Swift's Glibc module: look the function up, with its documented constants.
-      typealias MallocOption = @convention(c) (Int32, Int32) -> Int32
-      guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "mallopt") else { return }
-      let mallopt = unsafeBitCast(symbol, to: MallocOption.self)
-      let trimThreshold: Int32 = -1  // M_TRIM_THRESHOLD
-      let mmapThreshold: Int32 = -3  // M_MMAP_THRESHOLD
-      let arenaMax: Int32 = -8  // M_ARENA_MAX
-      _ = mallopt(mmapThreshold, 4 << 20)
-      _ = mallopt(trimThreshold, 4 << 20)
-      _ = mallopt(arenaMax, 1)
-    #endif
   }
 }
 

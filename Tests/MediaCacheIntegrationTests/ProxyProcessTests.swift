@@ -219,7 +219,7 @@ struct ProxyProcess {
     #expect(await proxy.stop().status == 0)
   }
 
-  /// The proxy's threads share glibc's main arena (`ProxyCommand.tuneAllocator`, set before the first thread
+  /// The proxy's threads share glibc's main arena (`ProxyAllocator.tune`, set before the first thread
   /// starts): no arena heap of their own (a 64 MiB-aligned mapping of 64 MiB, read-write then reserved) after
   /// objects were fetched and served by every kind of thread. Made from `run()`, the settings came after a
   /// thread of Swift's pool had made its arena; this test found that arena there.

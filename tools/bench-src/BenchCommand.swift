@@ -30,7 +30,7 @@ struct BenchCommand: AsyncParsableCommand {
       MakeBigTreeCommand.self, FsckPassCommand.self, RunRSSCommand.self, DiskCommand.self, TreeCommand.self,
       RowCommand.self, TableCommand.self, FloorServerCommand.self, FanoutCommand.self, PlayScriptCommand.self,
       DelayRelayCommand.self, DumpExampleManifestCommand.self, ServeFloorCommand.self, FeedCommand.self,
-      MissFloorCommand.self,
+      MissFloorCommand.self, StallCommand.self,
     ])
 
   static func main() async { await main(usageStatus: 2) }

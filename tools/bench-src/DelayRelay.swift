@@ -16,7 +16,8 @@ import Foundation
   import Darwin
 #endif
 
-private func tcpSocket() throws -> Int32 {
+/// A new TCP socket (IPv4).
+func tcpSocket() throws -> Int32 {
   #if os(Linux)
     let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
   #else

@@ -55,28 +55,11 @@ struct RawResponse: Sendable {
 func rawGet(_ target: RawTarget, range: String? = nil, limit: Int64 = .max) throws -> RawResponse {
   let clock = ContinuousClock()
   let start = clock.now
-  #if os(Linux)
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-  #else
-    let fd = socket(AF_INET, SOCK_STREAM, 0)
-  #endif
-  guard fd >= 0 else { throw BenchError("socket: \(errnoText())") }
+  let fd = try connectedSocket(target)
   defer { close(fd) }
   // A stuck server fails the case instead of hanging the suite.
   var timeout = timeval(tv_sec: 120, tv_usec: 0)
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-  var address = sockaddr_in()
-  address.sin_family = sa_family_t(AF_INET)
-  address.sin_port = target.port.bigEndian
-  guard inet_pton(AF_INET, target.host, &address.sin_addr) == 1 else {
-    throw BenchError("not an IPv4 address: '\(target.host)'")
-  }
-  let connected = withUnsafePointer(to: &address) {
-    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-      connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-    }
-  }
-  guard connected == 0 else { throw BenchError("connect to \(target.host):\(target.port): \(errnoText())") }
   var request = "GET \(target.path) HTTP/1.1\r\nHost: \(target.host):\(target.port)\r\nConnection: close\r\n"
   if let range { request += "Range: \(range)\r\n" }
   request += "\r\n"
@@ -127,6 +110,32 @@ func rawGet(_ target: RawTarget, range: String? = nil, limit: Int64 = .max) thro
     throw BenchError("\(target.path): body ended after \(received) of \(contentLength) bytes")
   }
   return response
+}
+
+/// A socket connected to `target`, its receive buffer set to `receiveBuffer` bytes first if given (before the
+/// connect, so that the window it offers is that small).
+func connectedSocket(_ target: RawTarget, receiveBuffer: Int32? = nil) throws -> Int32 {
+  let fd = try tcpSocket()
+  if var size = receiveBuffer {
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+  }
+  var address = sockaddr_in()
+  address.sin_family = sa_family_t(AF_INET)
+  address.sin_port = target.port.bigEndian
+  guard inet_pton(AF_INET, target.host, &address.sin_addr) == 1 else {
+    close(fd)
+    throw BenchError("not an IPv4 address: '\(target.host)'")
+  }
+  let connected = withUnsafePointer(to: &address) {
+    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+      connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+    }
+  }
+  guard connected == 0 else {
+    close(fd)
+    throw BenchError("connect to \(target.host):\(target.port): \(errnoText())")
+  }
+  return fd
 }
 
 /// The index just past the blank line that ends a response head, if it has arrived.

@@ -1,0 +1,32 @@
+import Synchronization
+
+/// Body bytes the proxy's responses have handed to NIO and their sockets have not taken yet, summed over every
+/// response of a server, with the bound past which a streamed response keeps none of its own waiting
+/// (`ProxyServer.Configuration.queuedResponseBytes`).
+///
+/// Each response's writer (`ProxyBodyWriter`) lets up to `ProxyBodyWriter.maxBytesInFlight` of its writes wait
+/// in NIO, so that the socket stays fed while the next piece is read. That is per response: 64 clients that stop
+/// reading (paused players, a client process starved of CPU) held ~150 MiB between them, and glibc kept the
+/// memory after they were gone. Past this bound a response's write returns only once its own bytes reached the
+/// socket, so the next piece is read only then: each such response holds one piece (at most a chunk), and the
+/// sum stays about the bound plus a piece per connection. Nobody waits for another response's client: a write
+/// waits only for its own socket, and a paused player's bytes cost the others only their pipelining.
+final class QueuedBytes: Sendable {
+  /// The bound, bytes (0: none).
+  let limit: Int
+  private let queued = Atomic<Int>(0)
+
+  init(limit: Int) { self.limit = max(0, limit) }
+
+  /// Bytes queued now.
+  var count: Int { queued.load(ordering: .relaxed) }
+
+  /// Whether the responses hold more than the bound now.
+  var isOver: Bool { limit > 0 && queued.load(ordering: .relaxed) > limit }
+
+  /// Counts `bytes` handed to NIO.
+  func add(_ bytes: Int) { queued.add(bytes, ordering: .relaxed) }
+
+  /// Counts `bytes` out: NIO wrote them to the socket, or dropped them with the connection.
+  func remove(_ bytes: Int) { queued.subtract(bytes, ordering: .relaxed) }
+}

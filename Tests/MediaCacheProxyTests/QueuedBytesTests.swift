@@ -1,0 +1,127 @@
+import MediaCacheHTTP
+import NIOCore
+import NIOEmbedded
+import NIOHTTP1
+import Synchronization
+import Testing
+
+@testable import MediaCacheProxy
+
+/// Keeps the promises of the writes that reach it (nothing goes further), so that a test decides when a
+/// response's "socket" takes its bytes. Counts the body bytes; keeps no reference to them. Used on its channel's
+/// loop only.
+private final class HeldWrites: ChannelOutboundHandler, @unchecked Sendable {
+  typealias OutboundIn = HTTPServerResponsePart
+  private var promises: [EventLoopPromise<Void>] = []
+  private(set) var bodyBytes = 0
+
+  func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+    if case .body(.byteBuffer(let buffer)) = unwrapOutboundIn(data) { bodyBytes += buffer.readableBytes }
+    if let promise { promises.append(promise) }
+  }
+
+  func flush(context: ChannelHandlerContext) {}
+
+  /// Completes every write held so far.
+  func complete(_ result: Result<Void, any Error>) {
+    let held = promises
+    promises = []
+    for promise in held { promise.completeWith(result) }
+  }
+}
+
+/// A response's writer against the bound on what all responses hold in NIO (`QueuedBytes`).
+@Suite struct QueuedBytesTests {
+  static let head = HTTPResponseHead(version: .http1_1, status: .ok)
+
+  static func bytes(_ count: Int) -> ByteBuffer { ByteBuffer(repeating: 7, count: count) }
+
+  /// Waits until `condition` holds (up to 10 s).
+  static func waitUntil(_ condition: () async -> Bool) async throws -> Bool {
+    for _ in 0..<1000 {
+      if await condition() { return true }
+      try await Task.sleep(for: .milliseconds(10))
+    }
+    return false
+  }
+
+  @Test(.timeLimit(.minutes(1))) func aWriteWaitsForItsOwnBytesOnlyWhileTheResponsesHoldMoreThanTheirBound()
+    async throws
+  {
+    let queued = QueuedBytes(limit: 1 << 20)
+    let heldA = HeldWrites()
+    let heldB = HeldWrites()
+    let a = await NIOAsyncTestingChannel(handler: heldA)
+    let b = await NIOAsyncTestingChannel(handler: heldB)
+    let writerA = ProxyBodyWriter(channel: a, head: Self.head, queued: queued)
+    let writerB = ProxyBodyWriter(channel: b, head: Self.head, queued: queued)
+
+    // Under the bound a write returns while its bytes still wait in NIO (the socket stays fed).
+    try await writerA.write(Self.bytes(256 << 10))
+    #expect(queued.count == 256 << 10)
+    try await a.testingEventLoop.executeInContext { heldA.complete(.success(())) }
+    #expect(queued.count == 0)
+
+    // Another response's client stops reading: 1.5 MiB of it wait, more than the bound.
+    for _ in 0..<3 { writerB.writeNow(Self.bytes(512 << 10), endingResponse: false) { _ in } }
+    #expect(queued.count == 3 * (512 << 10))
+    #expect(queued.isOver)
+
+    // Now a write returns only once its own bytes have been taken...
+    let returned = Atomic<Bool>(false)
+    let task = Task {
+      try await writerA.write(Self.bytes(256 << 10))
+      returned.store(true, ordering: .relaxed)
+    }
+    let arrived = try await Self.waitUntil {
+      await (try? a.testingEventLoop.executeInContext { heldA.bodyBytes }) == 512 << 10
+    }
+    #expect(arrived)
+    try await Task.sleep(for: .milliseconds(100))
+    let early = returned.load(ordering: .relaxed)
+    #expect(!early, "a write returned while over the bound with its bytes untaken")
+    // ... and not later: the other response's bytes are still held.
+    try await a.testingEventLoop.executeInContext { heldA.complete(.success(())) }
+    try await task.value
+    let done = returned.load(ordering: .relaxed)
+    #expect(done)
+    #expect(queued.count == 3 * (512 << 10))
+
+    // That client reads again: under the bound, writes return at once again.
+    try await b.testingEventLoop.executeInContext { heldB.complete(.success(())) }
+    #expect(queued.count == 0)
+    try await writerA.write(Self.bytes(256 << 10))
+    #expect(queued.count == 256 << 10)
+    // Bytes dropped with their connection count out as well.
+    try await a.testingEventLoop.executeInContext {
+      heldA.complete(.failure(ChannelError.ioOnClosedChannel))
+    }
+    #expect(queued.count == 0)
+  }
+
+  @Test func aPieceFromTheCacheIsRecycledWithNoOtherReferenceLeft() async throws {
+    // A pool's next read into a buffer still held elsewhere would copy it to a new allocation (NIO's copy on
+    // write): the writer lets go of the piece before it waits, and gives the buffer back after NIO let go.
+    let held = HeldWrites()
+    let channel = await NIOAsyncTestingChannel(handler: held)
+    let writer = ProxyBodyWriter(channel: channel, head: Self.head, queued: QueuedBytes(limit: 0))
+    let recycled = Mutex<[ByteBuffer]>([])
+    let piece = {
+      var buffer = Self.bytes(1 << 20)
+      buffer.moveReaderIndex(forwardBy: 100)  // a piece is the part of the read buffer the range asked for
+      return buffer
+    }()
+    let storage = piece.withVeryUnsafeBytes { UInt(bitPattern: $0.baseAddress) }
+    try await writer.write(
+      CachedPiece.disk(consume piece), endingResponse: false,
+      recycle: { buffer in recycled.withLock { $0.append(buffer) } })
+    try await channel.testingEventLoop.executeInContext { held.complete(.success(())) }
+    await channel.testingEventLoop.run()  // the loop's next turn, where the buffer is given back
+    let given = recycled.withLock { $0.count == 1 }
+    #expect(given)
+    var buffer = recycled.withLock { $0.removeFirst() }
+    buffer.clear()
+    let after = buffer.withVeryUnsafeBytes { UInt(bitPattern: $0.baseAddress) }
+    #expect(after == storage, "the recycled buffer was still shared: clearing it allocated new storage")
+  }
+}
