@@ -12,9 +12,11 @@ import Synchronization
 /// buffers); larger reads get buffers of at least their chunks' whole extent (so that any read of them fits),
 /// `largeKept` of them kept: every buffer kept is memory held for good.
 ///
-/// A buffer given back may still be queued in NIO, on its way to a socket: its storage is then shared, and the
-/// next write into it copies it to new storage first (NIO's copy on write), which is what a fresh allocation
-/// costs anyway. The oldest buffer is taken first, the one most likely to be free by then.
+/// A buffer given back while something else still holds it (NIO, a closure, a piece kept by its reader) has
+/// shared storage, and the next read into it allocates new storage first (NIO's copy on write), which is what
+/// a fresh allocation costs anyway, while the old storage lives on. So consumers give buffers back once nothing
+/// else holds them (the proxy: `ReturningBuffer`, after NIO wrote them). The oldest buffer is taken first, the
+/// one most likely to be free by then.
 final class ByteBufferPool: Sendable {
   /// Free large buffers kept.
   let largeKept: Int

@@ -164,18 +164,24 @@ final class ProxyConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
         let fields = responder.hitHeaders(hit.cached, partial: hit.partial)
         return Self.responseHead(status: hit.status, headers: fields, version: version, keepAlive: keepAlive)
       }
-      let body = HitBody(
-        buffer: hit.cached.buffer, hold: nil, reader: responder.reader, metrics: responder.metrics)
+      // The closures below hold none of the buffer: it goes back to the pool from `ReturningBuffer` alone.
+      let status = hit.status
+      let bytes = hit.cached.buffer.readableBytes
+      let record = AccessRecord(hit.cached)
+      let returning = ReturningBuffer(hit.cached.buffer)
       let written = context.eventLoop.makePromise(of: Void.self)
       context.write(wrapOutboundOut(.head(responseHead)), promise: nil)
-      context.write(wrapOutboundOut(.body(.byteBuffer(body.buffer))), promise: nil)
+      context.write(wrapOutboundOut(.body(.byteBuffer(hit.cached.buffer))), promise: nil)
       context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: written)
       answeringOnLoop += 1
+      let queued = responder.server.queuedBytes
+      queued.add(bytes)
+      returning.giveBack(after: written.futureResult, on: context.eventLoop) { [reader = responder.reader] in
+        HitBody.sent($0, hold: nil, reader: reader, metrics: responder.metrics)
+      }
       written.futureResult.whenComplete { result in
-        body.sent()
-        logged?.write(
-          to: responder.server.accessLog, status: hit.status, bytes: body.buffer.readableBytes,
-          record: AccessRecord(hit.cached))
+        queued.remove(bytes)
+        logged?.write(to: responder.server.accessLog, status: status, bytes: bytes, record: record)
         bound.value.handler.answeringOnLoop -= 1
         bound.value.handler.responseEnded(
           bound.value.context, request: number, keepAlive: keepAlive, written: result)

@@ -122,23 +122,26 @@ struct HitBody: Sendable {
   let metrics: ProxyMetrics
 
   /// Hands the buffer and the end of the response to `writer` without waiting. Once NIO is done with the
-  /// buffer it goes back to the reader's pool (reused while still queued, it would be copied on write), the
+  /// buffer it goes back to the reader's pool (reused while still held, it would be copied on write), the
   /// hold is given back, and the response counted as ended; the hold is given back after
   /// `HitBudgetHold.longest` in any case.
   func send(through writer: ProxyBodyWriter) {
     let timer = hold.map { hold in
       writer.eventLoop.scheduleTask(in: HitBudgetHold.longest) { hold.release() }
     }
-    writer.writeNow(buffer, endingResponse: true) { [self] _ in
+    // The closure gets the buffer back as its argument: it holds none itself.
+    writer.writeNow(buffer, endingResponse: true) { [hold, reader, metrics] buffer in
       timer?.cancel()
-      sent()
+      Self.sent(buffer, hold: hold, reader: reader, metrics: metrics)
     }
   }
 
-  /// What follows once NIO is done with the buffer (written to the socket, or dropped with the connection): the
+  /// What follows once NIO is done with `buffer` (written to the socket, or dropped with the connection): the
   /// buffer goes back to the reader's pool, the hold (if any) is given back, and the response counts as ended.
-  /// For a caller that writes `buffer` itself (a hit answered on its event loop, which holds no share).
-  func sent() {
+  /// For a caller that writes the buffer itself too (a hit answered on its event loop, which holds no share).
+  static func sent(
+    _ buffer: consuming ByteBuffer, hold: HitBudgetHold?, reader: CachingReader, metrics: ProxyMetrics
+  ) {
     hold?.release()
     reader.recycle(buffer)
     metrics.responseEnded()

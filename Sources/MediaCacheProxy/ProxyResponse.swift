@@ -71,11 +71,10 @@ final class ProxyBodyWriter: @unchecked Sendable {
       recycle(buffer)
       return nil
     }
-    // Given back on the loop's next turn: when the write's promise completes, NIO is still holding the buffer
-    // (the write it just finished, the vector of the `writev`), and the pool's next read into a buffer held
-    // elsewhere would copy it to a new allocation.
-    let loop = channel.eventLoop
-    written.whenComplete { _ in loop.execute { recycle(buffer) } }
+    // Given back on the loop's next turn (when the write's promise completes, NIO's write path still holds the
+    // buffer), by a closure that holds no copy of it: the pool's next read into a buffer held elsewhere would
+    // copy it to a new allocation.
+    ReturningBuffer(buffer).giveBack(after: written, on: channel.eventLoop, to: recycle)
     return written
   }
 

@@ -47,7 +47,7 @@ public final class ProxyServer: Sendable {
     /// response keeps none of its own waiting (0: no bound). Below it, each response lets up to 2 MiB wait, so
     /// its socket stays fed while the next piece is read; past it, each waits until its socket has taken its
     /// bytes before it reads the next piece: a client that stops reading then holds one piece (at most a
-    /// chunk), and nobody waits for another's client. Default 16 MiB (docs/PERFORMANCE.md).
+    /// chunk), and no write waits for another response's socket. Default 16 MiB (docs/PERFORMANCE.md).
     public var queuedResponseBytes = 16 << 20
     /// The most client connections an event loop may serve and still answer cache hits itself, from the page
     /// cache without waiting for the disk (0: never; past it, hits are read on the I/O executor); up to twice

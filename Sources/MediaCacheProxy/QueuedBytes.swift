@@ -9,8 +9,10 @@ import Synchronization
 /// reading (paused players, a client process starved of CPU) held ~150 MiB between them, and glibc kept the
 /// memory after they were gone. Past this bound a response's write returns only once its own bytes reached the
 /// socket, so the next piece is read only then: each such response holds one piece (at most a chunk), and the
-/// sum stays about the bound plus a piece per connection. Nobody waits for another response's client: a write
-/// waits only for its own socket, and a paused player's bytes cost the others only their pipelining.
+/// sum stays about the bound plus a piece per connection. No write waits for another response's socket, and a
+/// paused player's bytes cost the others their pipelining. (A response waiting for its socket still holds its
+/// piece's share of the read budget, `CachingReader.Configuration.cacheReadBudget`, as it did before.) A hit
+/// answered on its event loop counts too, though it is never paced: it is one write of at most 2 MiB.
 final class QueuedBytes: Sendable {
   /// The bound, bytes (0: none).
   let limit: Int

@@ -2,7 +2,8 @@
 // whose process is starved of CPU, and whether it gives that memory back once they are gone.
 //
 //   mediacache-bench stall --url URL --clients N --pid PID [--seconds S] [--after A]
-//       Opens N connections (each with a 64 KiB receive buffer), sends each a GET of URL and reads nothing for
+//       Opens N connections (each asking for a 64 KiB receive buffer, which Linux doubles), sends each a GET
+//       of URL and reads nothing for
 //       S seconds (default 5), sampling the server's resident size (/proc/PID/status) every 100 ms; then closes
 //       them all and waits A seconds (default 12). Prints one line:
 //       "stall: clients N, RSS before X MiB, peak Y MiB while stalled, Z MiB A s after they left".
