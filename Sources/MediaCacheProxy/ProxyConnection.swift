@@ -176,10 +176,13 @@ final class ProxyConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
       answeringOnLoop += 1
       let queued = responder.server.queuedBytes
       queued.add(bytes)
-      returning.giveBack(after: written.futureResult, on: context.eventLoop) { [reader = responder.reader] in
-        HitBody.sent($0, hold: nil, reader: reader, metrics: responder.metrics)
-      }
       written.futureResult.whenComplete { result in
+        // At once, not on the loop's next turn as `ProxyBodyWriter.writeNow` does: a loop answering hits as fast
+        // as it can would queue a task per hit, each holding its buffer (measured: the peak RSS of the serving
+        // rounds went from 56-60 to 106-112 MiB).
+        if let buffer = returning.take() {
+          HitBody.sent(buffer, hold: nil, reader: responder.reader, metrics: responder.metrics)
+        }
         queued.remove(bytes)
         logged?.write(to: responder.server.accessLog, status: status, bytes: bytes, record: record)
         bound.value.handler.answeringOnLoop -= 1
