@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import MediaCache
 
 #if canImport(Glibc)
   import Glibc
@@ -49,6 +50,8 @@ enum ProxyAllocator {
       guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "malloc_trim") else { return }
       let trim = unsafeBitCast(symbol, to: MallocTrim.self)
       let thread = Thread {
+        // Named from the thread itself (Foundation's `Thread.name` can miss the system on Linux; `IOExecutor`).
+        nameCurrentThread("mediacache.trim")
         var schedule = HeapTrimSchedule()
         // The first look is at once: the level before any request is the one a burst is measured from.
         var first = true
@@ -70,7 +73,6 @@ enum ProxyAllocator {
             ])
         }
       }
-      thread.name = "mediacache.trim"
       thread.stackSize = 256 << 10
       thread.start()
     #endif
