@@ -213,12 +213,17 @@ public final class CachedBytes: AsyncSequence, Sendable {
     /// bytes read from disk (`CachingReader.Configuration.cacheReadBudget`) until the next call, so ask for the
     /// next piece once this one is written.
     public mutating func nextPiece() async throws -> CachedPiece? { try await cursor.next() }
-    /// `nextPiece()` for a consumer that gives a piece's buffer back itself (`CachingReader.recycle(_:)`) once
-    /// it is done with it: the proxy, once NIO has written it to the socket. (`nextPiece()` takes it back at
-    /// the next call, when a writer may still hold it, and a pool's next write into it would copy it first.)
-    package mutating func nextOwnedPiece() async throws -> CachedPiece? {
-      let piece = try await cursor.next()
-      cursor.disownLastBuffer()
+    /// `nextPiece()` for a consumer that takes each piece whole: it gives the piece's buffer back itself
+    /// (`CachingReader.recycle(_:)`) once it is done with it (the proxy, once NIO has written it to the socket;
+    /// `nextPiece()` takes it back at the next call, when a writer may still hold it, and a pool's next write
+    /// into it would copy it first), and the piece's share of the read budget is given back at once, so the
+    /// consumer bounds what it holds itself (the proxy: `QueuedBytes`). A consumer that waits on a slow client
+    /// then holds no budget that other readers wait for.
+    /// A piece is at most `limit` bytes (a chunk's worth at the most): a consumer that holds pieces for slow
+    /// clients asks for small ones while it holds many.
+    package mutating func nextOwnedPiece(atMost limit: Int = .max) async throws -> CachedPiece? {
+      let piece = try await cursor.next(atMost: limit)
+      cursor.disownLastPiece()
       return piece
     }
   }

@@ -24,8 +24,15 @@ final class ReadCursor: @unchecked Sendable {
     self.state = ReadCursorState(range: owner.range, attached: flight != nil)
   }
 
-  /// The caller takes the last piece's buffer (`Iterator.nextOwnedPiece`): it is not given back here.
-  func disownLastBuffer() { lastBuffer = nil }
+  /// The caller takes the last piece whole (`Iterator.nextOwnedPiece`): its buffer is not given back here, and
+  /// its share of the read budget goes back now. The budget bounds reads that run ahead of their consumers; a
+  /// piece handed over is its consumer's memory (the proxy's, bounded by what its responses may queue), and a
+  /// consumer that stops (a paused player that reads nothing) must not keep it from other readers.
+  func disownLastPiece() {
+    lastBuffer = nil
+    owner.session.environment.readBudget.release(heldBudget)
+    heldBudget = 0
+  }
 
   deinit {
     owner.session.environment.readBudget.release(heldBudget)
@@ -44,8 +51,8 @@ final class ReadCursor: @unchecked Sendable {
   /// `FileHandleAssetDataManager.planVerifiedRead`), the buffer's readable bytes set to the range (no copy),
   /// after taking budget for the most the read may need. Bytes in a span (of an incomplete chunk) are read with
   /// the whole span and checked against its CRC, the same way.
-  private func readFromCache(_ range: Range<Int64>, manager: FileHandleAssetDataManager) async throws
-    -> ByteBuffer
+  private func readFromCache(_ range: Range<Int64>, manager: FileHandleAssetDataManager, compact: Bool)
+    async throws -> ByteBuffer
   {
     let budget = owner.session.environment.readBudget
     let pool = owner.session.environment.bufferPool
@@ -54,7 +61,13 @@ final class ReadCursor: @unchecked Sendable {
     do {
       let (buffer, read) = try await IOExecutor.shared.run { () throws -> (ByteBuffer, Int) in
         let plan = try manager.planVerifiedRead(range)
-        return (try pool.readVerified(plan, from: manager, minimumCapacity: extent.count), plan.extent.count)
+        let read = try pool.readVerified(plan, from: manager, minimumCapacity: extent.count)
+        guard compact, read.capacity > 2 * read.readableBytes else { return (read, plan.extent.count) }
+        // The piece's own bytes, verified in `read`, in a buffer of their size; `read` goes back at once.
+        var small = pool.take(capacity: read.readableBytes, minimumCapacity: read.readableBytes)
+        small.writeImmutableBuffer(read)
+        pool.give(read)
+        return (small, plan.extent.count)
       }
       lastBuffer = buffer
       // What the read did not need of the budget goes back at once (blocks instead of whole chunks).
@@ -115,7 +128,10 @@ final class ReadCursor: @unchecked Sendable {
     return .origin([buffer])
   }
 
-  func next() async throws -> CachedPiece? {
+  /// The next piece, of at most `limit` bytes (a chunk's worth at the most whatever the limit). A piece read
+  /// from the cache under a limit smaller than what its read needed (the whole chunks, the first time they are
+  /// verified) is copied into a buffer of its own size, so that a consumer holding it holds no more.
+  func next(atMost limit: Int = .max) async throws -> CachedPiece? {
     let session = owner.session
     let manager = session.manager
     releaseLastPiece()
@@ -149,7 +165,8 @@ final class ReadCursor: @unchecked Sendable {
         if let failure = flight?.failure as? OriginError { throw failure }
         guard try await continueFromOrigin(versionChanged()) else { return nil }
         continue
-      case .readCache(let range):
+      case .readCache(let whole):
+        let range = whole.lowerBound..<(whole.lowerBound + Int64(min(whole.count, max(1, limit))))
         // The flight attached wrote these bytes a moment ago and holds them, or is about to (a miss's first
         // bytes are written before its reader first looks): from memory, without a hop to the I/O executor and
         // a read back. Only for a chunk not complete yet: a flight holds no other in memory.
@@ -160,7 +177,7 @@ final class ReadCursor: @unchecked Sendable {
           break
         }
         do {
-          let buffer = try await readFromCache(range, manager: manager)
+          let buffer = try await readFromCache(range, manager: manager, compact: limit < whole.count)
           if manager.manifest.versionTag != manifest.versionTag {
             releaseLastPiece()  // reset while it was read: look again
             continue
@@ -192,7 +209,7 @@ final class ReadCursor: @unchecked Sendable {
         if let held {
           piece = .memory(held)
         } else {
-          piece = try await current.next(from: state.position, limit: Int(chunkSize))
+          piece = try await current.next(from: state.position, limit: min(Int(chunkSize), max(1, limit)))
         }
       } catch let error as StoreError where error.code == .versionChanged {
         await leaveFlight()

@@ -138,7 +138,7 @@ struct ProxyResponder: Sendable {
     var iterator = bytes.makeAsyncIterator()
     let first: CachedPiece?
     do {
-      first = try await iterator.nextOwnedPiece()
+      first = try await iterator.nextOwnedPiece(atMost: ProxyBodyWriter.pieceLimit(server.queuedBytes))
     } catch let error as OriginError where error.code == .objectChanged && reopened < Self.maxReopens {
       bytes.close()
       metrics.noteReopenedRead()
@@ -171,8 +171,8 @@ struct ProxyResponder: Sendable {
         // known by the byte count (a body of unknown length is marked final after its last piece).
         // Bytes from the origin go out in the response's own buffers, and bytes from the cache in the buffer
         // they were read and CRC-checked in (no copy either way), which goes back to the reader's pool once NIO
-        // has written it. The next piece is asked for once the writer has taken this one (which gives back this
-        // piece's share of the read budget). A one-piece response (a range of at most a chunk from the cache)
+        // has written it. The next piece is asked for once the writer has taken this one (a piece holds no share of
+        // the read budget once it is here: `nextOwnedPiece`). A one-piece response (a range of at most a chunk from the cache)
         // leaves as one write: head, body and end.
         // Each piece is handed over whole (`consume`): while its write waits for the socket, nothing here holds
         // it, so its buffer is the pool's alone once NIO is done (held, the pool's next read into it would copy
@@ -185,7 +185,7 @@ struct ProxyResponder: Sendable {
           let isLast = remaining.map { $0 <= 0 } ?? false
           accounting.update(finished: isLast)
           try await writer.write(consume piece, endingResponse: isLast) { reader.recycle($0) }
-          if !isLast { current = try await pieces.next() }
+          if !isLast { current = try await pieces.next(atMost: writer.pieceLimit) }
         }
         // The read is taken to its end (a nil) even after the last piece: a range that ends inside a chunk
         // leaves the flight to finish that chunk, so it is cached (dropping the read would cancel the flight).
@@ -275,7 +275,9 @@ final class PieceSource: @unchecked Sendable {
   }
   /// The first piece, once (nil after).
   func takeFirst() -> CachedPiece? { first.take() }
-  func next() async throws -> CachedPiece? { try await iterator.nextOwnedPiece() }
+  func next(atMost limit: Int = .max) async throws -> CachedPiece? {
+    try await iterator.nextOwnedPiece(atMost: limit)
+  }
 }
 
 extension RequestedRange {

@@ -10,8 +10,10 @@ import Synchronization
 /// memory after they were gone. Past this bound a response's write returns only once its own bytes reached the
 /// socket, so the next piece is read only then: each such response holds one piece (at most a chunk), and the
 /// sum stays about the bound plus a piece per connection. No write waits for another response's socket, and a
-/// paused player's bytes cost the others their pipelining. (A response waiting for its socket still holds its
-/// piece's share of the read budget, `CachingReader.Configuration.cacheReadBudget`, as it did before.) A hit
+/// paused player's bytes cost the others their pipelining. A piece holds no share of the read budget
+/// (`CachingReader.Configuration.cacheReadBudget`) once the response has it (`nextOwnedPiece`): until
+/// 2026-12-05 it held it while its write waited, and 64 paused players held the whole budget, so that every
+/// other response read from the cache waited as long as they stayed paused. A hit
 /// answered on its event loop counts too, though it is never paced: it is one write of at most 2 MiB.
 final class QueuedBytes: Sendable {
   /// The bound, bytes (0: none).
