@@ -42,6 +42,16 @@ final class ProxyConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
   private var requestCount = 0
   /// The proxy is stopping: close after the response in progress.
   private var quiescing = false
+  /// A response that ends the connection was started (the request asked for it, or the body ends with the
+  /// connection): a request pipelined after it is not answered. (NIO's pipelining handler hands the next
+  /// request over once a response's end is written, whatever the response said: answered, it would go out
+  /// after a body that the connection's end delimits, as part of that body.)
+  private var closing = false
+  /// A complete request not answered yet because the socket was full when it came (NIO's pipelining handler
+  /// hands the next request over as soon as the last response's end is written, not once the client read it):
+  /// answered once the channel is writable again, so that a client that pipelines requests and reads nothing
+  /// makes the proxy queue no more than NIO's high-water mark and one response.
+  private var parked: (head: HTTPRequestHead, request: ProxyRequest)?
 
   init(
     responder: ProxyResponder, clientTimeout: TimeAmount, connections: ProxyConnections,
@@ -68,6 +78,7 @@ final class ProxyConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
   }
 
   func channelInactive(context: ChannelHandlerContext) {
+    parked = nil
     idleDeadline = nil
     idleTimer?.cancel()
     idleTimer = nil
@@ -104,8 +115,22 @@ final class ProxyConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
       var request = ProxyRequest(head: head)
       (request.body, request.bodyTooLarge) = (body, bodyTooLarge)
       (body, bodyTooLarge) = (ByteBuffer(), false)
+      // After a response that ends the connection, or while the proxy stops: not answered (the connection
+      // closes once the response in progress has reached the socket).
+      if closing || quiescing { return }
+      guard context.channel.isWritable else {
+        parked = (head, request)
+        return
+      }
       respond(to: head, request, context)
     }
+  }
+
+  func channelWritabilityChanged(context: ChannelHandlerContext) {
+    if context.channel.isWritable, let (head, request) = parked.take(), !closing, !quiescing {
+      respond(to: head, request, context)
+    }
+    context.fireChannelWritabilityChanged()
   }
 
   func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
@@ -143,6 +168,7 @@ final class ProxyConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
   }
 
   private func respond(to head: HTTPRequestHead, _ request: ProxyRequest, _ context: ChannelHandlerContext) {
+    if !head.isKeepAlive { closing = true }
     requestCount += 1
     let number = requestCount
     let bound = NIOLoopBound(ResponseEnd(handler: self, context: context), eventLoop: context.eventLoop)
@@ -205,10 +231,15 @@ final class ProxyConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
     let connections = self.connections
     // The task runs on the I/O executor: a hit's reads of the cache are made inline on its thread, not handed
     // from Swift's pool to an I/O thread and back (two thread wake-ups per piece).
+    // Called, before the head is written, when the response ends the connection after all (a body of unknown
+    // length to an HTTP/1.0 client): on the loop, so before the head and the end it writes afterwards.
+    let endsConnection: @Sendable () -> Void = {
+      channel.eventLoop.execute { bound.value.handler.closing = true }
+    }
     responding = Task(executorPreference: IOExecutor.shared) {
       let answered = await ProxyConnectionHandler.answer(
         request, version: head.version, keepAlive: head.isKeepAlive, responder: responder,
-        channel: channel)
+        channel: channel, endsConnection: endsConnection)
       guard let (written, keepAlive, response, writer) = answered else {
         // Cancelled (the client left or the proxy is stopping), or cut mid-body: the status is already sent.
         channel.close(promise: nil)
@@ -233,7 +264,7 @@ final class ProxyConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
   /// it, or nil if the connection must be cut.
   private static func answer(
     _ request: ProxyRequest, version: HTTPVersion, keepAlive: Bool, responder: ProxyResponder,
-    channel: any Channel
+    channel: any Channel, endsConnection: @escaping @Sendable () -> Void
   ) async -> (EventLoopFuture<Void>, keepAlive: Bool, ProxyResponse, ProxyBodyWriter)? {
     // The player's own fields the proxy passes on (`--forward-header`), for every origin request answering
     // this one: its head and its body's.
@@ -242,14 +273,15 @@ final class ProxyConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
     return await OriginClient.$requestCounter.withValue(counter) {
       await OriginClient.$forwardedHeaders.withValue(responder.forwardedHeaders(of: request)) {
         await answerForwarding(
-          request, version: version, keepAlive: keepAlive, responder: responder, channel: channel)
+          request, version: version, keepAlive: keepAlive, responder: responder, channel: channel,
+          endsConnection: endsConnection)
       }
     }
   }
 
   private static func answerForwarding(
     _ request: ProxyRequest, version: HTTPVersion, keepAlive: Bool, responder: ProxyResponder,
-    channel: any Channel
+    channel: any Channel, endsConnection: @Sendable () -> Void
   ) async -> (EventLoopFuture<Void>, keepAlive: Bool, ProxyResponse, ProxyBodyWriter)? {
     var response: ProxyResponse
     do {
@@ -263,6 +295,7 @@ final class ProxyConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
     {
       // HTTP/1.0 has no chunked encoding: a body of unknown length ends with the connection.
       keepAlive = false
+      endsConnection()
     }
     let writer = ProxyBodyWriter(
       channel: channel, head: responseHead(response, version: version, keepAlive: keepAlive),
@@ -290,8 +323,9 @@ final class ProxyConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
       context.close(promise: nil)
       return
     }
-    // A later request already arrived (being read or answered): the connection is not idle.
-    guard number == requestCount, head == nil else { return }
+    // A later request already arrived (being read, waiting for the socket, or answered): the connection is not
+    // idle.
+    guard number == requestCount, head == nil, parked == nil else { return }
     responding = nil
     armIdleTimer(context)
   }

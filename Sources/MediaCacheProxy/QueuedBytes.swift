@@ -14,7 +14,8 @@ import Synchronization
 /// (`CachingReader.Configuration.cacheReadBudget`) once the response has it (`nextOwnedPiece`): until
 /// 2026-12-05 it held it while its write waited, and 64 paused players held the whole budget, so that every
 /// other response read from the cache waited as long as they stayed paused. A hit
-/// answered on its event loop counts too, though it is never paced: it is one write of at most 2 MiB.
+/// answered on its event loop counts too, though it is never paced: it is one write of at most 2 MiB, and a
+/// connection's next request waits while its socket is full (`ProxyConnectionHandler`).
 final class QueuedBytes: Sendable {
   /// The bound, bytes (0: none).
   let limit: Int
