@@ -62,8 +62,12 @@ enum Dashboard {
     var objects: Page
   }
 
+  /// Whether the request asks for the dashboard (`/` without a query, `/dashboard.json` without `?url=`: with
+  /// it, `/dashboard.json` is the display name of a proxied URL, as `ProxyServer.proxyPath(for:)` makes it for
+  /// an origin URL ending so that the path form cannot carry).
   static func isDashboardRequest(_ request: ProxyRequest) -> Bool {
-    (request.path == "/" && request.query == nil) || request.path == "/dashboard.json"
+    (request.path == "/" && request.query == nil)
+      || (request.path == "/dashboard.json" && request.queryValue("url") == nil)
   }
 
   static func response(to request: ProxyRequest, server: ProxyServer) async throws -> ProxyResponse {

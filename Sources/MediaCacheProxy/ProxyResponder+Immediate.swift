@@ -30,7 +30,7 @@ extension ProxyResponder {
   func hitNow(_ request: ProxyRequest, targets: LoopTargetMemo) -> LoopHit? {
     guard request.method == .GET, request.headers[.ifRange] == nil,
       !ConditionalRequest.isConditional(request.headers),
-      server.upstreamMap != nil || !Self.isMetricsRequest(request),
+      server.upstreamMap != nil || !Self.isOwnEndpoint(request),
       let (target, requested) = loopTarget(of: request, in: targets), !live.contains(target.origin),
       let cached = reader.readCachedNow(
         target.origin, objectID: target.objectID, range: requested, maxBytes: Self.immediateMaxBytes,

@@ -37,6 +37,12 @@ extension ProxyResponder {
     return try? upstreams.url(path: path, query: query)
   }
 
+  /// Whether the request asks for one of the proxy's own endpoints (`ownEndpoint`) rather than a proxied URL.
+  static func isOwnEndpoint(_ request: ProxyRequest) -> Bool {
+    isMetricsRequest(request) || PreloadEndpoint.isPreloadRequest(request)
+      || Dashboard.isDashboardRequest(request)
+  }
+
   /// Whether the request asks for the proxy's metrics (`/metrics` without `?url=`).
   static func isMetricsRequest(_ request: ProxyRequest) -> Bool {
     request.path == "/metrics" && (ProxyPathForm.isPathForm(request.path) || request.queryValue("url") == nil)

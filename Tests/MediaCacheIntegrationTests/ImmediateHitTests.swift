@@ -519,4 +519,28 @@ struct ImmediateHitTests {
       }
     }
   #endif
+
+  /// A proxied URL whose query form names it like one of the proxy's own pages (`/dashboard.json?url=…`, for
+  /// an origin URL ending in `dashboard.json` that the path form cannot carry) is the origin's object on every
+  /// path: answered on a loop or in a task, never the dashboard.
+  @Test func aProxiedURLNamedLikeAnOwnPageIsTheObjectOnEveryPath() async throws {
+    try await withReader(linger: .seconds(60)) { reader, origin, _ in
+      let size = 100_000
+      let url = origin.url(.normal, "dashboard.json", size: size)
+      let path = ProxyServer.queryFormPath(for: url)
+      #expect(path.hasPrefix("/dashboard.json?url="))
+      let expected = TestOrigin.bytes(name: "dashboard.json", size: size)
+      let (port, server) = try await startProxy(reader)
+      defer { server.cancel() }
+      // Fetched, read again from the cache (its object then stays open), then a range: a hit on the loop.
+      for range in [nil, nil, "bytes=100-999"] {
+        let response = try await blocking {
+          try rawRequest(port: port, path, headers: range.map { [("Range", $0)] } ?? [])
+        }
+        let want = range == nil ? expected : Array(expected[100..<1000])
+        #expect(response.status == (range == nil ? 200 : 206))
+        #expect(response.body == want, "\(range ?? "whole"): not the object's bytes")
+      }
+    }
+  }
 }
