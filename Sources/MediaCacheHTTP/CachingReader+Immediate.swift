@@ -44,10 +44,12 @@ extension CachingReader {
   /// Nil means "not now", never an error: `read` then does whatever is needed (a fetch, a corrupt chunk
   /// dropped and fetched again, a range not satisfiable). This is the proxy's path for a hit under load: no
   /// task, sequence or cursor per request, no hop between threads. `objectID`, when given, must be
-  /// `cache.objectID(for: url)` (a caller that remembers it saves the hash).
+  /// `cache.objectID(for: url)` (a caller that remembers it saves the hash). `declining` is asked about the
+  /// object's content type before anything is read: true returns nil (a proxy answers playlists otherwise), so
+  /// a hit counted in the cache's metrics is always a hit given.
   package func readCachedNow(
     _ url: String, objectID: ObjectID? = nil, range: RequestedRange, maxBytes: Int,
-    waitingForDisk: Bool = true
+    waitingForDisk: Bool = true, declining: (_ contentType: String?) -> Bool = { _ in false }
   ) -> CachedRange? {
     // (No check of the URL: only `read`, which checks it, opens sessions.)
     guard !waitingForDisk || IOExecutor.isCurrentThreadIO,
@@ -59,7 +61,7 @@ extension CachingReader {
     // Stale bytes are not served from here: `read` revalidates them first.
     let freshness = session.freshness(of: manifest)
     let now = Date()
-    guard freshness.map({ $0.isFresh(at: now) }) ?? true,
+    guard freshness.map({ $0.isFresh(at: now) }) ?? true, !declining(manifest.contentType),
       let bounds = Self.cachedBounds(of: range, in: manifest, maxBytes: maxBytes),
       let length = manifest.contentLength,
       let plan = try? manager.planVerifiedRead(bounds, readingManifest: waitingForDisk),

@@ -34,12 +34,8 @@ extension ProxyResponder {
       let (target, requested) = loopTarget(of: request, in: targets), !live.contains(target.origin),
       let cached = reader.readCachedNow(
         target.origin, objectID: target.objectID, range: requested, maxBytes: Self.immediateMaxBytes,
-        waitingForDisk: false)
+        waitingForDisk: false, declining: { Self.mayBePlaylist(contentType: $0, url: target.origin) })
     else { return nil }
-    guard !Self.mayBePlaylist(contentType: cached.contentType, url: target.origin) else {
-      reader.recycle(cached.buffer)
-      return nil
-    }
     if !target.remembered {
       targets.remember(.init(origin: target.origin, objectID: target.objectID), for: request.uri)
     }

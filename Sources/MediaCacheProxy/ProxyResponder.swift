@@ -57,11 +57,11 @@ struct ProxyResponder: Sendable {
       let bounds = reader.cachedBoundsNow(origin, range: requested, maxBytes: Self.immediateMaxBytes)
     {
       let hold = await HitBudgetHold.acquire(server.hitBudget, for: bounds)
-      if let hit = reader.readCachedNow(origin, range: requested, maxBytes: Self.immediateMaxBytes) {
-        if !Self.mayBePlaylist(contentType: hit.contentType, url: origin) {
-          return immediateResponse(hit, partial: requested != .all, hold: hold)
-        }
-        reader.recycle(hit.buffer)
+      if let hit = reader.readCachedNow(
+        origin, range: requested, maxBytes: Self.immediateMaxBytes,
+        declining: { Self.mayBePlaylist(contentType: $0, url: origin) })
+      {
+        return immediateResponse(hit, partial: requested != .all, hold: hold)
       }
       hold?.release()
     }
