@@ -164,9 +164,9 @@ final class BodyWriter: HTTPClientResponseDelegate, @unchecked Sendable {
       }
       // The head and the first bytes go to the readers from here (no hop to the loop, which hands over nothing
       // yet): a reader waiting for them is resumed from this thread.
-      if case .success = checked {
+      if case .success(let tag) = checked {
         let delivered = if case .success = written { batch } else { [ByteBuffer]() }
-        flight.setHead(parsed.metadata, delivering: delivered, at: parsed.start)
+        flight.setHead(parsed.metadata, delivering: delivered, at: parsed.start, version: tag)
       }
       task.eventLoop.execute { self.headChecked(checked, batch: batch, written: written, task: task) }
       if case .success = written, let prepare { session.manager.prepareForWriting(chunk: prepare) }
@@ -384,7 +384,7 @@ final class BodyWriter: HTTPClientResponseDelegate, @unchecked Sendable {
     batchTimer?.cancel()
     batchTimer = nil
     guard !pending.isEmpty else { return }
-    flight.deliver(pending, at: pendingOffset)
+    flight.deliver(pending, at: pendingOffset, version: versionTag)
     pending = []
     pendingBytes = 0
     handedOver = true

@@ -102,11 +102,7 @@ final class Flight: Sendable {
   private var written: Int64 { writtenHint.load(ordering: .relaxed) }
 
   /// The error the flight ended with, if it failed.
-  var failure: (any Error)? {
-    lock.withLock { inner -> (any Error)? in
-      if case .failure(let error) = inner.state.outcome { error } else { nil }
-    }
-  }
+  var failure: (any Error)? { look { if case .failure(let error) = $0.outcome { error } else { nil } } }
 
   /// See `FlightState.canServe`.
   func canServe(_ position: Int64) -> Bool {
@@ -212,17 +208,24 @@ final class Flight: Sendable {
 
   /// The origin's head, and the bytes that came with it (written to the cache) in the same step, so that a
   /// reader waiting for one change of the flight (`held`) gets the bytes with the head.
-  func setHead(_ metadata: OriginMetadata, delivering pieces: [ByteBuffer] = [], at offset: Int64 = 0) {
+  func setHead(
+    _ metadata: OriginMetadata, delivering pieces: [ByteBuffer] = [], at offset: Int64 = 0,
+    version: UInt32? = nil
+  ) {
     transition { state in
       let actions = state.setHead(metadata)
-      return pieces.isEmpty ? actions : actions + state.deliver(pieces, at: offset, now: .now)
+      return pieces.isEmpty
+        ? actions : actions + state.deliver(pieces, at: offset, version: version, now: .now)
     }
   }
 
-  /// Bytes that arrived at `offset` (already written to the cache).
-  func deliver(_ pieces: [ByteBuffer], at offset: Int64) {
-    transition { $0.deliver(pieces, at: offset, now: .now) }
+  /// Bytes that arrived at `offset` (already written to the cache, under object version `version`).
+  func deliver(_ pieces: [ByteBuffer], at offset: Int64, version: UInt32? = nil) {
+    transition { $0.deliver(pieces, at: offset, version: version, now: .now) }
   }
+
+  /// Lets go of bytes held of another version than `version` (`FlightState.discardBytes(unlessOf:)`).
+  func discardBytes(unlessOf version: UInt32) { transition { $0.discardBytes(unlessOf: version) } }
 
   func finish(_ result: Result<Void, any Error>) { transition { $0.finish(result) } }
 
@@ -293,8 +296,9 @@ final class Flight: Sendable {
     try await waitFor { $0.outcome }.get()
   }
 
-  /// The next bytes for a reader at `position` (at most `limit`), waiting for them if needed.
-  func next(from position: Int64, limit: Int) async throws -> Piece {
+  /// The next bytes for a reader at `position` (at most `limit`), waiting for them if needed, with the object
+  /// version bytes from memory were written under (nil: not told): a reader must not take another's.
+  func next(from position: Int64, limit: Int) async throws -> (piece: Piece, version: UInt32?) {
     let next = try await waitFor(
       noting: position,
       onWait: { [playerWaits] state in
@@ -306,13 +310,13 @@ final class Flight: Sendable {
           if player { playerWaits?.end() }
         }
       }
-    ) { state -> FlightState.Next? in
+    ) { state -> (next: FlightState.Next, version: UInt32?)? in
       let next = state.next(from: position, limit: limit)
       if case .wait = next { return nil }
-      return next
+      return (next, state.bytesVersion)
     }
-    switch next {
-    case .piece(let piece): return piece
+    switch next.next {
+    case .piece(let piece): return (piece, next.version)
     case .fail(let error): throw error
     case .wait: preconditionFailure("a wait is never the answer of a wait")
     }
@@ -324,7 +328,7 @@ final class Flight: Sendable {
   /// the cache. It waits for one change of the flight at most: that is the hand-over of those bytes unless
   /// something else happened first, and then the cache serves. The
   /// reader's demand moves there, as with `next(from:limit:)`.
-  func held(from position: Int64, limit: Int) async -> [ByteBuffer]? {
+  func held(from position: Int64, limit: Int) async -> (buffers: [ByteBuffer], version: UInt32?)? {
     var looks = 0
     let written = self.written
     let found = try? await waitFor(
@@ -333,15 +337,17 @@ final class Flight: Sendable {
         self.blockedReaders.add(1, ordering: .relaxed)
         return { self.blockedReaders.subtract(1, ordering: .relaxed) }
       }
-    ) { state -> [ByteBuffer]?? in
+    ) { state -> (buffers: [ByteBuffer], version: UInt32?)?? in
       looks += 1
-      if let buffers = state.inMemory(from: position, limit: limit) { return .some(buffers) }
+      if let buffers = state.inMemory(from: position, limit: limit) {
+        return .some((buffers, state.bytesVersion))
+      }
       guard looks == 1, state.isComing(position, written: written) else { return .some(nil) }
       return nil
     }
-    guard let buffers = found ?? nil else { return nil }
+    guard let held = found ?? nil else { return nil }
     noteDemand(position)
-    return buffers
+    return held
   }
 
   /// A reader asked for `position`: the flight's demand moves there, and the fetching task is woken if that

@@ -69,6 +69,13 @@ struct FlightState {
   private(set) var bufferStart: Int64
   /// The incomplete chunk's bytes from `bufferStart` to `received`, as received.
   private(set) var parts: [ByteBuffer] = []
+  /// The object version `parts` were written under (nil: not told). Bytes of another version are not kept with
+  /// them: a delivery under another version lets the earlier ones go (`deliver`), and a reader that finds the
+  /// object at another version has them let go (`discardBytes(unlessOf:)`). After a reset (another flight's
+  /// response of a new version, another process's write), this flight's writes are refused, but what it held
+  /// is not of the object any more, and a reader that took it would send the old version's bytes under the new
+  /// version's head.
+  private(set) var bytesVersion: UInt32?
   private(set) var outcome: Result<Void, any Error>?
   /// What the origin said in its response head, once it answered.
   private(set) var head: OriginMetadata?
@@ -223,12 +230,16 @@ struct FlightState {
     return [.wake]
   }
 
-  /// Bytes that arrived at `offset` (already written to the cache). Bytes before `received` (a retry's overlap,
-  /// or a 200 body's bytes before the run) are not delivered again.
-  mutating func deliver(_ pieces: [ByteBuffer], at offset: Int64, now: ContinuousClock.Instant)
-    -> [FlightAction]
-  {
+  /// Bytes that arrived at `offset` (already written to the cache, under object version `version` when given).
+  /// Bytes before `received` (a retry's overlap, or a 200 body's bytes before the run) are not delivered again.
+  mutating func deliver(
+    _ pieces: [ByteBuffer], at offset: Int64, version: UInt32? = nil, now: ContinuousClock.Instant
+  ) -> [FlightAction] {
     if firstByte == nil { firstByte = (now, offset) }
+    if let version {
+      if let held = bytesVersion, held != version { dropParts() }
+      bytesVersion = version
+    }
     var position = offset
     for piece in pieces {
       deliver(piece, at: position)
@@ -262,9 +273,22 @@ struct FlightState {
   mutating func finish(_ result: Result<Void, any Error>) -> [FlightAction] {
     if outcome == nil { outcome = result }
     if case .success = outcome, readers > 0 { return [.wake] }
+    dropParts()
+    return [.wake]
+  }
+
+  /// A reader found the object at version `version`: bytes held of another version are let go, so that no
+  /// reader gets them and none joins the flight for them (`canServe` needs a position at `bufferStart` or
+  /// after). Bytes that arrive later come with their own version.
+  mutating func discardBytes(unlessOf version: UInt32) -> [FlightAction] {
+    guard let held = bytesVersion, held != version else { return [] }
+    dropParts()
+    return [.wake]
+  }
+
+  private mutating func dropParts() {
     parts = []
     bufferStart = received
-    return [.wake]
   }
 
   // MARK: Origin requests

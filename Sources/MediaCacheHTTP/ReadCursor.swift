@@ -154,7 +154,7 @@ final class ReadCursor: @unchecked Sendable {
         ReadCursorState.Object(
           contentLength: manifest.contentLength, versionTag: manifest.versionTag, cachedRun: run))
       // Bytes the flight attached still holds, taken instead of a read of the cache.
-      var held: [ByteBuffer]?
+      var held: (buffers: [ByteBuffer], version: UInt32?)?
       switch step {
       case .finished:
         await leaveFlight(finishingChunk: true)
@@ -171,9 +171,9 @@ final class ReadCursor: @unchecked Sendable {
         // bytes are written before its reader first looks): from memory, without a hop to the I/O executor and
         // a read back. Only for a chunk not complete yet: a flight holds no other in memory.
         if let current = flight, !manifest.isPresent(Int(position / chunkSize)),
-          let buffers = await current.held(from: position, limit: Int(range.count))
+          let found = await current.held(from: position, limit: Int(range.count))
         {
-          held = buffers
+          held = found
           break
         }
         do {
@@ -205,11 +205,13 @@ final class ReadCursor: @unchecked Sendable {
       }
       guard let current = flight else { continue }
       let piece: Flight.Piece
+      let bytesVersion: UInt32?
       do {
         if let held {
-          piece = .memory(held)
+          (piece, bytesVersion) = (.memory(held.buffers), held.version)
         } else {
-          piece = try await current.next(from: state.position, limit: min(Int(chunkSize), max(1, limit)))
+          (piece, bytesVersion) = try await current.next(
+            from: state.position, limit: min(Int(chunkSize), max(1, limit)))
         }
       } catch let error as StoreError where error.code == .versionChanged {
         await leaveFlight()
@@ -224,6 +226,13 @@ final class ReadCursor: @unchecked Sendable {
         let now = manager.manifest
         if let seen = state.versionSeen, now.versionTag != seen {
           guard try await continueFromOrigin(versionChanged()) else { return nil }
+          continue
+        }
+        if let bytesVersion, bytesVersion != now.versionTag {
+          // Bytes the flight held of a version the object no longer is (it was reset since they were written):
+          // let go of, so that nobody takes them or joins the flight for them, and the position looked at again.
+          current.discardBytes(unlessOf: now.versionTag)
+          await leaveFlight()
           continue
         }
         let piece = CachedPiece.origin(state.trimmed(buffers, contentLength: now.contentLength))

@@ -29,6 +29,33 @@ import Testing
 
   // MARK: Delivering and reading
 
+  /// Bytes are kept with the object version they were written under: a delivery under another version (the
+  /// object was reset, and the flight's next window is of the new one) lets the earlier bytes go, and so does a
+  /// reader that finds the object at another version than the bytes held; bytes of the version asked about
+  /// stay. A position whose bytes were let go is no longer served by the flight (it is before `bufferStart`).
+  @Test func bytesOfAnotherVersionAreNeverHandedOver() {
+    var state = flight()
+    _ = state.deliver([bytes(300)], at: 0, version: 7, now: t0)
+    #expect(state.bytesVersion == 7)
+    #expect(state.discardBytes(unlessOf: 7).isEmpty)
+    #expect(memory(state.next(from: 0, limit: 300)) == Array(bytes(300).readableBytesView))
+    // Another version's bytes after them: only those are kept.
+    _ = state.deliver([bytes(100, from: 50)], at: 300, version: 9, now: t0)
+    #expect(state.bytesVersion == 9 && state.bufferStart == 300 && state.received == 400)
+    #expect(state.inMemory(from: 0, limit: 300) == nil)
+    guard case .piece(.disk) = state.next(from: 100, limit: 10) else {
+      Issue.record("bytes of the earlier version were still served")
+      return
+    }
+    #expect(memory(state.next(from: 300, limit: 100)) == Array(bytes(100, from: 50).readableBytesView))
+    // A reader finds the object at version 11: nothing held is given to anyone, and the flight serves only
+    // what is still to arrive.
+    #expect(state.discardBytes(unlessOf: 11) == [.wake])
+    #expect(state.bufferStart == 400 && state.inMemory(from: 300, limit: 100) == nil)
+    #expect(!state.canServe(350, written: 400, now: t0))
+    #expect(state.canServe(400, written: 400, now: t0))
+  }
+
   @Test func bytesAreHandedOverFromMemoryAndOnlyTheIncompleteChunkIsKept() {
     var state = flight()
     #expect(state.deliver([bytes(600)], at: 0, now: t0) == [.wake])

@@ -1,4 +1,6 @@
 import Foundation
+import MediaCacheTestOrigin
+import MediaCacheTestSupport
 import NIOCore
 import NIOPosix
 import Synchronization
@@ -25,17 +27,17 @@ import Testing
   @Test func deliveredBytesAreReadFromMemoryAndCompletedChunksFromTheCache() async throws {
     let flight = Flight(start: 0, end: nil, chunkSize: 10)
     flight.deliver(Self.parts(0..<6), at: 0)
-    guard case .memory(let first) = try await flight.next(from: 2, limit: 100) else {
+    guard case .memory(let first) = try await flight.next(from: 2, limit: 100).piece else {
       Issue.record("expected memory")
       return
     }
     #expect(Self.joined(first) == Self.bytes(2..<6))
     flight.deliver(Self.parts(6..<13), at: 6)  // chunk 0 complete: only chunk 1 stays in memory
-    guard case .disk = try await flight.next(from: 5, limit: 100) else {
+    guard case .disk = try await flight.next(from: 5, limit: 100).piece else {
       Issue.record("expected disk for a completed chunk")
       return
     }
-    guard case .memory(let second) = try await flight.next(from: 10, limit: 100) else {
+    guard case .memory(let second) = try await flight.next(from: 10, limit: 100).piece else {
       Issue.record("expected memory")
       return
     }
@@ -49,19 +51,19 @@ import Testing
     let flight = Flight(start: 0, end: 20, chunkSize: 10)
     flight.attach()
     flight.deliver(Self.parts(0..<3), at: 0)
-    #expect(await flight.held(from: 1, limit: 100).map(Self.joined) == Self.bytes(1..<3))
+    #expect(await flight.held(from: 1, limit: 100).map { Self.joined($0.buffers) } == Self.bytes(1..<3))
     // Not written yet: not held, not coming (the reader waits on the flight instead, as before).
-    #expect(await flight.held(from: 3, limit: 100) == nil)
+    #expect(await flight.held(from: 3, limit: 100)?.buffers == nil)
     // Written up to 6, handed over later: the reader waits for the hand-over, and is counted as blocked meanwhile.
     flight.writtenHint.store(6, ordering: .relaxed)
-    let reader = Task { await flight.held(from: 4, limit: 100) }
+    let reader = Task { await flight.held(from: 4, limit: 100)?.buffers }
     while flight.blockedReaders.load(ordering: .relaxed) == 0 { try await Task.sleep(for: .milliseconds(1)) }
     flight.deliver(Self.parts(3..<6), at: 3)
     #expect(await reader.value.map(Self.joined) == Self.bytes(4..<6))
     // Written up to 9, and another change comes first (a later run's flight limits this one): the waiting reader
     // goes to the cache rather than wait again.
     flight.writtenHint.store(9, ordering: .relaxed)
-    let overtaken = Task { await flight.held(from: 7, limit: 100) }
+    let overtaken = Task { await flight.held(from: 7, limit: 100)?.buffers }
     while flight.blockedReaders.load(ordering: .relaxed) == 0 { try await Task.sleep(for: .milliseconds(1)) }
     flight.limit(to: 18)
     #expect(await overtaken.value == nil)
@@ -69,8 +71,8 @@ import Testing
     // The request ends: what arrived of the incomplete chunk stays in memory for the attached reader.
     flight.deliver(Self.parts(9..<14), at: 9)
     flight.finish(.success(()))
-    #expect(await flight.held(from: 11, limit: 2).map(Self.joined) == Self.bytes(11..<13))
-    #expect(await flight.held(from: 14, limit: 100) == nil)
+    #expect(await flight.held(from: 11, limit: 2).map { Self.joined($0.buffers) } == Self.bytes(11..<13))
+    #expect(await flight.held(from: 14, limit: 100)?.buffers == nil)
   }
 
   /// A retry's response overlaps what arrived: only the new bytes are kept, offsets stay those of the object,
@@ -80,7 +82,7 @@ import Testing
     flight.deliver(Self.parts(0..<6), at: 0)
     flight.deliver(Self.parts(4..<11), at: 4)
     for (from, limit) in [(0, 5), (1, 100), (5, 4), (9, 1), (10, 50)] {
-      guard case .memory(let got) = try await flight.next(from: Int64(from), limit: limit) else {
+      guard case .memory(let got) = try await flight.next(from: Int64(from), limit: limit).piece else {
         Issue.record("expected memory from \(from)")
         return
       }
@@ -92,7 +94,7 @@ import Testing
   /// event loop and the I/O executor hand them over), and each gets its own position's bytes.
   @Test func aHandOverFromAnyThreadWakesEveryWaitingReader() async throws {
     let flight = Flight(start: 0, end: 30, chunkSize: 10, playerWaits: PlayerWaits(), attached: true)
-    let readers = (0..<4).map { k in Task { try await flight.next(from: Int64(k), limit: 100) } }
+    let readers = (0..<4).map { k in Task { try await flight.next(from: Int64(k), limit: 100).piece } }
     while flight.blockedReaders.load(ordering: .relaxed) < 4 { try await Task.sleep(for: .milliseconds(1)) }
     #expect(flight.playerWaits?.waited(within: .seconds(60)) == true)
     let thread = Thread { flight.deliver(Self.parts(0..<6), at: 0) }
@@ -111,8 +113,8 @@ import Testing
   /// the flight goes on serving the others.
   @Test func aCancelledWaitEndsAtOnceAndLeavesTheFlightServing() async throws {
     let flight = Flight(start: 0, end: 30, chunkSize: 10, attached: true)
-    let cancelled = Task { try await flight.next(from: 0, limit: 100) }
-    let other = Task { try await flight.next(from: 0, limit: 100) }
+    let cancelled = Task { try await flight.next(from: 0, limit: 100).piece }
+    let other = Task { try await flight.next(from: 0, limit: 100).piece }
     while flight.blockedReaders.load(ordering: .relaxed) < 2 { try await Task.sleep(for: .milliseconds(1)) }
     cancelled.cancel()
     await #expect(throws: CancellationError.self) { try await cancelled.value }
@@ -126,7 +128,7 @@ import Testing
     // A task cancelled before it asks does not wait either.
     let early = Task {
       withUnsafeCurrentTask { $0?.cancel() }
-      return try await flight.next(from: 3, limit: 100)
+      return try await flight.next(from: 3, limit: 100).piece
     }
     await #expect(throws: CancellationError.self) { try await early.value }
     #expect(flight.blockedReaders.load(ordering: .relaxed) == 0)
@@ -151,7 +153,7 @@ import Testing
     try await Task.sleep(for: .milliseconds(50))
     #expect(!answered.raised)
     // The reader moves to 60: within half a window of what arrived, so the next request is due.
-    guard case .memory = try await flight.next(from: 60, limit: 10) else {
+    guard case .memory = try await flight.next(from: 60, limit: 10).piece else {
       Issue.record("expected memory")
       return
     }
@@ -202,7 +204,7 @@ import Testing
   @Test func theHeadAndItsFirstBytesAreOneChange() async throws {
     let flight = Flight(start: 0, end: 20, chunkSize: 10, attached: true)
     flight.writtenHint.store(6, ordering: .relaxed)
-    let reader = Task { await flight.held(from: 0, limit: 100) }
+    let reader = Task { await flight.held(from: 0, limit: 100)?.buffers }
     while flight.blockedReaders.load(ordering: .relaxed) == 0 { try await Task.sleep(for: .milliseconds(1)) }
     flight.setHead(OriginMetadata(length: 20, etag: "\"a\""), delivering: Self.parts(0..<6), at: 0)
     #expect(await reader.value.map(Self.joined) == Self.bytes(0..<6))
@@ -247,5 +249,63 @@ import Testing
     #expect(ContinuousClock.now - left >= .milliseconds(50))
     #expect(!flight.isLive && flight.end == 4)
     try await group.shutdownGracefully()
+  }
+}
+
+/// A flight that holds bytes of a version the object is no longer at (another flight's response found the
+/// origin changed and reset the object) gives none of them to a reader: found in a review (2026-12-05), the
+/// bytes a flight kept in memory carried no version, and a reader of the new version took them.
+@Suite struct FlightVersionTests {
+  @Test func aReaderOfTheNewVersionNeverGetsBytesAnIdleFlightHeldOfTheOld() async throws {
+    let chunk = 65536
+    var configuration = CachingReader.Configuration()
+    // Windowed flights: the first reader's flight fetches 100,000 bytes, then waits for its reader to come
+    // near, the incomplete second chunk's bytes (65,536 to 100,000) in memory.
+    configuration.originRequestWindow = 100_000
+    try await withReader(chunkSize: chunk, configuration: configuration) { reader, origin, _ in
+      let size = 40 * chunk
+      let name = "versions-in-memory"
+      // A slow origin after the first 40,000 bytes of each response: 16 KiB every 400 ms.
+      let url = origin.url(.slow, name, size: size, query: "delay-ms=400&burst=40000")
+      // Reader A: its first piece, then it pauses (its read stays open, its flight waits for it).
+      let first = try await reader.read(url, range: .bounded(0..<Int64(size)))
+      var iterator = first.makeAsyncIterator()
+      _ = try await iterator.next()
+      // The flight's window has arrived.
+      try await Task.sleep(for: .seconds(2.5))
+      #expect(origin.requests(for: name).count == 1)
+      // The origin changes. Reader B asks for a range far ahead: the origin answers its If-Range with the new
+      // version whole (a 200), which resets the object; its bytes come slowly.
+      origin.setVersion(name: name, to: 1)
+      let far = Task {
+        let bytes = try await reader.read(url, range: .bounded(Int64(30 * chunk)..<Int64(31 * chunk)))
+        defer { bytes.close() }
+        for try await _ in bytes {}
+      }
+      defer { far.cancel() }
+      for _ in 0..<200 where origin.requests(for: name).count < 2 {
+        try await Task.sleep(for: .milliseconds(10))
+      }
+      try await Task.sleep(for: .milliseconds(200))
+      // Reader C: a range in the chunk the first flight holds in memory, which the new version's response has
+      // not reached yet. Its bytes are the new version's, or the read fails; never the old version's.
+      let behind: Range<Int> = 66_000..<90_000
+      let old = TestOrigin.bytes(name: name, size: size, range: behind)
+      let new = TestOrigin.bytes(name: name, size: size, version: 1, range: behind)
+      let third = try await reader.read(
+        url, range: .bounded(Int64(behind.lowerBound)..<Int64(behind.upperBound)))
+      var thirdBytes: [UInt8] = []
+      do {
+        for try await piece in third { thirdBytes += piece }
+        let isNew = thirdBytes == new
+        let isOld = thirdBytes == old
+        #expect(isNew, "\(thirdBytes.count) bytes, the old version's: \(isOld)")
+      } catch {
+        let isOld = !thirdBytes.isEmpty && thirdBytes == Array(old.prefix(thirdBytes.count))
+        #expect(!isOld, "the old version's bytes before \(error)")
+      }
+      third.close()
+      first.close()
+    }
   }
 }
