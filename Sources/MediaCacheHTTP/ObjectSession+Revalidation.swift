@@ -59,8 +59,8 @@ extension ObjectSession {
       }
       if case .notStorable = error.kind {
         // The origin now forbids storing it: the stored copy goes too.
-        _ = try? await IOExecutor.shared.run { [manager] in
-          try manager.reset(contentLength: nil, etag: nil, lastModified: nil)
+        _ = try? await IOExecutor.shared.run { [manager, manifest] in
+          try manager.reset(contentLength: nil, etag: nil, lastModified: nil, ifVersion: manifest.versionTag)
         }
       }
       throw error

@@ -144,7 +144,8 @@ final class ObjectSession: Sendable {
         if case .failure(let failure) = result,
           case .truncatedBody(let expected, let received, _) = (failure as? OriginError)?.kind
         {
-          if received == lastCut, let length = manager.contentLength, length >= expected, received < length {
+          let judged = manager.manifest
+          if received == lastCut, let length = judged.contentLength, length >= expected, received < length {
             // Two responses in a row ended at the same byte short of the length the origin declared: that
             // length is a lie, not a network cut. It is not kept as the object's length (nor the chunks
             // written under it, which were sized by it). The flight fails before the reset, so its readers
@@ -153,8 +154,10 @@ final class ObjectSession: Sendable {
               url: url,
               reason: "origin declared \(length) bytes but ends every response after \(received) bytes")
             flight.finish(.failure(lie))
+            // Only the version judged: one that another flight's response made since is not this lie's.
             _ = try? await IOExecutor.shared.run { [manager] in
-              try manager.reset(contentLength: nil, etag: nil, lastModified: nil)
+              try manager.reset(
+                contentLength: nil, etag: nil, lastModified: nil, ifVersion: judged.versionTag)
             }
             throw lie
           }
@@ -185,12 +188,13 @@ final class ObjectSession: Sendable {
       } catch {
         environment.logger.debug(
           "origin request failed", metadata: ["url": "\(url)", "attempts": "\(attempt)", "error": "\(error)"])
+        let judged = manager.manifest.versionTag
         flight.finish(.failure(Self.withAttempts(error, attempt)))
         if (error as? OriginError)?.code == .notStorable {
           // The origin forbids storing the object now: what was stored of it goes too (after the flight
-          // failed, as above).
+          // failed, as above), unless another flight's response made a new version of it meanwhile.
           _ = try? await IOExecutor.shared.run { [manager] in
-            try manager.reset(contentLength: nil, etag: nil, lastModified: nil)
+            try manager.reset(contentLength: nil, etag: nil, lastModified: nil, ifVersion: judged)
           }
         }
         forget(flight)

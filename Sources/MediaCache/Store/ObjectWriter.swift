@@ -265,8 +265,12 @@ final class ObjectWriter: Sendable {
         return fresh.versionTag
       }
       state.partial = [:]
-      try mapIO { try file.handle.truncate(to: contentLength ?? 0) }
+      // The manifest that lists none of the old chunks first, then the file cut: cut first, a crash or a
+      // failed commit (a full disk) in between would leave the old manifest claiming chunks whose bytes are
+      // gone (invariant 2). This way round the worst is a data file longer than its object, which nothing
+      // reads past the manifest's chunks.
       try commitLocked(&state)
+      try mapIO { try file.handle.truncate(to: contentLength ?? 0) }
       return tag
     }
   }
