@@ -210,7 +210,7 @@ final class Flight: Sendable {
   /// reader waiting for one change of the flight (`held`) gets the bytes with the head.
   func setHead(
     _ metadata: OriginMetadata, delivering pieces: [ByteBuffer] = [], at offset: Int64 = 0,
-    version: UInt32? = nil
+    version: UInt32?
   ) {
     transition { state in
       let actions = state.setHead(metadata)
@@ -220,7 +220,7 @@ final class Flight: Sendable {
   }
 
   /// Bytes that arrived at `offset` (already written to the cache, under object version `version`).
-  func deliver(_ pieces: [ByteBuffer], at offset: Int64, version: UInt32? = nil) {
+  func deliver(_ pieces: [ByteBuffer], at offset: Int64, version: UInt32?) {
     transition { $0.deliver(pieces, at: offset, version: version, now: .now) }
   }
 

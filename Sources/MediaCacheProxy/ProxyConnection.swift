@@ -47,6 +47,8 @@ final class ProxyConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
   /// request over once a response's end is written, whatever the response said: answered, it would go out
   /// after a body that the connection's end delimits, as part of that body.)
   private var closing = false
+  /// Responses started and not yet ended on this connection (a response cut short closes the connection).
+  private var responsesInFlight = 0
   /// A complete request not answered yet because the socket was full when it came (NIO's pipelining handler
   /// hands the next request over as soon as the last response's end is written, not once the client read it):
   /// answered once the channel is writable again, so that a client that pipelines requests and reads nothing
@@ -115,9 +117,11 @@ final class ProxyConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
       var request = ProxyRequest(head: head)
       (request.body, request.bodyTooLarge) = (body, bodyTooLarge)
       (body, bodyTooLarge) = (ByteBuffer(), false)
-      // After a response that ends the connection, or while the proxy stops: not answered (the connection
-      // closes once the response in progress has reached the socket).
-      if closing || quiescing { return }
+      // After a response that ends the connection, or while the proxy stops with a response in progress: not
+      // answered (that response's end closes the connection). While the proxy stops with none in progress (a
+      // request whose body was still coming when it began to stop), it is answered, and the connection closes
+      // after it.
+      if closing || (quiescing && responsesInFlight > 0) { return }
       guard context.channel.isWritable else {
         parked = (head, request)
         return
@@ -127,7 +131,9 @@ final class ProxyConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
   }
 
   func channelWritabilityChanged(context: ChannelHandlerContext) {
-    if context.channel.isWritable, let (head, request) = parked.take(), !closing, !quiescing {
+    if context.channel.isWritable, let (head, request) = parked.take(), !closing,
+      !(quiescing && responsesInFlight > 0)
+    {
       respond(to: head, request, context)
     }
     context.fireChannelWritabilityChanged()
@@ -169,6 +175,7 @@ final class ProxyConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
 
   private func respond(to head: HTTPRequestHead, _ request: ProxyRequest, _ context: ChannelHandlerContext) {
     if !head.isKeepAlive { closing = true }
+    responsesInFlight += 1
     requestCount += 1
     let number = requestCount
     let bound = NIOLoopBound(ResponseEnd(handler: self, context: context), eventLoop: context.eventLoop)
@@ -319,6 +326,7 @@ final class ProxyConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
   private func responseEnded(
     _ context: ChannelHandlerContext, request number: Int, keepAlive: Bool, written: Result<Void, any Error>
   ) {
+    responsesInFlight -= 1
     guard case .success = written, keepAlive, !quiescing, context.channel.isActive else {
       context.close(promise: nil)
       return

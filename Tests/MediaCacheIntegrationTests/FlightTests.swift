@@ -26,13 +26,13 @@ import Testing
 
   @Test func deliveredBytesAreReadFromMemoryAndCompletedChunksFromTheCache() async throws {
     let flight = Flight(start: 0, end: nil, chunkSize: 10)
-    flight.deliver(Self.parts(0..<6), at: 0)
+    flight.deliver(Self.parts(0..<6), at: 0, version: 0)
     guard case .memory(let first) = try await flight.next(from: 2, limit: 100).piece else {
       Issue.record("expected memory")
       return
     }
     #expect(Self.joined(first) == Self.bytes(2..<6))
-    flight.deliver(Self.parts(6..<13), at: 6)  // chunk 0 complete: only chunk 1 stays in memory
+    flight.deliver(Self.parts(6..<13), at: 6, version: 0)  // chunk 0 complete: only chunk 1 stays in memory
     guard case .disk = try await flight.next(from: 5, limit: 100).piece else {
       Issue.record("expected disk for a completed chunk")
       return
@@ -50,7 +50,7 @@ import Testing
   @Test func heldBytesAreWaitedForWhileOnTheirWayAndLeftToTheCacheOtherwise() async throws {
     let flight = Flight(start: 0, end: 20, chunkSize: 10)
     flight.attach()
-    flight.deliver(Self.parts(0..<3), at: 0)
+    flight.deliver(Self.parts(0..<3), at: 0, version: 0)
     #expect(await flight.held(from: 1, limit: 100).map { Self.joined($0.buffers) } == Self.bytes(1..<3))
     // Not written yet: not held, not coming (the reader waits on the flight instead, as before).
     #expect(await flight.held(from: 3, limit: 100)?.buffers == nil)
@@ -58,7 +58,7 @@ import Testing
     flight.writtenHint.store(6, ordering: .relaxed)
     let reader = Task { await flight.held(from: 4, limit: 100)?.buffers }
     while flight.blockedReaders.load(ordering: .relaxed) == 0 { try await Task.sleep(for: .milliseconds(1)) }
-    flight.deliver(Self.parts(3..<6), at: 3)
+    flight.deliver(Self.parts(3..<6), at: 3, version: 0)
     #expect(await reader.value.map(Self.joined) == Self.bytes(4..<6))
     // Written up to 9, and another change comes first (a later run's flight limits this one): the waiting reader
     // goes to the cache rather than wait again.
@@ -69,7 +69,7 @@ import Testing
     #expect(await overtaken.value == nil)
     #expect(flight.blockedReaders.load(ordering: .relaxed) == 0)
     // The request ends: what arrived of the incomplete chunk stays in memory for the attached reader.
-    flight.deliver(Self.parts(9..<14), at: 9)
+    flight.deliver(Self.parts(9..<14), at: 9, version: 0)
     flight.finish(.success(()))
     #expect(await flight.held(from: 11, limit: 2).map { Self.joined($0.buffers) } == Self.bytes(11..<13))
     #expect(await flight.held(from: 14, limit: 100)?.buffers == nil)
@@ -79,8 +79,8 @@ import Testing
   /// and a reader's limit cuts inside a buffer.
   @Test func overlappingDeliveriesAndLimitsKeepOffsets() async throws {
     let flight = Flight(start: 0, end: nil, chunkSize: 100)
-    flight.deliver(Self.parts(0..<6), at: 0)
-    flight.deliver(Self.parts(4..<11), at: 4)
+    flight.deliver(Self.parts(0..<6), at: 0, version: 0)
+    flight.deliver(Self.parts(4..<11), at: 4, version: 0)
     for (from, limit) in [(0, 5), (1, 100), (5, 4), (9, 1), (10, 50)] {
       guard case .memory(let got) = try await flight.next(from: Int64(from), limit: limit).piece else {
         Issue.record("expected memory from \(from)")
@@ -97,7 +97,7 @@ import Testing
     let readers = (0..<4).map { k in Task { try await flight.next(from: Int64(k), limit: 100).piece } }
     while flight.blockedReaders.load(ordering: .relaxed) < 4 { try await Task.sleep(for: .milliseconds(1)) }
     #expect(flight.playerWaits?.waited(within: .seconds(60)) == true)
-    let thread = Thread { flight.deliver(Self.parts(0..<6), at: 0) }
+    let thread = Thread { flight.deliver(Self.parts(0..<6), at: 0, version: 0) }
     thread.start()
     for (k, reader) in readers.enumerated() {
       guard case .memory(let got) = try await reader.value else {
@@ -119,7 +119,7 @@ import Testing
     cancelled.cancel()
     await #expect(throws: CancellationError.self) { try await cancelled.value }
     #expect(flight.blockedReaders.load(ordering: .relaxed) == 1)
-    flight.deliver(Self.parts(0..<3), at: 0)
+    flight.deliver(Self.parts(0..<3), at: 0, version: 0)
     guard case .memory(let got) = try await other.value else {
       Issue.record("expected memory")
       return
@@ -143,7 +143,7 @@ import Testing
       func raise() { value.store(true, ordering: .relaxed) }
     }
     let flight = Flight(start: 0, end: 1000, chunkSize: 1000, window: 100, attached: true)
-    flight.deliver([ByteBuffer(repeating: 1, count: 100)], at: 0)
+    flight.deliver([ByteBuffer(repeating: 1, count: 100)], at: 0, version: 0)
     let answered = Flag()
     let due = Task {
       defer { answered.raise() }
@@ -160,7 +160,7 @@ import Testing
     #expect(await due.value)
     // That request brings 200 bytes more: the reader at 60 is far behind, and the fetching task waits again
     // until it is cancelled.
-    flight.deliver([ByteBuffer(repeating: 2, count: 200)], at: 100)
+    flight.deliver([ByteBuffer(repeating: 2, count: 200)], at: 100, version: 0)
     let waiting = Task { await flight.awaitNextRequest(objectLength: { 1000 }) }
     try await Task.sleep(for: .milliseconds(50))
     waiting.cancel()
@@ -206,7 +206,8 @@ import Testing
     flight.writtenHint.store(6, ordering: .relaxed)
     let reader = Task { await flight.held(from: 0, limit: 100)?.buffers }
     while flight.blockedReaders.load(ordering: .relaxed) == 0 { try await Task.sleep(for: .milliseconds(1)) }
-    flight.setHead(OriginMetadata(length: 20, etag: "\"a\""), delivering: Self.parts(0..<6), at: 0)
+    flight.setHead(
+      OriginMetadata(length: 20, etag: "\"a\""), delivering: Self.parts(0..<6), at: 0, version: 0)
     #expect(await reader.value.map(Self.joined) == Self.bytes(0..<6))
     #expect(flight.head != nil)
   }
@@ -229,7 +230,7 @@ import Testing
     let flight = Flight(
       start: 0, end: nil, chunkSize: 10, readAhead: 100, grace: .milliseconds(50), attached: true,
       timers: group)
-    flight.deliver(Self.parts(0..<4), at: 0)
+    flight.deliver(Self.parts(0..<4), at: 0, version: 0)
     let seen = Seen()
     let fetching = Task {
       await withTaskCancellationHandler {

@@ -105,4 +105,31 @@ struct PipeliningTests {
       }
     }
   }
+
+  /// A request whose body is still coming when the proxy begins to stop (SIGTERM) is answered, then the
+  /// connection closes and the proxy exits. (Dropped, as a request pipelined behind a response in progress is,
+  /// it would keep its connection open, and the stopping proxy waiting for it.)
+  @Test func aRequestWhoseBodyIsComingWhenTheProxyStopsIsAnsweredAndTheProxyExits() async throws {
+    try await withTemporaryDirectory { directory in
+      let (proxy, port) = try await startProxy(cache: "\(directory)/cache", [])
+      defer { proxy.kill() }
+      let body = "{\"items\":[]}"
+      let connection = try RawHTTPConnection(port: port, timeoutSeconds: 10)
+      defer { connection.close() }
+      try connection.sendRequest(
+        "PUT", "/preload",
+        headers: [("Content-Type", "application/json"), ("Content-Length", "\(body.utf8.count)")])
+      try connection.send(String(body.prefix(3)))
+      try await Task.sleep(for: .milliseconds(300))
+      proxy.kill(SIGTERM)
+      try await Task.sleep(for: .milliseconds(300))
+      try connection.send(String(body.dropFirst(3)))
+      nonisolated(unsafe) let reading = connection  // one thread at a time: here, then the closures
+      let response = try await blocking { try reading.readResponse() }
+      #expect((200..<500).contains(response.status), "status \(response.status)")
+      #expect(try await blocking { try reading.serverClosed() }, "the connection stayed open")
+      let result = await proxy.wait(timeout: 20)
+      #expect(result.status == 0, "exit status \(result.status): \(result.stderr)")
+    }
+  }
 }

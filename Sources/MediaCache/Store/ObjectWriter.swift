@@ -268,9 +268,10 @@ final class ObjectWriter: Sendable {
       // The manifest that lists none of the old chunks first, then the file cut: cut first, a crash or a
       // failed commit (a full disk) in between would leave the old manifest claiming chunks whose bytes are
       // gone (invariant 2). This way round the worst is a data file longer than its object, which nothing
-      // reads past the manifest's chunks.
+      // reads past the manifest's chunks. So a cut that fails after the commit does not fail the reset, which
+      // has taken effect: the file only keeps bytes no chunk lists.
       try commitLocked(&state)
-      try mapIO { try file.handle.truncate(to: contentLength ?? 0) }
+      _ = try? mapIO { try file.handle.truncate(to: contentLength ?? 0) }
       return tag
     }
   }
