@@ -30,8 +30,7 @@ final class ReadCursor: @unchecked Sendable {
   /// consumer that stops (a paused player that reads nothing) must not keep it from other readers.
   func disownLastPiece() {
     lastBuffer = nil
-    owner.session.environment.readBudget.release(heldBudget)
-    heldBudget = 0
+    releaseLastPiece()
   }
 
   deinit {
