@@ -222,8 +222,9 @@ let package = Package(
     .testTarget(
       name: "MediaCacheProxyTests",
       dependencies: [
-        "MediaCacheProxy", "MediaCacheStreaming", "MediaCacheTestSupport", "MediaCacheHTTP", "MediaCache",
-        .product(name: "NIOHTTP1", package: "swift-nio"), .product(name: "NIOEmbedded", package: "swift-nio"),
+        "MediaCacheProxy", "MediaCacheStreaming", "MediaCacheTestSupport", "MediaCacheTestOrigin",
+        "MediaCacheHTTP", "MediaCache", .product(name: "NIOHTTP1", package: "swift-nio"),
+        .product(name: "NIOEmbedded", package: "swift-nio"),
       ]
     ),
     .testTarget(

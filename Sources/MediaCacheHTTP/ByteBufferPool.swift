@@ -8,7 +8,7 @@ import Synchronization
 /// cycles.
 ///
 /// Two kinds: reads of a few verification blocks (at most `smallLimit`) get buffers of a
-/// power-of-two size from 64 KiB, kept `smallBytesPerSize` bytes per size (many readers at once reuse warm
+/// power-of-two size from 16 KiB, kept `smallBytesPerSize` bytes per size (many readers at once reuse warm
 /// buffers); larger reads get buffers of at least their chunks' whole extent (so that any read of them fits),
 /// `largeKept` of them kept: every buffer kept is memory held for good.
 ///
@@ -28,8 +28,8 @@ final class ByteBufferPool: Sendable {
   }
   private let free = Mutex(Free())
 
-  /// The smallest buffer (a read of up to four verification blocks).
-  static let smallestSize = 64 << 10
+  /// The smallest buffer (a read of one verification block: a piece of a response past its server's bound).
+  static let smallestSize = 16 << 10
   /// The largest read served by a small buffer.
   static let smallLimit = 256 << 10
 
@@ -39,7 +39,7 @@ final class ByteBufferPool: Sendable {
   }
 
   /// The size of the small buffers that serve a read of `count` bytes: the power of two at least `count`,
-  /// 64 KiB at least.
+  /// 16 KiB at least.
   static func smallSize(for count: Int) -> Int {
     guard count > smallestSize else { return smallestSize }
     return 1 << (Int.bitWidth - (count - 1).leadingZeroBitCount)

@@ -137,23 +137,29 @@ struct ProxyResponder: Sendable {
     // The first piece is read before the status goes out, so a failing origin becomes a status code.
     var iterator = bytes.makeAsyncIterator()
     let first: CachedPiece?
+    // Counted as queued from its read until the body's writer has it (`PieceSource`): 256 players opening at once
+    // each hold their first piece until their heads go out.
+    let (atMost, reserved) = server.queuedBytes.reservePiece()
     do {
-      first = try await iterator.nextOwnedPiece(atMost: ProxyBodyWriter.pieceLimit(server.queuedBytes))
+      first = try await iterator.nextOwnedPiece(atMost: atMost)
     } catch let error as OriginError where error.code == .objectChanged && reopened < Self.maxReopens {
+      server.queuedBytes.remove(reserved)
       bytes.close()
       metrics.noteReopenedRead()
       return try await respondThroughCache(
         request, origin: origin, isPathForm: isPathForm, rangeHeader: rangeHeader, requested: requested,
         reopened: reopened + 1)
     } catch let error as OriginError where Self.isRelayed(error) {
+      server.queuedBytes.remove(reserved)
       // Found out by the first missing range's response (the length was known): relayed, as above.
       bytes.close()
       return try await relay(request, error, origin: origin, isPathForm: isPathForm)
     } catch {
+      server.queuedBytes.remove(reserved)
       bytes.close()
       throw refusal(for: error, url: origin)
     }
-    let pieces = PieceSource(iterator, first: first)
+    let pieces = PieceSource(iterator, first: first, reserved: reserved, in: server.queuedBytes)
     let metrics = self.metrics
     let reader = self.reader
     let streamed = bytes
@@ -185,7 +191,7 @@ struct ProxyResponder: Sendable {
           let isLast = remaining.map { $0 <= 0 } ?? false
           accounting.update(finished: isLast)
           try await writer.write(consume piece, endingResponse: isLast) { reader.recycle($0) }
-          if !isLast { current = try await pieces.next(atMost: writer.pieceLimit) }
+          if !isLast { current = try await writer.queued.reading { try await pieces.next(atMost: $0) } }
         }
         // The read is taken to its end (a nil) even after the last piece: a range that ends inside a chunk
         // leaves the flight to finish that chunk, so it is cached (dropping the read would cancel the flight).
@@ -265,16 +271,27 @@ struct ShortBody: Error {
 
 /// The iterator of one response body and its first piece (read before the status went out), moved into the
 /// body-writing task (only that task uses it). The first piece is held here, not by the body's closure, so
-/// that it is let go once written instead of at the end of the response.
+/// that it is let go once written instead of at the end of the response. It counts in the server's
+/// `QueuedBytes` until taken, or until the response is dropped unsent.
 final class PieceSource: @unchecked Sendable {
   private var iterator: CachedBytes.Iterator
   private var first: CachedPiece?
-  init(_ iterator: CachedBytes.Iterator, first: CachedPiece?) {
+  private var reserved: Int
+  private let queued: QueuedBytes
+  /// `reserved`: what the first piece's read counted in `queued` (`QueuedBytes.reservePiece`), given back here.
+  init(_ iterator: CachedBytes.Iterator, first: CachedPiece?, reserved: Int, in queued: QueuedBytes) {
     self.iterator = iterator
     self.first = first
+    self.reserved = reserved
+    self.queued = queued
   }
-  /// The first piece, once (nil after).
-  func takeFirst() -> CachedPiece? { first.take() }
+  deinit { queued.remove(reserved) }
+  /// The first piece, once (nil after); the writer counts it from here.
+  func takeFirst() -> CachedPiece? {
+    queued.remove(reserved)
+    reserved = 0
+    return first.take()
+  }
   func next(atMost limit: Int = .max) async throws -> CachedPiece? {
     try await iterator.nextOwnedPiece(atMost: limit)
   }

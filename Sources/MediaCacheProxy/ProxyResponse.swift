@@ -32,7 +32,7 @@ final class ProxyBodyWriter: @unchecked Sendable {
   // Used only by the task answering the request.
   private let channel: any Channel
   /// What every response of the server has queued in NIO (this one's writes count in it until NIO is done).
-  private let queued: QueuedBytes
+  let queued: QueuedBytes
   private var head: HTTPResponseHead?
   /// Writes not yet known to have reached the socket, oldest first, with their sizes.
   private var inFlight: [(future: EventLoopFuture<Void>, bytes: Int)] = []
@@ -45,15 +45,6 @@ final class ProxyBodyWriter: @unchecked Sendable {
   /// Bytes handed to NIO and not yet written to the socket before a write waits: two cache chunks, or the many
   /// small buffers of an origin response, without a wait per buffer.
   static let maxBytesInFlight = 2 << 20
-  /// The largest piece a response reads next while the server's responses hold more than their bound: what a
-  /// response whose client stopped reading keeps waiting then (its piece's buffer) is this, not a chunk.
-  static let smallPiece = 64 << 10
-
-  /// The largest piece to read next (`CachedBytes.Iterator.nextOwnedPiece(atMost:)`): a chunk's worth, or
-  /// `smallPiece` while the responses hold more than their bound.
-  var pieceLimit: Int { Self.pieceLimit(queued) }
-
-  static func pieceLimit(_ queued: QueuedBytes) -> Int { queued.isOver ? smallPiece : .max }
 
   /// The connection's event loop.
   var eventLoop: any EventLoop { channel.eventLoop }

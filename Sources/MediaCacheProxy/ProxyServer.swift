@@ -45,10 +45,11 @@ public final class ProxyServer: Sendable {
     public var hitBytesInFlight: Int64 = 8 << 20
     /// Body bytes handed to NIO and not yet taken by the sockets, across all responses, past which a streamed
     /// response keeps none of its own waiting (0: no bound). Below it, each response lets up to 2 MiB wait, so
-    /// its socket stays fed while the next piece is read; past it, each waits until its socket has taken its
-    /// bytes before it reads the next piece: a client that stops reading then holds one piece (at most a
-    /// chunk), and no write waits for another response's socket. Default 16 MiB (docs/PERFORMANCE.md).
-    public var queuedResponseBytes = 16 << 20
+    /// its socket stays fed while the next piece is read; past it, each reads pieces of 32 KiB and waits until
+    /// its socket has taken its bytes before it reads the next: a client that stops reading then holds 32 KiB,
+    /// and no write waits for another response's socket. Default 8 MiB: with 16 MiB, 256 clients streaming a
+    /// cached object held the proxy at 119–138 MiB, with 8 MiB at 85–92 (docs/PERFORMANCE.md).
+    public var queuedResponseBytes = 8 << 20
     /// The most client connections an event loop may serve and still answer cache hits itself, from the page
     /// cache without waiting for the disk (0: never; past it, hits are read on the I/O executor); up to twice
     /// as many while the proxy serves at most this many per loop in all (the kernel spreads new connections
@@ -170,7 +171,8 @@ public final class ProxyServer: Sendable {
     self.hitCacheStatus = "\(name); hit"
     self.hitBudget =
       configuration.hitBytesInFlight > 0 ? ReadBudget(limit: configuration.hitBytesInFlight) : nil
-    self.queuedBytes = QueuedBytes(limit: configuration.queuedResponseBytes)
+    self.queuedBytes = QueuedBytes(
+      limit: configuration.queuedResponseBytes, wholePiece: reader.cache.configuration.chunkSize)
   }
 
   /// Serves until the calling task is cancelled or, when `shutdownSignals` is not empty, one of them arrives

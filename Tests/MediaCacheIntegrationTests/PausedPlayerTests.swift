@@ -68,7 +68,7 @@ struct PausedPlayerTests {
   }
 
   /// While the proxy's responses hold more than their bound, each reads small pieces
-  /// (`ProxyBodyWriter.smallPiece`), so that one waiting on a paused player holds that much, not a chunk: a
+  /// (`QueuedBytes.smallPiece`), so that one waiting on a paused player holds that much, not a chunk: a
   /// read asked for at most N bytes returns pieces of at most N bytes, in buffers about their size, and the
   /// same bytes, both when its chunks are read and verified whole (the first read of a copy of the cache, whose
   /// files no block CRC is known for) and when only the blocks holding a piece are (the second).

@@ -1,4 +1,6 @@
 import MediaCacheHTTP
+import MediaCacheTestOrigin
+import MediaCacheTestSupport
 import NIOCore
 import NIOEmbedded
 import NIOHTTP1
@@ -48,7 +50,7 @@ private final class HeldWrites: ChannelOutboundHandler, @unchecked Sendable {
   @Test(.timeLimit(.minutes(1))) func aWriteWaitsForItsOwnBytesOnlyWhileTheResponsesHoldMoreThanTheirBound()
     async throws
   {
-    let queued = QueuedBytes(limit: 1 << 20)
+    let queued = QueuedBytes(limit: 1 << 20, wholePiece: 1 << 20)
     let heldA = HeldWrites()
     let heldB = HeldWrites()
     let a = await NIOAsyncTestingChannel(handler: heldA)
@@ -107,7 +109,8 @@ private final class HeldWrites: ChannelOutboundHandler, @unchecked Sendable {
     // batch ends, which `ReturningBuffer` is for and which this test does not show.)
     let held = HeldWrites()
     let channel = await NIOAsyncTestingChannel(handler: held)
-    let writer = ProxyBodyWriter(channel: channel, head: Self.head, queued: QueuedBytes(limit: 1))
+    let writer = ProxyBodyWriter(
+      channel: channel, head: Self.head, queued: QueuedBytes(limit: 1, wholePiece: 1 << 20))
     let recycled = Mutex<[ByteBuffer]>([])
     var piece = Self.bytes(1 << 20)
     piece.moveReaderIndex(forwardBy: 100)  // a piece is the part of the read buffer the range asked for
@@ -132,5 +135,72 @@ private final class HeldWrites: ChannelOutboundHandler, @unchecked Sendable {
     let after = buffer.withVeryUnsafeBytes { UInt(bitPattern: $0.baseAddress) }
     #expect(after == storage, "the recycled buffer was still shared: clearing it allocated new storage")
     try await write.value
+  }
+
+  @Test(.timeLimit(.minutes(1))) func aFirstPieceCountsUntilTheBodyTakesItOrTheResponseIsDropped()
+    async throws
+  {
+    // A response reads its first piece before its head goes out, and its body's task writes it later: 256
+    // players opening at once would each hold a chunk meanwhile, uncounted, and each see the bound far off.
+    try await withReader(chunkSize: 65536, configuration: .init()) { reader, origin, _ in
+      let url = origin.url(.normal, "first-piece", size: 200_000)
+      let fetched = try await reader.read(url)
+      for try await _ in fetched {}
+      await fetched.closeAndCommit()
+      let queued = QueuedBytes(limit: 1 << 20, wholePiece: 65536)
+      for taken in [true, false] {
+        let bytes = try await reader.read(url)
+        defer { bytes.close() }
+        var iterator = bytes.makeAsyncIterator()
+        let (atMost, reserved) = queued.reservePiece()
+        let first = try await iterator.nextOwnedPiece(atMost: atMost)
+        let size = first?.count ?? 0
+        #expect(size == 65536 && reserved == 65536)
+        var source: PieceSource? = PieceSource(iterator, first: first, reserved: reserved, in: queued)
+        #expect(queued.count == size)
+        if taken {
+          let piece = source?.takeFirst()
+          #expect(piece?.count == size && queued.count == 0)
+        }
+        source = nil
+        #expect(queued.count == 0, "taken: \(taken)")
+      }
+    }
+  }
+
+  @Test func aPieceIsCountedWhileItIsReadAndIsSmallOncePiecesInReadingWouldPassTheBound() async throws {
+    let chunk = 1 << 20
+    let queued = QueuedBytes(limit: 3 * chunk, wholePiece: chunk)
+    // Three whole chunks fit; each counts from its reservation, before any byte of it is read or written.
+    var reservations: [(atMost: Int, reserved: Int)] = []
+    for _ in 0..<3 { reservations.append(queued.reservePiece()) }
+    #expect(reservations.allSatisfy { $0 == (.max, chunk) })
+    #expect(queued.count == 3 * chunk && !queued.isOver)
+    // The next would pass the bound: a small piece, counted as such.
+    let small = queued.reservePiece()
+    #expect(small == (QueuedBytes.smallPiece, QueuedBytes.smallPiece))
+    #expect(queued.count == 3 * chunk + QueuedBytes.smallPiece && queued.isOver)
+    for reservation in reservations + [small] { queued.remove(reservation.reserved) }
+    #expect(queued.count == 0)
+
+    // `reading` holds its reservation for the read only, and gives the read its limit.
+    let limit = await queued.reading { atMost -> Int in
+      #expect(queued.count == chunk)
+      return atMost
+    }
+    #expect(limit == .max && queued.count == 0)
+    queued.add(3 * chunk)
+    let overLimit = await queued.reading { atMost -> Int in
+      #expect(queued.count == 3 * chunk + QueuedBytes.smallPiece)
+      return atMost
+    }
+    #expect(overLimit == QueuedBytes.smallPiece && queued.count == 3 * chunk)
+    struct Failed: Error {}
+    await #expect(throws: Failed.self) { try await queued.reading { _ in throw Failed() } }
+    #expect(queued.count == 3 * chunk)
+
+    // No bound: nothing counted, no limit.
+    let unbounded = QueuedBytes(limit: 0, wholePiece: chunk)
+    #expect(unbounded.reservePiece() == (.max, 0))
   }
 }
