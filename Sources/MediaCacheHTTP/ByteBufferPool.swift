@@ -28,7 +28,7 @@ final class ByteBufferPool: Sendable {
   }
   private let free = Mutex(Free())
 
-  /// The smallest buffer (a read of one verification block: a piece of a response past its server's bound).
+  /// The smallest buffer: one verification block (a response past its server's bound reads pieces of two).
   static let smallestSize = 16 << 10
   /// The largest read served by a small buffer.
   static let smallLimit = 256 << 10

@@ -219,10 +219,12 @@ public final class CachedBytes: AsyncSequence, Sendable {
     /// into it would copy it first), and the piece's share of the read budget is given back at once, so the
     /// consumer bounds what it holds itself (the proxy: `QueuedBytes`). A consumer that waits on a slow client
     /// then holds no budget that other readers wait for.
-    /// A piece is at most `limit` bytes (a chunk's worth at the most): a consumer that holds pieces for slow
-    /// clients asks for small ones while it holds many.
-    package mutating func nextOwnedPiece(atMost limit: Int = .max) async throws -> CachedPiece? {
-      let piece = try await cursor.next(atMost: limit)
+    /// A piece is at most `limit` bytes (a chunk's worth at the most), and at most what `sizing` allows: a
+    /// consumer that holds pieces for slow clients asks for small ones while it holds many.
+    package mutating func nextOwnedPiece(atMost limit: Int = .max, sizing: (any PieceSizing)? = nil)
+      async throws -> CachedPiece?
+    {
+      let piece = try await cursor.next(atMost: limit, sizing: sizing)
       cursor.disownLastPiece()
       return piece
     }

@@ -61,7 +61,7 @@ final class ReadCursor: @unchecked Sendable {
       let (buffer, read) = try await IOExecutor.shared.run { () throws -> (ByteBuffer, Int) in
         let plan = try manager.planVerifiedRead(range)
         let read = try pool.readVerified(plan, from: manager, minimumCapacity: extent.count)
-        guard compact, read.capacity > 2 * read.readableBytes else { return (read, plan.extent.count) }
+        guard compact, read.capacity >= 2 * read.readableBytes else { return (read, plan.extent.count) }
         // The piece's own bytes, verified in `read`, in a buffer of their size; `read` goes back at once.
         var small = pool.take(capacity: read.readableBytes, minimumCapacity: read.readableBytes)
         small.writeImmutableBuffer(read)
@@ -127,15 +127,28 @@ final class ReadCursor: @unchecked Sendable {
     return .origin([buffer])
   }
 
+  /// The first `limit` bytes of `whole` (what is cached from the read's position), cut back to a verification
+  /// block's boundary when that leaves some: a piece that ends on one lets the next start on one, and read only
+  /// the blocks it hands over.
+  static func piece(of whole: Range<Int64>, atMost limit: Int) -> Range<Int64> {
+    var end = whole.lowerBound + Int64(min(whole.count, max(1, limit)))
+    let block = Int64(FileHandleAssetDataManager.verificationBlockSize)
+    if end < whole.upperBound, end / block * block > whole.lowerBound { end = end / block * block }
+    return whole.lowerBound..<end
+  }
+
   /// The next piece, of at most `limit` bytes (a chunk's worth at the most whatever the limit). A piece read
   /// from the cache under a limit smaller than what its read needed (the whole chunks, the first time they are
-  /// verified) is copied into a buffer of its own size, so that a consumer holding it holds no more.
-  func next(atMost limit: Int = .max) async throws -> CachedPiece? {
+  /// verified) is copied into a buffer of its own size, so that a consumer holding it holds no more. A piece
+  /// smaller than what is cached from its start ends on a verification block's boundary where it can, so that
+  /// the next starts on one. `sizing` bounds each piece too, and counts a read from the cache while it runs.
+  func next(atMost requested: Int = .max, sizing: (any PieceSizing)? = nil) async throws -> CachedPiece? {
     let session = owner.session
     let manager = session.manager
     releaseLastPiece()
     while true {
       try Task.checkCancellation()
+      let limit = min(requested, sizing?.pieceLimit ?? .max)
       if tail != nil { return try await nextFromTail() }
       // Until a version is seen, the one the consumer was told of (a lock: not once a byte went out).
       if state.versionSeen == nil, let shown = owner.shownVersion { state.pin(shown) }
@@ -165,7 +178,7 @@ final class ReadCursor: @unchecked Sendable {
         guard try await continueFromOrigin(versionChanged()) else { return nil }
         continue
       case .readCache(let whole):
-        let range = whole.lowerBound..<(whole.lowerBound + Int64(min(whole.count, max(1, limit))))
+        let range = Self.piece(of: whole, atMost: limit)
         // The flight attached wrote these bytes a moment ago and holds them, or is about to (a miss's first
         // bytes are written before its reader first looks): from memory, without a hop to the I/O executor and
         // a read back. Only for a chunk not complete yet: a flight holds no other in memory.
@@ -175,8 +188,12 @@ final class ReadCursor: @unchecked Sendable {
           held = found
           break
         }
+        let reservation = sizing?.reserveRead()
+        defer { if let sizing, let reservation { sizing.release(reservation.reserved) } }
+        let readRange = Self.piece(of: whole, atMost: min(limit, reservation?.atMost ?? .max))
         do {
-          let buffer = try await readFromCache(range, manager: manager, compact: limit < whole.count)
+          let buffer = try await readFromCache(
+            readRange, manager: manager, compact: readRange.count < whole.count)
           if manager.manifest.versionTag != manifest.versionTag {
             releaseLastPiece()  // reset while it was read: look again
             continue

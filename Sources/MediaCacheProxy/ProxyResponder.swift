@@ -137,29 +137,25 @@ struct ProxyResponder: Sendable {
     // The first piece is read before the status goes out, so a failing origin becomes a status code.
     var iterator = bytes.makeAsyncIterator()
     let first: CachedPiece?
-    // Counted as queued from its read until the body's writer has it (`PieceSource`): 256 players opening at once
-    // each hold their first piece until their heads go out.
-    let (atMost, reserved) = server.queuedBytes.reservePiece()
     do {
-      first = try await iterator.nextOwnedPiece(atMost: atMost)
+      // Sized and counted by the server's bound, and counted from here until the body's writer has it
+      // (`PieceSource`): 256 players opening at once each hold their first piece until their heads go out.
+      first = try await iterator.nextOwnedPiece(sizing: server.queuedBytes)
     } catch let error as OriginError where error.code == .objectChanged && reopened < Self.maxReopens {
-      server.queuedBytes.remove(reserved)
       bytes.close()
       metrics.noteReopenedRead()
       return try await respondThroughCache(
         request, origin: origin, isPathForm: isPathForm, rangeHeader: rangeHeader, requested: requested,
         reopened: reopened + 1)
     } catch let error as OriginError where Self.isRelayed(error) {
-      server.queuedBytes.remove(reserved)
       // Found out by the first missing range's response (the length was known): relayed, as above.
       bytes.close()
       return try await relay(request, error, origin: origin, isPathForm: isPathForm)
     } catch {
-      server.queuedBytes.remove(reserved)
       bytes.close()
       throw refusal(for: error, url: origin)
     }
-    let pieces = PieceSource(iterator, first: first, reserved: reserved, in: server.queuedBytes)
+    let pieces = PieceSource(iterator, first: first, queued: server.queuedBytes)
     let metrics = self.metrics
     let reader = self.reader
     let streamed = bytes
@@ -191,7 +187,7 @@ struct ProxyResponder: Sendable {
           let isLast = remaining.map { $0 <= 0 } ?? false
           accounting.update(finished: isLast)
           try await writer.write(consume piece, endingResponse: isLast) { reader.recycle($0) }
-          if !isLast { current = try await writer.queued.reading { try await pieces.next(atMost: $0) } }
+          if !isLast { current = try await pieces.next(sizing: writer.queued) }
         }
         // The read is taken to its end (a nil) even after the last piece: a range that ends inside a chunk
         // leaves the flight to finish that chunk, so it is cached (dropping the read would cancel the flight).
@@ -276,24 +272,24 @@ struct ShortBody: Error {
 final class PieceSource: @unchecked Sendable {
   private var iterator: CachedBytes.Iterator
   private var first: CachedPiece?
-  private var reserved: Int
+  private var counted: Int
   private let queued: QueuedBytes
-  /// `reserved`: what the first piece's read counted in `queued` (`QueuedBytes.reservePiece`), given back here.
-  init(_ iterator: CachedBytes.Iterator, first: CachedPiece?, reserved: Int, in queued: QueuedBytes) {
+  init(_ iterator: CachedBytes.Iterator, first: CachedPiece?, queued: QueuedBytes) {
     self.iterator = iterator
+    self.counted = first?.count ?? 0
     self.first = first
-    self.reserved = reserved
     self.queued = queued
+    queued.add(counted)
   }
-  deinit { queued.remove(reserved) }
+  deinit { queued.remove(counted) }
   /// The first piece, once (nil after); the writer counts it from here.
   func takeFirst() -> CachedPiece? {
-    queued.remove(reserved)
-    reserved = 0
+    queued.remove(counted)
+    counted = 0
     return first.take()
   }
-  func next(atMost limit: Int = .max) async throws -> CachedPiece? {
-    try await iterator.nextOwnedPiece(atMost: limit)
+  func next(sizing: (any PieceSizing)? = nil) async throws -> CachedPiece? {
+    try await iterator.nextOwnedPiece(sizing: sizing)
   }
 }
 

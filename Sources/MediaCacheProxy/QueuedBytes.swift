@@ -1,3 +1,4 @@
+import MediaCacheHTTP
 import Synchronization
 
 /// Body bytes the proxy's responses have handed to NIO and their sockets have not taken yet, summed over every
@@ -8,7 +9,7 @@ import Synchronization
 /// in NIO, so that the socket stays fed while the next piece is read. That is per response: 64 clients that stop
 /// reading (paused players, a client process starved of CPU) held ~150 MiB between them, and glibc kept the
 /// memory after they were gone. Past this bound a response's write returns only once its own bytes reached the
-/// socket, so the next piece is read only then, and it is `smallPiece` (`reservePiece`): the sum stays about the
+/// socket, so the next piece is read only then, and it is `smallPiece` (`PieceSizing`): the sum stays about the
 /// bound plus 32 KiB per streamed response. No write waits for another response's socket, and a
 /// paused player's bytes cost the others their pipelining. A piece holds no share of the read budget
 /// (`CachingReader.Configuration.cacheReadBudget`) once the response has it (`nextOwnedPiece`): until
@@ -16,21 +17,22 @@ import Synchronization
 /// other response read from the cache waited as long as they stayed paused. A hit
 /// answered on its event loop counts too, though it is never paced: it is one write of at most 2 MiB, and a
 /// connection's next request waits while its socket is full (`ProxyConnectionHandler`).
-final class QueuedBytes: Sendable {
+final class QueuedBytes: PieceSizing {
   /// The bound, bytes (0: none).
   let limit: Int
-  /// The largest piece a response reads while the responses hold more than their bound: what one whose client
-  /// stopped reading keeps waiting then (its piece's buffer) is this, not a chunk. Two verification blocks of the
+  /// The largest piece a response reads from the cache under the bound: the cache's chunk size, or the bound
+  /// if that is smaller (so that a read on an idle server always may).
+  let wholePiece: Int
+  /// The largest piece a response reads once a whole one would pass the bound: what one whose client stopped
+  /// reading keeps waiting then (its piece's buffer) is this, not a chunk. Two verification blocks of the
   /// cache's format. Measured against 16 and 64 KiB (and against a share of the bound per streamed response)
   /// with 64 and 256 clients streaming a cached object and 256 that stop reading: docs/PERFORMANCE.md.
   static let smallPiece = 32 << 10
-  /// The largest piece a response reads (the cache's chunk size).
-  let wholePiece: Int
   private let queued = Atomic<Int>(0)
 
-  init(limit: Int, wholePiece: Int) {
+  init(limit: Int, chunkSize: Int) {
     self.limit = max(0, limit)
-    self.wholePiece = max(1, wholePiece)
+    self.wholePiece = max(Self.smallPiece, self.limit > 0 ? min(chunkSize, self.limit) : chunkSize)
   }
 
   /// Bytes queued now.
@@ -39,29 +41,25 @@ final class QueuedBytes: Sendable {
   /// Whether the responses hold more than the bound now.
   var isOver: Bool { limit > 0 && queued.load(ordering: .relaxed) > limit }
 
-  /// Counts `bytes` handed to NIO.
+  /// Counts `bytes` handed to NIO (or held for it: a response's first piece, `PieceSource`).
   func add(_ bytes: Int) { queued.add(bytes, ordering: .relaxed) }
 
   /// Counts `bytes` out: NIO wrote them to the socket, or dropped them with the connection.
   func remove(_ bytes: Int) { queued.subtract(bytes, ordering: .relaxed) }
 
-  /// Counts a piece about to be read as queued already, and says how large it may be: a chunk's worth (the
-  /// limit is then `.max`) while that keeps the sum within the bound, else `smallPiece`. Give `reserved` back
-  /// (`remove`) once the piece is counted as written (or held: `PieceSource`). Counted only once read, the
-  /// pieces of many responses reading at once (256 clients streaming) would each see the bound far off and be
-  /// a whole chunk: measured, 99–104 MiB peak against 86–92. A read that waits for an origin's bytes counts
-  /// its piece meanwhile too: while eight such reads wait, the other responses read small pieces.
-  func reservePiece() -> (atMost: Int, reserved: Int) {
+  /// The largest piece of bytes not read from the cache (an origin's, a flight's): a chunk's worth, or
+  /// `smallPiece` while the responses hold more than their bound.
+  var pieceLimit: Int { isOver ? Self.smallPiece : .max }
+
+  /// Counts a read from the cache before it runs: a whole piece while that keeps the sum within the bound,
+  /// else `smallPiece`. Counted only once read, the pieces of many responses reading at once (256 clients
+  /// streaming) would each see the bound far off and be a whole chunk: measured, 99–104 MiB peak against 85–92.
+  func reserveRead() -> (atMost: Int, reserved: Int) {
     guard limit > 0 else { return (.max, 0) }
-    if queued.add(wholePiece, ordering: .relaxed).newValue <= limit { return (.max, wholePiece) }
+    if queued.add(wholePiece, ordering: .relaxed).newValue <= limit { return (wholePiece, wholePiece) }
     queued.subtract(wholePiece - Self.smallPiece, ordering: .relaxed)
     return (Self.smallPiece, Self.smallPiece)
   }
 
-  /// Reads a piece through `read` (given the limit of `reservePiece`), counted as queued while it is read.
-  func reading<T>(_ read: (_ atMost: Int) async throws -> T) async rethrows -> T {
-    let (atMost, reserved) = reservePiece()
-    defer { remove(reserved) }
-    return try await read(atMost)
-  }
+  func release(_ reserved: Int) { remove(reserved) }
 }

@@ -50,7 +50,7 @@ private final class HeldWrites: ChannelOutboundHandler, @unchecked Sendable {
   @Test(.timeLimit(.minutes(1))) func aWriteWaitsForItsOwnBytesOnlyWhileTheResponsesHoldMoreThanTheirBound()
     async throws
   {
-    let queued = QueuedBytes(limit: 1 << 20, wholePiece: 1 << 20)
+    let queued = QueuedBytes(limit: 1 << 20, chunkSize: 1 << 20)
     let heldA = HeldWrites()
     let heldB = HeldWrites()
     let a = await NIOAsyncTestingChannel(handler: heldA)
@@ -110,7 +110,7 @@ private final class HeldWrites: ChannelOutboundHandler, @unchecked Sendable {
     let held = HeldWrites()
     let channel = await NIOAsyncTestingChannel(handler: held)
     let writer = ProxyBodyWriter(
-      channel: channel, head: Self.head, queued: QueuedBytes(limit: 1, wholePiece: 1 << 20))
+      channel: channel, head: Self.head, queued: QueuedBytes(limit: 1, chunkSize: 1 << 20))
     let recycled = Mutex<[ByteBuffer]>([])
     var piece = Self.bytes(1 << 20)
     piece.moveReaderIndex(forwardBy: 100)  // a piece is the part of the read buffer the range asked for
@@ -147,16 +147,16 @@ private final class HeldWrites: ChannelOutboundHandler, @unchecked Sendable {
       let fetched = try await reader.read(url)
       for try await _ in fetched {}
       await fetched.closeAndCommit()
-      let queued = QueuedBytes(limit: 1 << 20, wholePiece: 65536)
+      let queued = QueuedBytes(limit: 1 << 20, chunkSize: 65536)
       for taken in [true, false] {
         let bytes = try await reader.read(url)
         defer { bytes.close() }
         var iterator = bytes.makeAsyncIterator()
-        let (atMost, reserved) = queued.reservePiece()
-        let first = try await iterator.nextOwnedPiece(atMost: atMost)
+        let first = try await iterator.nextOwnedPiece(sizing: queued)
         let size = first?.count ?? 0
-        #expect(size == 65536 && reserved == 65536)
-        var source: PieceSource? = PieceSource(iterator, first: first, reserved: reserved, in: queued)
+        // The read's own reservation is given back once it returned: what counts now is the piece.
+        #expect(size == 65536 && queued.count == 0)
+        var source: PieceSource? = PieceSource(iterator, first: first, queued: queued)
         #expect(queued.count == size)
         if taken {
           let piece = source?.takeFirst()
@@ -168,39 +168,27 @@ private final class HeldWrites: ChannelOutboundHandler, @unchecked Sendable {
     }
   }
 
-  @Test func aPieceIsCountedWhileItIsReadAndIsSmallOncePiecesInReadingWouldPassTheBound() async throws {
+  @Test func aReadFromTheCacheIsCountedWhileItRunsAndIsSmallOnceAWholeOneWouldPassTheBound() {
     let chunk = 1 << 20
-    let queued = QueuedBytes(limit: 3 * chunk, wholePiece: chunk)
+    let queued = QueuedBytes(limit: 3 * chunk, chunkSize: chunk)
     // Three whole chunks fit; each counts from its reservation, before any byte of it is read or written.
     var reservations: [(atMost: Int, reserved: Int)] = []
-    for _ in 0..<3 { reservations.append(queued.reservePiece()) }
-    #expect(reservations.allSatisfy { $0 == (.max, chunk) })
-    #expect(queued.count == 3 * chunk && !queued.isOver)
-    // The next would pass the bound: a small piece, counted as such.
-    let small = queued.reservePiece()
+    for _ in 0..<3 { reservations.append(queued.reserveRead()) }
+    #expect(reservations.allSatisfy { $0 == (chunk, chunk) })
+    #expect(queued.count == 3 * chunk && !queued.isOver && queued.pieceLimit == .max)
+    // The next would pass the bound: a small piece, counted as such; other pieces are small too now.
+    let small = queued.reserveRead()
     #expect(small == (QueuedBytes.smallPiece, QueuedBytes.smallPiece))
     #expect(queued.count == 3 * chunk + QueuedBytes.smallPiece && queued.isOver)
-    for reservation in reservations + [small] { queued.remove(reservation.reserved) }
-    #expect(queued.count == 0)
+    #expect(queued.pieceLimit == QueuedBytes.smallPiece)
+    for reservation in reservations + [small] { queued.release(reservation.reserved) }
+    #expect(queued.count == 0 && queued.pieceLimit == .max)
 
-    // `reading` holds its reservation for the read only, and gives the read its limit.
-    let limit = await queued.reading { atMost -> Int in
-      #expect(queued.count == chunk)
-      return atMost
-    }
-    #expect(limit == .max && queued.count == 0)
-    queued.add(3 * chunk)
-    let overLimit = await queued.reading { atMost -> Int in
-      #expect(queued.count == 3 * chunk + QueuedBytes.smallPiece)
-      return atMost
-    }
-    #expect(overLimit == QueuedBytes.smallPiece && queued.count == 3 * chunk)
-    struct Failed: Error {}
-    await #expect(throws: Failed.self) { try await queued.reading { _ in throw Failed() } }
-    #expect(queued.count == 3 * chunk)
-
+    // A chunk larger than the bound: an idle server still reads whole pieces, of the bound's size.
+    let large = QueuedBytes(limit: 4 << 20, chunkSize: 16 << 20)
+    #expect(large.reserveRead() == (4 << 20, 4 << 20))
     // No bound: nothing counted, no limit.
-    let unbounded = QueuedBytes(limit: 0, wholePiece: chunk)
-    #expect(unbounded.reservePiece() == (.max, 0))
+    let unbounded = QueuedBytes(limit: 0, chunkSize: chunk)
+    #expect(unbounded.reserveRead() == (.max, 0) && unbounded.pieceLimit == .max)
   }
 }

@@ -60,3 +60,9 @@ final class BlockCRCTable: Sendable {
   /// Forgets a chunk (it failed a check and was dropped).
   func remove(_ key: Key) { state.withLock { _ = $0.entries.removeValue(forKey: key) } }
 }
+
+extension FileHandleAssetDataManager {
+  /// The size of a verification block (`BlockCRCTable`): a read of part of a chunk whose block CRCs are known
+  /// reads and checks only the blocks it touches, so a consumer reading small pieces cuts them on these bounds.
+  package static let verificationBlockSize = BlockCRCTable.blockSize
+}
