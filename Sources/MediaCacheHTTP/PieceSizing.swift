@@ -6,9 +6,10 @@
 package protocol PieceSizing: Sendable {
   /// The largest piece to take now, of bytes not read from the cache (the flight's memory, an origin's).
   var pieceLimit: Int { get }
-  /// Before a read from the cache: the largest piece it may read, and what was counted for it, given back
-  /// with `release` once the read returned (the consumer counts the piece itself from there).
-  func reserveRead() -> (atMost: Int, reserved: Int)
+  /// Before a read from the cache of up to `wanted` bytes (what is cached from the read's position, at most two
+  /// chunks of the object's): the largest piece it may read, and what was counted for it, given back with
+  /// `release` once the read returned (the consumer counts the piece itself from there).
+  func reserveRead(wanted: Int) -> (atMost: Int, reserved: Int)
   /// Gives back what `reserveRead` counted.
   func release(_ reserved: Int)
 }

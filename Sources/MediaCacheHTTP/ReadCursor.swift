@@ -61,7 +61,9 @@ final class ReadCursor: @unchecked Sendable {
       let (buffer, read) = try await IOExecutor.shared.run { () throws -> (ByteBuffer, Int) in
         let plan = try manager.planVerifiedRead(range)
         let read = try pool.readVerified(plan, from: manager, minimumCapacity: extent.count)
-        guard compact, read.capacity >= 2 * read.readableBytes else { return (read, plan.extent.count) }
+        guard compact, read.readableBytes <= ByteBufferPool.smallLimit,
+          read.capacity >= 2 * read.readableBytes
+        else { return (read, plan.extent.count) }
         // The piece's own bytes, verified in `read`, in a buffer of their size; `read` goes back at once.
         var small = pool.take(capacity: read.readableBytes, minimumCapacity: read.readableBytes)
         small.writeImmutableBuffer(read)
@@ -188,7 +190,7 @@ final class ReadCursor: @unchecked Sendable {
           held = found
           break
         }
-        let reservation = sizing?.reserveRead()
+        let reservation = sizing?.reserveRead(wanted: range.count)
         defer { if let sizing, let reservation { sizing.release(reservation.reserved) } }
         let readRange = Self.piece(of: whole, atMost: min(limit, reservation?.atMost ?? .max))
         do {

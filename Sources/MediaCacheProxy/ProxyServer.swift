@@ -172,8 +172,7 @@ public final class ProxyServer: Sendable {
     self.hitCacheStatus = "\(name); hit"
     self.hitBudget =
       configuration.hitBytesInFlight > 0 ? ReadBudget(limit: configuration.hitBytesInFlight) : nil
-    self.queuedBytes = QueuedBytes(
-      limit: configuration.queuedResponseBytes, chunkSize: reader.cache.configuration.chunkSize)
+    self.queuedBytes = QueuedBytes(limit: configuration.queuedResponseBytes)
   }
 
   /// Serves until the calling task is cancelled or, when `shutdownSignals` is not empty, one of them arrives

@@ -20,9 +20,6 @@ import Synchronization
 final class QueuedBytes: PieceSizing {
   /// The bound, bytes (0: none).
   let limit: Int
-  /// The largest piece a response reads from the cache under the bound: the cache's chunk size, or the bound
-  /// if that is smaller (so that a read on an idle server always may).
-  let wholePiece: Int
   /// The largest piece a response reads once a whole one would pass the bound: what one whose client stopped
   /// reading keeps waiting then (its piece's buffer) is this, not a chunk. Two verification blocks of the
   /// cache's format. Measured against 16 and 64 KiB (and against a share of the bound per streamed response)
@@ -30,10 +27,7 @@ final class QueuedBytes: PieceSizing {
   static let smallPiece = 32 << 10
   private let queued = Atomic<Int>(0)
 
-  init(limit: Int, chunkSize: Int) {
-    self.limit = max(0, limit)
-    self.wholePiece = max(Self.smallPiece, self.limit > 0 ? min(chunkSize, self.limit) : chunkSize)
-  }
+  init(limit: Int) { self.limit = max(0, limit) }
 
   /// Bytes queued now.
   var count: Int { queued.load(ordering: .relaxed) }
@@ -51,13 +45,17 @@ final class QueuedBytes: PieceSizing {
   /// `smallPiece` while the responses hold more than their bound.
   var pieceLimit: Int { isOver ? Self.smallPiece : .max }
 
-  /// Counts a read from the cache before it runs: a whole piece while that keeps the sum within the bound,
-  /// else `smallPiece`. Counted only once read, the pieces of many responses reading at once (256 clients
-  /// streaming) would each see the bound far off and be a whole chunk: measured, 99–104 MiB peak against 85–92.
-  func reserveRead() -> (atMost: Int, reserved: Int) {
+  /// Counts a read from the cache before it runs: what it wants (at most the bound, so that a read on an idle
+  /// server always may) while that keeps the sum within the bound, else `smallPiece`. Counted only once read,
+  /// the pieces of many responses reading at once (256 clients streaming) would each see the bound far off and
+  /// be a whole chunk: measured, 99–104 MiB peak against 85–92.
+  func reserveRead(wanted: Int) -> (atMost: Int, reserved: Int) {
     guard limit > 0 else { return (.max, 0) }
-    if queued.add(wholePiece, ordering: .relaxed).newValue <= limit { return (wholePiece, wholePiece) }
-    queued.subtract(wholePiece - Self.smallPiece, ordering: .relaxed)
+    let whole = max(1, min(wanted, limit))
+    if queued.add(whole, ordering: .relaxed).newValue <= limit || whole <= Self.smallPiece {
+      return (whole, whole)
+    }
+    queued.subtract(whole - Self.smallPiece, ordering: .relaxed)
     return (Self.smallPiece, Self.smallPiece)
   }
 

@@ -50,7 +50,7 @@ private final class HeldWrites: ChannelOutboundHandler, @unchecked Sendable {
   @Test(.timeLimit(.minutes(1))) func aWriteWaitsForItsOwnBytesOnlyWhileTheResponsesHoldMoreThanTheirBound()
     async throws
   {
-    let queued = QueuedBytes(limit: 1 << 20, chunkSize: 1 << 20)
+    let queued = QueuedBytes(limit: 1 << 20)
     let heldA = HeldWrites()
     let heldB = HeldWrites()
     let a = await NIOAsyncTestingChannel(handler: heldA)
@@ -110,7 +110,7 @@ private final class HeldWrites: ChannelOutboundHandler, @unchecked Sendable {
     let held = HeldWrites()
     let channel = await NIOAsyncTestingChannel(handler: held)
     let writer = ProxyBodyWriter(
-      channel: channel, head: Self.head, queued: QueuedBytes(limit: 1, chunkSize: 1 << 20))
+      channel: channel, head: Self.head, queued: QueuedBytes(limit: 1))
     let recycled = Mutex<[ByteBuffer]>([])
     var piece = Self.bytes(1 << 20)
     piece.moveReaderIndex(forwardBy: 100)  // a piece is the part of the read buffer the range asked for
@@ -147,7 +147,7 @@ private final class HeldWrites: ChannelOutboundHandler, @unchecked Sendable {
       let fetched = try await reader.read(url)
       for try await _ in fetched {}
       await fetched.closeAndCommit()
-      let queued = QueuedBytes(limit: 1 << 20, chunkSize: 65536)
+      let queued = QueuedBytes(limit: 1 << 20)
       for taken in [true, false] {
         let bytes = try await reader.read(url)
         defer { bytes.close() }
@@ -170,25 +170,32 @@ private final class HeldWrites: ChannelOutboundHandler, @unchecked Sendable {
 
   @Test func aReadFromTheCacheIsCountedWhileItRunsAndIsSmallOnceAWholeOneWouldPassTheBound() {
     let chunk = 1 << 20
-    let queued = QueuedBytes(limit: 3 * chunk, chunkSize: chunk)
+    let queued = QueuedBytes(limit: 3 * chunk)
     // Three whole chunks fit; each counts from its reservation, before any byte of it is read or written.
     var reservations: [(atMost: Int, reserved: Int)] = []
-    for _ in 0..<3 { reservations.append(queued.reserveRead()) }
+    for _ in 0..<3 { reservations.append(queued.reserveRead(wanted: chunk)) }
     #expect(reservations.allSatisfy { $0 == (chunk, chunk) })
     #expect(queued.count == 3 * chunk && !queued.isOver && queued.pieceLimit == .max)
     // The next would pass the bound: a small piece, counted as such; other pieces are small too now.
-    let small = queued.reserveRead()
+    let small = queued.reserveRead(wanted: chunk)
     #expect(small == (QueuedBytes.smallPiece, QueuedBytes.smallPiece))
     #expect(queued.count == 3 * chunk + QueuedBytes.smallPiece && queued.isOver)
     #expect(queued.pieceLimit == QueuedBytes.smallPiece)
-    for reservation in reservations + [small] { queued.release(reservation.reserved) }
+    // A read that wants less than a small piece gets it, counted at its size.
+    let tail = queued.reserveRead(wanted: 1000)
+    #expect(tail == (1000, 1000))
+    for reservation in reservations + [small, tail] { queued.release(reservation.reserved) }
     #expect(queued.count == 0 && queued.pieceLimit == .max)
+    // What a read wants counts, not a chunk: the end of a range, a small object.
+    #expect(queued.reserveRead(wanted: 5000) == (5000, 5000) && queued.count == 5000)
+    queued.release(5000)
 
-    // A chunk larger than the bound: an idle server still reads whole pieces, of the bound's size.
-    let large = QueuedBytes(limit: 4 << 20, chunkSize: 16 << 20)
-    #expect(large.reserveRead() == (4 << 20, 4 << 20))
+    // A read wanting more than the bound (an object stored with large chunks): on an idle server, a piece of
+    // the bound's size.
+    let large = QueuedBytes(limit: 4 << 20)
+    #expect(large.reserveRead(wanted: 16 << 20) == (4 << 20, 4 << 20))
     // No bound: nothing counted, no limit.
-    let unbounded = QueuedBytes(limit: 0, chunkSize: chunk)
-    #expect(unbounded.reserveRead() == (.max, 0) && unbounded.pieceLimit == .max)
+    let unbounded = QueuedBytes(limit: 0)
+    #expect(unbounded.reserveRead(wanted: chunk) == (.max, 0) && unbounded.pieceLimit == .max)
   }
 }
