@@ -45,9 +45,9 @@ public final class ProxyServer: Sendable {
     public var hitBytesInFlight: Int64 = 8 << 20
     /// Body bytes handed to NIO and not yet taken by the sockets, across all responses, past which a streamed
     /// response keeps none of its own waiting (0: no bound). Below it, each response lets up to 2 MiB wait, so
-    /// its socket stays fed while the next piece is read; once a whole chunk more would pass it, each reads
-    /// pieces of 32 KiB, and past it each waits until its socket has taken its bytes before it reads the next
-    /// (a read from the cache counts from before it runs: `QueuedBytes`): a client that stops reading holds 32 KiB,
+    /// its socket stays fed while the next piece is read; a read from the cache that would pass it takes 32 KiB
+    /// (it counts from before it runs: `QueuedBytes`), and past it each response waits until its socket has
+    /// taken its bytes before it reads the next piece: a client that stops reading holds 32 KiB,
     /// and no write waits for another response's socket. Default 8 MiB: with 16 MiB, 256 clients streaming a
     /// cached object held the proxy at 119–138 MiB, with 8 MiB at 85–92 (docs/PERFORMANCE.md).
     public var queuedResponseBytes = 8 << 20
