@@ -109,8 +109,7 @@ private final class HeldWrites: ChannelOutboundHandler, @unchecked Sendable {
     // batch ends, which `ReturningBuffer` is for and which this test does not show.)
     let held = HeldWrites()
     let channel = await NIOAsyncTestingChannel(handler: held)
-    let writer = ProxyBodyWriter(
-      channel: channel, head: Self.head, queued: QueuedBytes(limit: 1))
+    let writer = ProxyBodyWriter(channel: channel, head: Self.head, queued: QueuedBytes(limit: 1))
     let recycled = Mutex<[ByteBuffer]>([])
     var piece = Self.bytes(1 << 20)
     piece.moveReaderIndex(forwardBy: 100)  // a piece is the part of the read buffer the range asked for
