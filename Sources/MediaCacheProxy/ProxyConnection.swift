@@ -114,6 +114,22 @@ final class ProxyConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
       idleDeadline = nil
       guard let head else { return }
       self.head = nil
+      // A GET of a target this loop answered before, as it may be answered at once: decided from NIO's head
+      // (`ProxyResponder.hitNow(_:targets:)`), before a `ProxyRequest` is made. (A GET's body is never kept.)
+      var askingLoop = true
+      if !closing, !quiescing, body.readableBytes == 0, !bodyTooLarge, context.channel.isWritable,
+        let loopHits, loopHits.answersHits, !responder.server.accessLog.isOn
+      {
+        switch responder.hitNow(head, targets: loopHits.targets) {
+        case .answered(let hit):
+          let (number, bound) = startResponse(to: head, context)
+          writeLoopHit(
+            hit, head: head, number: number, bound: bound, logged: nil, loopHits: loopHits, context)
+          return
+        case .declined: askingLoop = false
+        case .undecided: break
+        }
+      }
       var request = ProxyRequest(head: head)
       (request.body, request.bodyTooLarge) = (body, bodyTooLarge)
       (body, bodyTooLarge) = (ByteBuffer(), false)
@@ -126,7 +142,7 @@ final class ProxyConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
         parked = (head, request)
         return
       }
-      respond(to: head, request, context)
+      respond(to: head, request, context, askingLoop: askingLoop)
     }
   }
 
@@ -173,59 +189,81 @@ final class ProxyConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
     }
   }
 
-  private func respond(to head: HTTPRequestHead, _ request: ProxyRequest, _ context: ChannelHandlerContext) {
+  /// Counts a response started on this connection; returns its number and what its end needs.
+  private func startResponse(to head: HTTPRequestHead, _ context: ChannelHandlerContext) -> (
+    number: Int, bound: NIOLoopBound<ResponseEnd>
+  ) {
     if !head.isKeepAlive { closing = true }
     responsesInFlight += 1
     requestCount += 1
-    let number = requestCount
-    let bound = NIOLoopBound(ResponseEnd(handler: self, context: context), eventLoop: context.eventLoop)
-    let responder = self.responder
-    let connections = self.connections
-    let logged = responder.server.accessLog.isOn ? LoggedRequest(request) : nil
     connections.responseStarted()
-    if let loopHits, loopHits.answersHits, let hit = responder.hitNow(request, targets: loopHits.targets) {
-      // A hit whose pages are in memory: answered here, on the loop, with no task and no hop between threads,
-      // written straight to the pipeline (head, body and end, one flush) with one promise for all of it. Its
-      // head is the one the loop kept for the same answer, if it did (`LoopHitHeads`).
-      let keepAlive = head.isKeepAlive
-      let version = head.version
-      let key = LoopHitHeads.Key(
-        objectID: hit.cached.objectID, range: hit.cached.range, partial: hit.partial,
-        versionMajor: version.major, versionMinor: version.minor, keepAlive: keepAlive)
-      let source = LoopHitHeads.Source(hit.cached, second: HTTPDate.currentSecond)
-      let responseHead = loopHits.heads.head(for: key, from: source) {
-        let fields = responder.hitHeaders(hit.cached, partial: hit.partial)
-        return Self.responseHead(status: hit.status, headers: fields, version: version, keepAlive: keepAlive)
-      }
-      // The closures below hold none of the buffer: it goes back to the pool from `ReturningBuffer` alone.
-      let status = hit.status
-      let bytes = hit.cached.buffer.readableBytes
-      let record = AccessRecord(hit.cached)
-      let returning = ReturningBuffer(hit.cached.buffer)
-      let written = context.eventLoop.makePromise(of: Void.self)
-      context.write(wrapOutboundOut(.head(responseHead)), promise: nil)
-      context.write(wrapOutboundOut(.body(.byteBuffer(hit.cached.buffer))), promise: nil)
-      context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: written)
-      answeringOnLoop += 1
-      let queued = responder.server.queuedBytes
-      queued.add(bytes)
-      written.futureResult.whenComplete { result in
-        // At once, not on the loop's next turn as `ProxyBodyWriter.writeNow` does: a loop answering hits as fast
-        // as it can would queue a task per hit, each holding its buffer (measured: the peak RSS of the serving
-        // rounds went from 56-60 to 106-112 MiB).
-        if let buffer = returning.take() {
-          HitBody.sent(buffer, hold: nil, reader: responder.reader, metrics: responder.metrics)
-        }
-        queued.remove(bytes)
-        logged?.write(to: responder.server.accessLog, status: status, bytes: bytes, record: record)
-        bound.value.handler.answeringOnLoop -= 1
-        bound.value.handler.responseEnded(
-          bound.value.context, request: number, keepAlive: keepAlive, written: result)
-        connections.responseEnded()
-      }
+    return (
+      requestCount, NIOLoopBound(ResponseEnd(handler: self, context: context), eventLoop: context.eventLoop)
+    )
+  }
+
+  /// Answers `request`: on the loop if it is a hit the loop may answer now (unless `askingLoop` is false: the
+  /// loop already declined it), else in a task.
+  private func respond(
+    to head: HTTPRequestHead, _ request: ProxyRequest, _ context: ChannelHandlerContext,
+    askingLoop: Bool = true
+  ) {
+    let (number, bound) = startResponse(to: head, context)
+    let logged = responder.server.accessLog.isOn ? LoggedRequest(request) : nil
+    if askingLoop, let loopHits, loopHits.answersHits,
+      let hit = responder.hitNow(request, targets: loopHits.targets)
+    {
+      writeLoopHit(hit, head: head, number: number, bound: bound, logged: logged, loopHits: loopHits, context)
       return
     }
     startTask(request, head: head, number: number, bound: bound, logged: logged)
+  }
+
+  /// Writes a hit answered on the loop: a hit whose pages are in memory, with no task and no hop between
+  /// threads, written straight to the pipeline (head, body and end, one flush) with one promise for all of
+  /// it. Its head is the one the loop kept for the same answer, if it did (`LoopHitHeads`).
+  private func writeLoopHit(
+    _ hit: LoopHit, head: HTTPRequestHead, number: Int, bound: NIOLoopBound<ResponseEnd>,
+    logged: LoggedRequest?, loopHits: LoopHitPolicy, _ context: ChannelHandlerContext
+  ) {
+    let responder = self.responder
+    let connections = self.connections
+    let keepAlive = head.isKeepAlive
+    let version = head.version
+    let key = LoopHitHeads.Key(
+      objectID: hit.cached.objectID, range: hit.cached.range, partial: hit.partial,
+      versionMajor: version.major, versionMinor: version.minor, keepAlive: keepAlive)
+    let source = LoopHitHeads.Source(hit.cached, second: HTTPDate.currentSecond)
+    let responseHead = loopHits.heads.head(for: key, from: source) {
+      let fields = responder.hitHeaders(hit.cached, partial: hit.partial)
+      return Self.responseHead(status: hit.status, headers: fields, version: version, keepAlive: keepAlive)
+    }
+    // The closures below hold none of the buffer: it goes back to the pool from `ReturningBuffer` alone.
+    let status = hit.status
+    let bytes = hit.cached.buffer.readableBytes
+    let record = AccessRecord(hit.cached)
+    let returning = ReturningBuffer(hit.cached.buffer)
+    let written = context.eventLoop.makePromise(of: Void.self)
+    context.write(wrapOutboundOut(.head(responseHead)), promise: nil)
+    context.write(wrapOutboundOut(.body(.byteBuffer(hit.cached.buffer))), promise: nil)
+    context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: written)
+    answeringOnLoop += 1
+    let queued = responder.server.queuedBytes
+    queued.add(bytes)
+    written.futureResult.whenComplete { result in
+      // At once, not on the loop's next turn as `ProxyBodyWriter.writeNow` does: a loop answering hits as fast
+      // as it can would queue a task per hit, each holding its buffer (measured: the peak RSS of the serving
+      // rounds went from 56-60 to 106-112 MiB).
+      if let buffer = returning.take() {
+        HitBody.sent(buffer, hold: nil, reader: responder.reader, metrics: responder.metrics)
+      }
+      queued.remove(bytes)
+      logged?.write(to: responder.server.accessLog, status: status, bytes: bytes, record: record)
+      bound.value.handler.answeringOnLoop -= 1
+      bound.value.handler.responseEnded(
+        bound.value.context, request: number, keepAlive: keepAlive, written: result)
+      connections.responseEnded()
+    }
   }
 
   /// Answers `request` in a task (see `answer`).
@@ -336,58 +374,6 @@ final class ProxyConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
     guard number == requestCount, head == nil, parked == nil else { return }
     responding = nil
     armIdleTimer(context)
-  }
-
-  static func responseHead(_ response: ProxyResponse, version: HTTPVersion, keepAlive: Bool)
-    -> HTTPResponseHead
-  {
-    responseHead(status: response.status, headers: response.headers, version: version, keepAlive: keepAlive)
-  }
-
-  /// NIO's head of a response with `status` and `fields`: `Date` (unless among them), `Server`, the fields, and
-  /// `Connection` as the connection needs it.
-  static func responseHead(
-    status: HTTPResponse.Status, headers fields: HTTPFields, version: HTTPVersion, keepAlive: Bool
-  ) -> HTTPResponseHead {
-    var headers = HTTPHeaders()
-    headers.reserveCapacity(fields.count + 3)
-    // A stored response keeps the origin's Date (its Age says how old it is); every other gets the time now.
-    // (A plain search: `HTTPFields`' subscript would also join the values found into a new String.)
-    if !fields.contains(where: { $0.name == .date }) {
-      headers.add(name: "date", value: HTTPDate.now())
-    }
-    headers.add(name: "server", value: "MediaCache")
-    for field in fields { headers.add(name: field.name.rawName, value: field.value) }
-    if !keepAlive {
-      headers.replaceOrAdd(name: "connection", value: "close")
-    } else if version.major == 1 && version.minor == 0 {
-      headers.replaceOrAdd(name: "connection", value: "keep-alive")
-    }
-    return HTTPResponseHead(
-      version: version,
-      status: HTTPResponseStatus(statusCode: status.code, reasonPhrase: status.reasonPhrase),
-      headers: headers)
-  }
-}
-
-/// A request as its access-log line names it, with when it arrived.
-struct LoggedRequest: Sendable {
-  let method: HTTPMethod
-  let path: Substring
-  let started = NIODeadline.now()
-
-  init(_ request: ProxyRequest) {
-    method = request.method
-    path = request.path
-  }
-
-  func write(to log: AccessLog, _ response: ProxyResponse, bytes: Int) {
-    write(to: log, status: response.status, bytes: bytes, record: response.access)
-  }
-
-  func write(to log: AccessLog, status: HTTPResponse.Status, bytes: Int, record: AccessRecord?) {
-    log.write(
-      method: method, path: path, status: Int(status.code), bytes: bytes, since: started, record: record)
   }
 }
 

@@ -2,6 +2,7 @@ import HTTPTypes
 import MediaCache
 import MediaCacheHTTP
 import NIOCore
+import NIOHTTP1
 import Synchronization
 
 // A hit answered at once (Step 10): a range the cache holds wholly is read and checked in one buffer, without
@@ -31,13 +32,49 @@ extension ProxyResponder {
     guard request.method == .GET, request.headers[.ifRange] == nil,
       !ConditionalRequest.isConditional(request.headers),
       server.upstreamMap != nil || !Self.isOwnEndpoint(request),
-      let (target, requested) = loopTarget(of: request, in: targets), !live.contains(target.origin),
+      let (target, requested) = loopTarget(of: request, in: targets)
+    else { return nil }
+    return hitNow(target, requested, uri: request.uri, targets: targets)
+  }
+
+  /// `hitNow` for a GET whose target the loop remembers, decided from NIO's head as it came: no
+  /// `ProxyRequest` is made (every field copied and checked) and no field is looked for more than once, which
+  /// is most of what a loop does for a hit before its read (docs/PERFORMANCE.md). The same decisions as
+  /// `hitNow(_:targets:)`: `.answered` with the hit, counted; `.declined` where that would return nil too (a
+  /// conditional or `If-Range`, or what the cache holds cannot be given now), so the caller need not ask it;
+  /// `.undecided` for what this does not decide (another method, a target not remembered, `Range` sent more
+  /// than once), where the caller goes on as without it.
+  func hitNow(_ head: HTTPRequestHead, targets: LoopTargetMemo) -> LoopHitAttempt {
+    guard head.method == .GET, let known = targets.target(for: head.uri) else { return .undecided }
+    var range: String?
+    for (name, value) in head.headers {
+      switch LoopHitField(name) {
+      case .range?:
+        guard range == nil else { return .undecided }
+        range = value
+      case .declining?: return .declined
+      case nil: continue
+      }
+    }
+    let requested = RangeHeader(range).requested
+    guard let hit = hitNow((known.origin, known.objectID, true), requested, uri: head.uri, targets: targets)
+    else { return .declined }
+    return .answered(hit)
+  }
+
+  /// The hit of `requested` of the object `target` names, read now on the calling loop, counted, and the
+  /// target remembered for `uri`; nil when the cache cannot give it now.
+  private func hitNow(
+    _ target: (origin: String, objectID: ObjectID, remembered: Bool), _ requested: RequestedRange,
+    uri: String, targets: LoopTargetMemo
+  ) -> LoopHit? {
+    guard !live.contains(target.origin),
       let cached = reader.readCachedNow(
         target.origin, objectID: target.objectID, range: requested, maxBytes: Self.immediateMaxBytes,
         waitingForDisk: false, declining: { Self.mayBePlaylist(contentType: $0, url: target.origin) })
     else { return nil }
     if !target.remembered {
-      targets.remember(.init(origin: target.origin, objectID: target.objectID), for: request.uri)
+      targets.remember(.init(origin: target.origin, objectID: target.objectID), for: uri)
     }
     let hit = LoopHit(cached: cached, partial: requested != .all)
     noteHit(cached)
@@ -89,6 +126,47 @@ extension ProxyResponder {
     metrics.noteServed(fromCache: count, fromOrigin: 0)
     metrics.noteServed(hit.objectID, hit.range)
     metrics.noteRequest(hit: true)
+  }
+}
+
+/// What `ProxyResponder.hitNow(_:targets:)` made of a request's head.
+enum LoopHitAttempt {
+  /// The hit, read and counted: the loop writes it.
+  case answered(LoopHit)
+  /// Not a hit the loop can answer now (`hitNow` with the whole request would say the same).
+  case declined
+  /// Not decided from the head alone.
+  case undecided
+}
+
+/// The request fields a loop hit looks at, by name as sent (ASCII case ignored): `Range`, and those that make
+/// `hitNow` decline (`If-Range`, and the conditionals `ConditionalRequest.isConditional` names).
+private enum LoopHitField {
+  case range
+  case declining
+
+  init?(_ name: String) {
+    var name = name
+    let found: LoopHitField? = name.withUTF8 { bytes in
+      switch bytes.count {
+      case 5: Self.matches(bytes, "range") ? .range : nil
+      case 8: Self.matches(bytes, "if-range") ? .declining : nil
+      case 13: Self.matches(bytes, "if-none-match") ? .declining : nil
+      case 17: Self.matches(bytes, "if-modified-since") ? .declining : nil
+      default: nil
+      }
+    }
+    guard let found else { return nil }
+    self = found
+  }
+
+  /// Whether `bytes` spell `lowercase` (of the same length) with ASCII case ignored.
+  private static func matches(_ bytes: UnsafeBufferPointer<UInt8>, _ lowercase: StaticString) -> Bool {
+    lowercase.withUTF8Buffer { expected in
+      zip(bytes, expected).allSatisfy { byte, want in
+        byte == want || (byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z") && byte | 0x20 == want)
+      }
+    }
   }
 }
 

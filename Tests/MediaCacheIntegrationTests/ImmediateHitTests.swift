@@ -454,6 +454,56 @@ struct ImmediateHitTests {
       }
     }
 
+    /// A loop decides a remembered target's hit from NIO's head (`ProxyResponder.hitNow(_:targets:)`) as it
+    /// would from the whole request: field names in any case, conditionals and `If-Range` answered as a proxy
+    /// whose loops answer no hit answers them (and not on a loop), `Range` sent twice left to the whole
+    /// request's path. Every answer is the same as that proxy's.
+    @Test func aLoopDecidesFromTheHeadAsFromTheWholeRequest() async throws {
+      try await withReader(linger: .seconds(60)) { reader, origin, _ in
+        let (proxy, endpoint, server) = try await startInProcessProxy(reader)
+        defer { server.cancel() }
+        var configuration = ProxyServer.Configuration()
+        configuration.loopHitConnections = 0
+        let (_, offEndpoint, offServer) = try await startInProcessProxy(reader, configuration)
+        defer { offServer.cancel() }
+        let url = origin.url(.normal, "head-decided", size: 300_000)
+        let path = ProxyServer.proxyPath(for: url)
+        let whole = try await blocking { try rawRequest(port: endpoint.port, path) }
+        #expect(whole.status == 200)
+        let etag = try #require(whole.header("ETag"))
+        let lastModified = try #require(whole.header("Last-Modified"))
+        await reader.cache.closing.wait(for: reader.cache.objectID(for: url))
+        let held = try await reader.read(url)  // while a read has the object open, hits are answered at once
+        defer { held.close() }
+        func ask(_ port: Int, _ fields: [(String, String)]) async throws -> RawHTTPResponse {
+          try await blocking { try rawRequest(port: port, path, headers: fields) }
+        }
+        // The first loop hit remembers the target; the rest are decided from the head.
+        #expect(try await ask(endpoint.port, [("Range", "bytes=0-99")]).status == 206)
+        let cases: [(fields: [(String, String)], onLoop: Bool)] = [
+          ([("rAnGe", "bytes=100-65635")], true),
+          ([("RANGE", "bytes=5-9")], true),
+          ([], true),
+          ([("IF-NONE-MATCH", etag)], false),
+          ([("Range", "bytes=0-99"), ("if-none-match", "\"other\"")], false),
+          ([("If-Modified-Since", lastModified)], false),
+          ([("Range", "bytes=0-99"), ("IF-RANGE", etag)], false),
+          ([("Range", "bytes=0-99"), ("If-Range", "\"other\"")], false),
+          // Left to the whole request's path, which answers it on the loop too (its `Range`, the two joined).
+          ([("Range", "bytes=0-99"), ("Range", "bytes=200-299")], true),
+        ]
+        for (fields, onLoop) in cases {
+          let before = proxy.metrics.cacheHitsOnLoop
+          let hit = try await ask(endpoint.port, fields)
+          let made = try await ask(offEndpoint.port, fields)
+          let what = "\(fields)"
+          #expect(hit.status == made.status && hit.body == made.body, "\(what): \(hit.status) \(made.status)")
+          #expect(hit.header("Content-Range") == made.header("Content-Range"), "\(what)")
+          #expect(proxy.metrics.cacheHitsOnLoop == before + (onLoop ? 1 : 0), "\(what)")
+        }
+      }
+    }
+
     @Test func theProxyAnswersHitsInThePageCacheOnItsEventLoop() async throws {
       try await withReader(linger: .seconds(60)) { reader, origin, cache in
         let (proxy, endpoint, server) = try await startInProcessProxy(reader)
