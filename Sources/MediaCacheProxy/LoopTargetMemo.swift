@@ -9,7 +9,8 @@ import NIOCore
 /// Only what a target alone decides is kept: the mapping from a target to its origin URL is fixed for the life
 /// of the server (its allowed hosts and upstreams do not change), and the cache's key function is a function of
 /// the URL (`KeyFunction`). Everything that depends on the request's fields (its method, `Range`, conditionals)
-/// or on the cache's state is checked per request as before. At most `capacity` targets are kept; when full,
+/// or on the cache's state is checked per request as before (but the check for a playlist of a content type a
+/// hit of the target was already answered with, `Target.answered`). At most `capacity` targets are kept; when full,
 /// the memo starts again empty (a loop serving many objects loses at most one check per target and round).
 final class LoopTargetMemo: @unchecked Sendable {
   /// What a target names.
@@ -18,6 +19,14 @@ final class LoopTargetMemo: @unchecked Sendable {
     let origin: String
     /// The object `origin` is cached under.
     let objectID: ObjectID
+    /// The content type the hit that remembered it was answered with (nil: none known). A hit with the same
+    /// one is not a playlist: `ProxyResponder.mayBePlaylist` depends on that type and `origin` alone.
+    var answered: AnsweredType? = nil
+  }
+
+  /// A content type a hit was answered with (`value` nil: the origin sent none).
+  struct AnsweredType: Equatable {
+    let value: String?
   }
 
   /// The most targets kept.

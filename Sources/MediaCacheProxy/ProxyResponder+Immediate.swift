@@ -57,24 +57,27 @@ extension ProxyResponder {
       }
     }
     let requested = RangeHeader(range).requested
-    guard let hit = hitNow((known.origin, known.objectID, true), requested, uri: head.uri, targets: targets)
-    else { return .declined }
+    guard let hit = hitNow(known, requested, uri: head.uri, targets: targets) else { return .declined }
     return .answered(hit)
   }
 
-  /// The hit of `requested` of the object `target` names, read now on the calling loop, counted, and the
-  /// target remembered for `uri`; nil when the cache cannot give it now.
+  /// The hit of `requested` of the object `target` names, read now on the calling loop and counted, `target`
+  /// remembered for `uri` with the content type it was answered with; nil when the cache cannot give it now.
   private func hitNow(
-    _ target: (origin: String, objectID: ObjectID, remembered: Bool), _ requested: RequestedRange,
-    uri: String, targets: LoopTargetMemo
+    _ target: LoopTargetMemo.Target, _ requested: RequestedRange, uri: String, targets: LoopTargetMemo
   ) -> LoopHit? {
-    guard !live.contains(target.origin),
+    let origin = target.origin
+    let answered = target.answered
+    guard !live.contains(origin),
       let cached = reader.readCachedNow(
-        target.origin, objectID: target.objectID, range: requested, maxBytes: Self.immediateMaxBytes,
-        waitingForDisk: false, declining: { Self.mayBePlaylist(contentType: $0, url: target.origin) })
+        origin, objectID: target.objectID, range: requested, maxBytes: Self.immediateMaxBytes,
+        waitingForDisk: false,
+        declining: { answered != .init(value: $0) && Self.mayBePlaylist(contentType: $0, url: origin) })
     else { return nil }
-    if !target.remembered {
-      targets.remember(.init(origin: target.origin, objectID: target.objectID), for: uri)
+    if answered != .init(value: cached.contentType) {
+      var remembered = target
+      remembered.answered = .init(value: cached.contentType)
+      targets.remember(remembered, for: uri)
     }
     let hit = LoopHit(cached: cached, partial: requested != .all)
     noteHit(cached)
@@ -83,17 +86,16 @@ extension ProxyResponder {
     return hit
   }
 
-  /// The origin URL and object a GET's target names (from `targets` if remembered there, else checked by
-  /// `target(of:)`; `remembered` says which) and the range its `Range` field asks for; nil for a target the
-  /// proxy refuses.
+  /// What a GET's target names (as remembered in `targets`, else checked by `target(of:)`) and the range its
+  /// `Range` field asks for; nil for a target the proxy refuses.
   private func loopTarget(of request: ProxyRequest, in targets: LoopTargetMemo) -> (
-    target: (origin: String, objectID: ObjectID, remembered: Bool), requested: RequestedRange
+    target: LoopTargetMemo.Target, requested: RequestedRange
   )? {
     if let known = targets.target(for: request.uri) {
-      return ((known.origin, known.objectID, true), RangeHeader(request.headers[.range]).requested)
+      return (known, RangeHeader(request.headers[.range]).requested)
     }
     guard let (origin, _, _, requested) = try? target(of: request) else { return nil }
-    return ((origin, reader.cache.objectID(for: origin), false), requested)
+    return (.init(origin: origin, objectID: reader.cache.objectID(for: origin)), requested)
   }
 
   /// The response to a range read at once from the cache: the same head as a streamed hit's, the body in one
