@@ -241,7 +241,7 @@ final class ProxyConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
     // The closures below hold none of the buffer: it goes back to the pool from `ReturningBuffer` alone.
     let status = hit.status
     let bytes = hit.cached.buffer.readableBytes
-    let record = AccessRecord(hit.cached)
+    let record = logged.map { _ in AccessRecord(hit.cached) }  // for the access log only
     let returning = ReturningBuffer(hit.cached.buffer)
     let written = context.eventLoop.makePromise(of: Void.self)
     context.write(wrapOutboundOut(.head(responseHead)), promise: nil)
