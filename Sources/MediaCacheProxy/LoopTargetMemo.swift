@@ -10,8 +10,9 @@ import NIOCore
 /// of the server (its allowed hosts and upstreams do not change), and the cache's key function is a function of
 /// the URL (`KeyFunction`). Everything that depends on the request's fields (its method, `Range`, conditionals)
 /// or on the cache's state is checked per request as before (but the check for a playlist of a content type a
-/// hit of the target was already answered with, `Target.answered`). At most `capacity` targets are kept; when full,
-/// the memo starts again empty (a loop serving many objects loses at most one check per target and round).
+/// hit of the target was already answered with, `Target.answered`). At most `capacity` targets are kept; when
+/// full, the memo starts again empty (a loop serving many objects loses at most one check per target and
+/// round).
 final class LoopTargetMemo: @unchecked Sendable {
   /// What a target names.
   struct Target {

@@ -43,14 +43,18 @@ extension ProxyResponder {
   /// `hitNow(_:targets:)`: `.answered` with the hit, counted; `.declined` where that would return nil too (a
   /// conditional or `If-Range`, or what the cache holds cannot be given now), so the caller need not ask it;
   /// `.undecided` for what this does not decide (another method, a target not remembered, `Range` sent more
-  /// than once), where the caller goes on as without it.
+  /// than once or with spaces around its value), where the caller goes on as without it.
   func hitNow(_ head: HTTPRequestHead, targets: LoopTargetMemo) -> LoopHitAttempt {
     guard head.method == .GET, let known = targets.target(for: head.uri) else { return .undecided }
     var range: String?
     for (name, value) in head.headers {
       switch LoopHitField(name) {
       case .range?:
-        guard range == nil else { return .undecided }
+        // `HTTPField` trims spaces and tabs around a value, and NIO's parser keeps those after it: left to the
+        // whole request's path (as is `Range` sent twice).
+        guard range == nil, value.utf8.first.map(Self.isSpaceOrTab) != true,
+          value.utf8.last.map(Self.isSpaceOrTab) != true
+        else { return .undecided }
         range = value
       case .declining?: return .declined
       case nil: continue
@@ -59,6 +63,10 @@ extension ProxyResponder {
     let requested = RangeHeader(range).requested
     guard let hit = hitNow(known, requested, uri: head.uri, targets: targets) else { return .declined }
     return .answered(hit)
+  }
+
+  private static func isSpaceOrTab(_ byte: UInt8) -> Bool {
+    byte == UInt8(ascii: " ") || byte == UInt8(ascii: "\t")
   }
 
   /// The hit of `requested` of the object `target` names, read now on the calling loop and counted, `target`
@@ -144,9 +152,12 @@ enum LoopHitAttempt {
 /// The request fields a loop hit looks at, by name as sent (ASCII case ignored): `Range`, and those that make
 /// `hitNow` decline (`If-Range`, and the conditionals `ConditionalRequest.isConditional` names).
 private enum LoopHitField {
+  /// `Range`.
   case range
+  /// `If-Range`, `If-None-Match` or `If-Modified-Since`: a loop does not answer the request.
   case declining
 
+  /// The field `name` is, or nil for any other.
   init?(_ name: String) {
     var name = name
     let found: LoopHitField? = name.withUTF8 { bytes in

@@ -460,7 +460,10 @@ struct ImmediateHitTests {
     /// request's path. Every answer is the same as that proxy's.
     @Test func aLoopDecidesFromTheHeadAsFromTheWholeRequest() async throws {
       try await withReader(linger: .seconds(60)) { reader, origin, _ in
-        let (proxy, endpoint, server) = try await startInProcessProxy(reader)
+        // One loop, so that the target the first hit remembers is remembered for every connection after it.
+        var oneLoop = ProxyServer.Configuration()
+        oneLoop.eventLoops = 1
+        let (proxy, endpoint, server) = try await startInProcessProxy(reader, oneLoop)
         defer { server.cancel() }
         var configuration = ProxyServer.Configuration()
         configuration.loopHitConnections = 0
@@ -489,16 +492,25 @@ struct ImmediateHitTests {
           ([("If-Modified-Since", lastModified)], false),
           ([("Range", "bytes=0-99"), ("IF-RANGE", etag)], false),
           ([("Range", "bytes=0-99"), ("If-Range", "\"other\"")], false),
+          ([("If-None-Match", "")], false),
+          ([("Range", "bytes=0-99"), ("Connection", "close")], true),
+          // Spaces after a value: `HTTPField` trims them; left to the whole request's path, which answers it.
+          ([("Range", "bytes=0-99" + String(repeating: " ", count: 4_100))], true),
           // Left to the whole request's path, which answers it on the loop too (its `Range`, the two joined).
           ([("Range", "bytes=0-99"), ("Range", "bytes=200-299")], true),
         ]
+        let sameFields = { (response: RawHTTPResponse) in
+          response.headers.filter { !["date", "age"].contains($0.name.lowercased()) }.map {
+            "\($0.name): \($0.value)"
+          }
+        }
         for (fields, onLoop) in cases {
           let before = proxy.metrics.cacheHitsOnLoop
           let hit = try await ask(endpoint.port, fields)
           let made = try await ask(offEndpoint.port, fields)
-          let what = "\(fields)"
+          let what = "\(fields.map { "\($0.0): \($0.1.prefix(40))" })"
           #expect(hit.status == made.status && hit.body == made.body, "\(what): \(hit.status) \(made.status)")
-          #expect(hit.header("Content-Range") == made.header("Content-Range"), "\(what)")
+          #expect(sameFields(hit) == sameFields(made), "\(what)")
           #expect(proxy.metrics.cacheHitsOnLoop == before + (onLoop ? 1 : 0), "\(what)")
         }
       }
