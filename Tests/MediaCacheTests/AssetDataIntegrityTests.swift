@@ -84,6 +84,9 @@ import Testing
         }
       }
       #expect(received == data[0..<8192])
+      // Dropped from the manifest (the check ran apart from the read), so it is fetched again.
+      #expect(try store.readManifest(Self.id)?.isPresent(2) == false)
+      #expect(try store.readManifest(Self.id)?.isPresent(1) == true)
     }
   }
 

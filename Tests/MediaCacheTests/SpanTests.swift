@@ -80,12 +80,7 @@ import Testing
   func spansAreCommittedReadAfterReopenAndJoinedIntoChunks(_ durability: Durability) async throws {
     try await withStore(durability: durability) { store in
       let data = randomBytes(count: 3 * Self.chunk, seed: 9)
-      do {
-        let writer = try FileHandleAssetDataManager(store: store, id: Self.id)
-        try writer.setContentLength(Int64(data.count))
-        try writer.write(data[1000..<5000], at: 1000)
-        try writer.close()
-      }
+      try Self.storePart(of: data, 1000..<5000, in: store)
       let committed = try #require(try store.readManifest(Self.id))
       #expect(committed.presentByteRanges.ranges == [1000..<5000])
       #expect(committed.allSpans.map(\.range) == [1000..<4096, 4096..<5000])
@@ -108,21 +103,49 @@ import Testing
     }
   }
 
+  /// Writes `data[range]` into the object, `data.count` bytes long, and closes the writer: spans where the
+  /// part does not fill its chunks.
+  private static func storePart(of data: Data, _ range: Range<Int>, in store: ShardedStore) throws {
+    let writer = try FileHandleAssetDataManager(store: store, id: id)
+    try writer.setContentLength(Int64(data.count))
+    try writer.write(data[range], at: Int64(range.lowerBound))
+    try writer.close()
+  }
+
   @Test func aCorruptSpanIsDroppedAndReportedNotReturned() async throws {
     try await withStore { store in
       let data = randomBytes(count: 2 * Self.chunk, seed: 11)
-      do {
-        let writer = try FileHandleAssetDataManager(store: store, id: Self.id)
-        try writer.setContentLength(Int64(data.count))
-        try writer.write(data[100..<900], at: 100)
-        try writer.close()
-      }
+      try Self.storePart(of: data, 100..<900, in: store)
       try flipByte(atPath: store.paths(for: Self.id).data, offset: 500)
       let manager = try FileHandleAssetDataManager(store: store, id: Self.id)
       #expect(throws: StoreError.self) { try manager.read(200..<300) }
       #expect(manager.manifest.allSpans.isEmpty)
       try manager.close()
       #expect(try store.readManifest(Self.id)?.allSpans.isEmpty == true)
+    }
+  }
+
+  /// A streamed read (`bytes(in:)`, read on the I/O executor and checked where the consumer runs) gives the bytes
+  /// of spans as `read` does, and ends at a corrupt span, which is dropped.
+  @Test func aStreamedReadGivesSpansAndStopsAtACorruptOne() async throws {
+    try await withStore { store in
+      let data = randomBytes(count: 3 * Self.chunk, seed: 12)
+      try Self.storePart(of: data, 1000..<9000, in: store)
+      let manager = try FileHandleAssetDataManager(store: store, id: Self.id)
+      var pieces: [Data] = []
+      for try await piece in manager.bytes(in: 1500..<8500) { pieces.append(piece) }
+      #expect(pieces.map(\.count) == [4096 - 1500, 4096, 8500 - 8192])
+      #expect(pieces.reduce(Data(), +) == data[1500..<8500])
+      // The span of chunk 2 (8192..<9000) goes bad.
+      try flipByte(atPath: store.paths(for: Self.id).data, offset: 8600)
+      var received = Data()
+      await #expect(throws: StoreError.self) {
+        for try await piece in manager.bytes(in: 2000..<8800) { received.append(piece) }
+      }
+      #expect(received == data[2000..<8192])
+      #expect(manager.manifest.allSpans.map(\.range) == [1000..<4096])
+      try manager.close()
+      #expect(try store.readManifest(Self.id)?.allSpans.map(\.range) == [1000..<4096])
     }
   }
 

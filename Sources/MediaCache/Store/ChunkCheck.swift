@@ -22,8 +22,7 @@ struct ChunkCheck: Sendable, Equatable {
   ) throws -> ChunkCheck {
     let target = UnsafeMutableRawBufferPointer(rebasing: buffer[..<Int(range.count)])
     let count = try file.read(into: target, at: range.lowerBound)
-    let actual = CRC32.checksum(UnsafeRawBufferPointer(rebasing: target[..<count]))
-    return ChunkCheck(range: range, expected: expected, bytesRead: count, actual: actual)
+    return ChunkCheck(range, expected: expected, checking: UnsafeRawBufferPointer(rebasing: target[..<count]))
   }
 }
 
@@ -63,6 +62,12 @@ final class ChunkVerifier {
 }
 
 extension ChunkCheck {
+  /// The check of `bytes`, read from `range` (fewer bytes than `range.count` when the file was short), against
+  /// `expected`: for a read that was made apart from its check (`UnverifiedBytes`).
+  init(_ range: Range<Int64>, expected: UInt32, checking bytes: UnsafeRawBufferPointer) {
+    self.init(range: range, expected: expected, bytesRead: bytes.count, actual: CRC32.checksum(bytes))
+  }
+
   /// Checks chunk bytes already read into `bytes` (the whole chunk, `range`) against `expected`, computing the
   /// CRC of each `blockSize` block and combining them into the chunk's: on a pass, returns the block CRCs
   /// (`BlockCRCTable`); nil when the chunk fails. The bytes are read once, by the caller.

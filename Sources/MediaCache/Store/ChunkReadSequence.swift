@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// The pieces of a streamed, verified range read (`FileHandleAssetDataManager.bytes(in:)`).
 public struct ChunkReadSequence: AsyncSequence, Sendable {
@@ -14,15 +15,17 @@ public struct ChunkReadSequence: AsyncSequence, Sendable {
     Iterator(manager: manager, cursor: range.lowerBound, end: range.upperBound)
   }
 
-  /// Reads one chunk ahead of the one it returns: while the consumer handles a piece, the next is read and
-  /// verified on `IOExecutor.shared` (so at most two chunks are in memory per iterator, and the hop to the
-  /// executor is not paid in sequence with every piece).
+  /// Reads one chunk ahead of the one it returns: while the consumer handles a piece, the next is read on
+  /// `IOExecutor.shared` (so at most two chunks are in memory per iterator, and the hop to the executor is not
+  /// paid in sequence with every piece). A piece's CRC is checked where `next()` runs, before it is returned:
+  /// the check is CPU work, not a blocking call, and done there it overlaps the next piece's read instead of
+  /// following it on the I/O thread.
   public struct Iterator: AsyncIteratorProtocol {
     let manager: FileHandleAssetDataManager
     var cursor: Int64
     let end: Int64
     /// The piece starting at `cursor`, already being read.
-    private var ahead: Task<Data, any Error>?
+    private var ahead: PieceRead?
 
     init(manager: FileHandleAssetDataManager, cursor: Int64, end: Int64) {
       self.manager = manager
@@ -30,7 +33,8 @@ public struct ChunkReadSequence: AsyncSequence, Sendable {
       self.end = end
     }
 
-    /// Reads and verifies the next piece on `IOExecutor.shared`, or returns nil once the range is exhausted.
+    /// Reads the next piece on `IOExecutor.shared` and checks it here, or returns nil once the range is
+    /// exhausted.
     ///
     /// Throws `StoreError.notCached` when the next byte is not cached, `StoreError.outOfBounds` past a known
     /// length, and `StoreError.corruptChunk` when its chunk fails its CRC (the chunk is dropped from the
@@ -45,25 +49,71 @@ public struct ChunkReadSequence: AsyncSequence, Sendable {
       if next < end { ahead = Self.read(manager, from: next, end: end) }
       let piece: Data
       do {
-        piece = try await current.value
+        let bytes = try await current.value
+        if let check = bytes.check(), !check.passed {
+          // The chunk is dropped from the manifest there (a write), and the error thrown.
+          let reader = manager.reader
+          let _: Void = try await IOExecutor.shared.run { try reader.reject(bytes, check) }
+        }
+        piece = manager.reader.accept(bytes)
       } catch {
-        ahead?.cancel()
         ahead = nil
         throw error
       }
       cursor += Int64(piece.count)
       if cursor != next {
         // Not the piece expected (cannot happen while pieces end on chunk boundaries): read on from here.
-        ahead?.cancel()
         ahead = nil
       }
       return piece
     }
 
-    private static func read(_ manager: FileHandleAssetDataManager, from start: Int64, end: Int64) -> Task<
-      Data, any Error
-    > {
-      Task { try await IOExecutor.shared.run { try manager.readPiece(startingAt: start, end: end) } }
+    private static func read(_ manager: FileHandleAssetDataManager, from start: Int64, end: Int64)
+      -> PieceRead
+    {
+      PieceRead(manager.reader, from: start, end: end)
     }
+  }
+}
+
+/// A piece being read on `IOExecutor.shared` for an iterator, waited for without a task: the executor's thread
+/// resumes the waiting `next()` itself (one hand-over a piece). A read nobody waits for any more ends anyway,
+/// and its buffer goes back to the pool.
+private final class PieceRead: Sendable {
+  private enum State {
+    case reading
+    case read(Result<UnverifiedBytes, any Error>)
+    case waiting(CheckedContinuation<UnverifiedBytes, any Error>)
+    case taken
+  }
+
+  private let state = Mutex(State.reading)
+
+  /// Starts the read of the piece at `start` (up to `end`).
+  init(_ reader: VerifiedChunkReader, from start: Int64, end: Int64) {
+    IOExecutor.shared.submit { [self] in
+      arrive(.read(Result { try reader.unverifiedPiece(startingAt: start, end: end) }))
+    }
+  }
+
+  /// The piece read (or the read's error), once it is there. Asked once.
+  var value: UnverifiedBytes {
+    get async throws { try await withCheckedThrowingContinuation { arrive(.waiting($0)) } }
+  }
+
+  /// The read's result or the waiter, whichever comes first, is kept; the second resumes the waiter.
+  private func arrive(_ arrival: State) {
+    let met = state.withLock {
+      state -> (CheckedContinuation<UnverifiedBytes, any Error>, Result<UnverifiedBytes, any Error>)? in
+      switch (state, arrival) {
+      case (.waiting(let waiter), .read(let result)), (.read(let result), .waiting(let waiter)):
+        state = .taken
+        return (waiter, result)
+      default:
+        state = arrival
+        return nil
+      }
+    }
+    if let (waiter, result) = met { waiter.resume(with: result) }
   }
 }

@@ -75,7 +75,7 @@ public final class FileHandleAssetDataManager: Sendable {
   let store: ShardedStore
   private let view: ObjectView
   private let writer: ObjectWriter
-  private let reader: VerifiedChunkReader
+  let reader: VerifiedChunkReader
 
   // MARK: Opening
 
@@ -362,10 +362,5 @@ public final class FileHandleAssetDataManager: Sendable {
   /// the same errors as `read(_:)`, after the good pieces before it.
   public func bytes(in range: Range<Int64>) -> ChunkReadSequence {
     ChunkReadSequence(manager: self, range: range)
-  }
-
-  /// One piece of a streamed read: the part of the chunk holding `offset` from `offset`, up to `end`.
-  func readPiece(startingAt offset: Int64, end: Int64) throws -> Data {
-    try reader.readPiece(startingAt: offset, end: end)
   }
 }

@@ -27,7 +27,7 @@ struct VerifiedChunkReader: Sendable {
     let last = Int((range.upperBound - 1) / chunkSize)
     if first == last, range.lowerBound == Int64(first) * chunkSize, spanHolding(range.lowerBound) == nil {
       // One chunk from its start (the common piece of a streamed read): no copy when it is the whole chunk.
-      let data = try verifiedChunkData(first)
+      let data = try settle(try unverifiedChunk(first))
       return data.count == range.count ? data : data.prefix(Int(range.count))
     }
     var out = Data()
@@ -36,13 +36,13 @@ struct VerifiedChunkReader: Sendable {
       let chunkStart = Int64(index) * chunkSize
       if let span = spanHolding(max(range.lowerBound, chunkStart)) {
         // Bytes of a chunk that is not complete: its span, read whole and checked.
-        let data = try verifiedSpanData(span)
+        let data = try settle(try unverifiedSpan(span))
         let low = Int(max(range.lowerBound, chunkStart) - span.range.lowerBound)
         let high = Int(min(range.upperBound, span.range.upperBound) - span.range.lowerBound)
         out.append(data[data.startIndex + low..<data.startIndex + high])
         continue
       }
-      let data = try verifiedChunkData(index)
+      let data = try settle(try unverifiedChunk(index))
       let low = Int(max(range.lowerBound, chunkStart) - chunkStart)
       let high = Int(min(range.upperBound, chunkStart + Int64(data.count)) - chunkStart)
       out.append(data[data.startIndex + low..<data.startIndex + high])
@@ -50,22 +50,22 @@ struct VerifiedChunkReader: Sendable {
     return out
   }
 
-  /// One piece of a streamed read: the part of the chunk holding `offset` from `offset`, up to `end`.
-  func readPiece(startingAt offset: Int64, end: Int64) throws -> Data {
+  /// One piece of a streamed read (`ChunkReadSequence`), read and not yet checked: the chunk (or the span of an
+  /// incomplete chunk) holding `offset`, with the part of it from `offset` up to `end` (and the chunk's end)
+  /// as its piece. Blocking, as a read is; the check that follows is not (`UnverifiedBytes`).
+  func unverifiedPiece(startingAt offset: Int64, end: Int64) throws -> UnverifiedBytes {
     let chunkSize = Int64(view.withLock { $0.manifest.chunkSize })
     let pieceEnd = min(end, (offset / chunkSize + 1) * chunkSize)
     _ = try checkCached(offset..<pieceEnd)
     store.noteAccess(objectID)
-    let index = Int(offset / chunkSize)
-    let chunkStart = Int64(index) * chunkSize
+    var bytes: UnverifiedBytes
     if let span = spanHolding(offset) {
-      let data = try verifiedSpanData(span)
-      let high = min(pieceEnd, span.range.upperBound)
-      return data.subdata(in: Int(offset - span.range.lowerBound)..<Int(high - span.range.lowerBound))
+      bytes = try unverifiedSpan(span)
+    } else {
+      bytes = try unverifiedChunk(Int(offset / chunkSize))
     }
-    let chunk = try verifiedChunkData(index)
-    if offset == chunkStart && pieceEnd - chunkStart == Int64(chunk.count) { return chunk }
-    return chunk.subdata(in: Int(offset - chunkStart)..<Int(pieceEnd - chunkStart))
+    bytes.piece = offset..<min(pieceEnd, bytes.range.upperBound)
+    return bytes
   }
 
   /// The bytes of the whole chunks that hold `range` (not empty): the most `readVerified(_:into:)` reads.
@@ -255,77 +255,12 @@ struct VerifiedChunkReader: Sendable {
     }
   }
 
-  /// `span` read whole and checked against its CRC. On a mismatch the span is dropped and
-  /// `StoreError.corruptChunk` is thrown.
-  private func verifiedSpanData(_ span: Manifest.Span) throws -> Data {
-    let chunkSize = try view.withLock { view in
-      try self.view.ensureOpen(view)
-      self.view.readsInFlight.add(1, ordering: .acquiring)
-      return view.manifest.chunkSize
-    }
-    var check: ChunkCheck?
-    let data: Data
-    do {
-      defer { view.readsInFlight.subtract(1, ordering: .releasing) }
-      data = try ReadBufferPool.shared.data(count: Int(span.range.count), capacity: chunkSize) { buffer in
-        let read = try mapIO {
-          try ChunkCheck.read(span.range, expected: span.crc, from: file.handle, into: buffer)
-        }
-        check = read
-        return read.bytesRead
-      }
-    }
-    guard let check, check.passed else { throw spanFailed(span, actual: check?.actual ?? 0) }
-    return data
-  }
-
   /// A span whose bytes failed its CRC: counted, dropped (fetched again later), and the error to throw.
-  private func spanFailed(_ span: Manifest.Span, actual: UInt32) -> StoreError {
+  func spanFailed(_ span: Manifest.Span, actual: UInt32) -> StoreError {
     CacheMetrics.noteCRCFailures(1, during: .read)
     writer.dropSpan(span)
     let chunkSize = Int64(view.withLock { $0.manifest.chunkSize })
     return StoreError.corruptChunk(
       objectID, chunk: Int(span.range.lowerBound / chunkSize), expected: span.crc, actual: actual)
-  }
-
-  /// Chunk `index` read whole into a pooled buffer and CRC-checked there (no copy after the read). On a
-  /// mismatch the chunk is dropped and `StoreError.corruptChunk` is thrown.
-  private func verifiedChunkData(_ index: Int) throws -> Data {
-    let plan = try view.withLock {
-      view -> (range: Range<Int64>, expected: UInt32, version: UInt32, keep: Bool) in
-      try self.view.ensureOpen(view)
-      guard let expected = view.manifest.crc(ofChunk: index) else {
-        throw StoreError.notCached(objectID, missing: [view.manifest.byteRange(ofChunk: index)])
-      }
-      self.view.readsInFlight.add(1, ordering: .acquiring)
-      let isEdge = index == 0 || view.manifest.chunkCount.map { index == $0 - 1 } ?? false
-      return (view.manifest.byteRange(ofChunk: index), expected, view.manifest.versionTag, isEdge)
-    }
-    let (range, expected) = (plan.range, plan.expected)
-    // Only an object's first and last chunks are ever kept: no look-up (and no lock) for the others.
-    let key = VerifiedChunkCache.Key(
-      file: try file.identity, version: plan.version, chunk: index, crc: expected)
-    let data: Data
-    var check: ChunkCheck?
-    do {
-      defer { view.readsInFlight.subtract(1, ordering: .releasing) }
-      if plan.keep, let recent = VerifiedChunkCache.shared.data(for: key), recent.count == range.count {
-        return recent
-      }
-      data = try ReadBufferPool.shared.data(count: Int(range.count)) { buffer in
-        let read = try mapIO {
-          try ChunkCheck.read(range, expected: expected, from: file.handle, into: buffer)
-        }
-        check = read
-        return read.bytesRead
-      }
-    }
-    guard let check, check.passed else {
-      CacheMetrics.noteCRCFailures(1, during: .read)
-      try writer.dropChunk(index, expected: expected, version: plan.version, range: range)
-      throw StoreError.corruptChunk(objectID, chunk: index, expected: expected, actual: check?.actual ?? 0)
-    }
-    if plan.keep { VerifiedChunkCache.shared.insert(data, for: key) }
-    return data
   }
 }
