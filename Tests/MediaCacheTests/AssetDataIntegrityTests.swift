@@ -71,22 +71,42 @@ import Testing
       let data = randomBytes(count: 3 * Self.chunk, seed: 23)
       try Self.storeComplete(data, in: store)
       try flipByte(atPath: store.paths(for: Self.id).data, offset: 8192)
-      let manager = try FileHandleAssetDataManager(store: store, id: Self.id, writable: false)
-      defer { try? manager.close() }
-      var received = Data()
-      do {
-        for try await piece in manager.bytes(in: 0..<Int64(data.count)) { received.append(piece) }
-        Issue.record("the corrupt chunk was streamed")
-      } catch let error as StoreError {
-        guard error.code == .corruptChunk, error.chunk == 2 else {
-          Issue.record("unexpected \(error)")
-          return
-        }
-      }
+      let (received, error) = try await Self.stream(0..<Int64(data.count), in: store)
+      #expect(error?.code == .corruptChunk && error?.chunk == 2, "\(String(describing: error))")
       #expect(received == data[0..<8192])
-      // Dropped from the manifest (the check ran apart from the read), so it is fetched again.
+      // Dropped from the manifest (so it is fetched again), and only it.
       #expect(try store.readManifest(Self.id)?.isPresent(2) == false)
       #expect(try store.readManifest(Self.id)?.isPresent(1) == true)
+    }
+  }
+
+  /// A data file cut short under present chunks: a streamed read gives the chunks still whole, then
+  /// `corruptChunk` for the first one the file no longer holds whole (a short read fails its check), and
+  /// never the bytes that are left of it.
+  @Test func streamedReadStopsWhereTheDataFileIsShort() async throws {
+    try await withStore { store in
+      let data = randomBytes(count: 3 * Self.chunk, seed: 29)
+      try Self.storeComplete(data, in: store)
+      #expect(truncate(store.paths(for: Self.id).data, off_t(Self.chunk + 1000)) == 0)
+      let (received, error) = try await Self.stream(100..<Int64(data.count), in: store)
+      #expect(error?.code == .corruptChunk && error?.chunk == 1, "\(String(describing: error))")
+      #expect(received == data[100..<Self.chunk])
+    }
+  }
+
+  /// The bytes a streamed read of `range` (`bytes(in:)`, a read-only handle) gave before it ended, and the
+  /// `StoreError` it ended with (nil: it ended without one).
+  private static func stream(_ range: Range<Int64>, in store: ShardedStore) async throws -> (
+    Data, StoreError?
+  ) {
+    let manager = try FileHandleAssetDataManager(store: store, id: id, writable: false)
+    defer { try? manager.close() }
+    var received = Data()
+    do {
+      for try await piece in manager.bytes(in: range) { received.append(piece) }
+      return (received, nil)
+    } catch let error as StoreError {
+      return (received, error)
     }
   }
 

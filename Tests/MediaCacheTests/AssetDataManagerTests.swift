@@ -217,6 +217,25 @@ import Testing
     }
   }
 
+  /// An iterator copied after a piece shares the piece being read ahead: each copy reads on from where it was,
+  /// and neither waits forever for the shared read.
+  @Test func aCopiedIteratorReadsOnAsTheOriginalDoes() async throws {
+    try await withStore { store in
+      let data = randomBytes(count: 3 * Self.chunk, seed: 10)
+      let manager = try FileHandleAssetDataManager(store: store, id: Self.id)
+      defer { try? manager.close() }
+      try manager.write(data, at: 0)
+      var original = manager.bytes(in: 0..<Int64(data.count)).makeAsyncIterator()
+      #expect(try await original.next() == data[0..<Self.chunk])
+      var copy = original
+      #expect(try await original.next() == data[Self.chunk..<2 * Self.chunk])
+      #expect(try await copy.next() == data[Self.chunk..<2 * Self.chunk])
+      #expect(try await copy.next() == data[2 * Self.chunk..<3 * Self.chunk])
+      #expect(try await copy.next() == nil)
+      #expect(try await original.next() == data[2 * Self.chunk..<3 * Self.chunk])
+    }
+  }
+
   @Test func streamedReadEndsWithTheErrorAfterTheGoodPieces() async throws {
     try await withStore { store in
       let data = randomBytes(count: 4 * Self.chunk, seed: 9)

@@ -77,43 +77,44 @@ public struct ChunkReadSequence: AsyncSequence, Sendable {
 }
 
 /// A piece being read on `IOExecutor.shared` for an iterator, waited for without a task: the executor's thread
-/// resumes the waiting `next()` itself (one hand-over a piece). A read nobody waits for any more ends anyway,
+/// resumes the waiting `next()` itself (one hand-over a piece). Like a task's value, it may be awaited any
+/// number of times (an iterator copied shares its read ahead). A read nobody waits for any more ends anyway,
 /// and its buffer goes back to the pool.
 private final class PieceRead: Sendable {
   private enum State {
-    case reading
+    /// Read on the executor; these wait for it.
+    case reading([CheckedContinuation<UnverifiedBytes, any Error>])
     case read(Result<UnverifiedBytes, any Error>)
-    case waiting(CheckedContinuation<UnverifiedBytes, any Error>)
-    case taken
   }
 
-  private let state = Mutex(State.reading)
+  private let state = Mutex(State.reading([]))
 
   /// Starts the read of the piece at `start` (up to `end`).
   init(_ reader: VerifiedChunkReader, from start: Int64, end: Int64) {
     IOExecutor.shared.submit { [self] in
-      arrive(.read(Result { try reader.unverifiedPiece(startingAt: start, end: end) }))
+      let result = Result { try reader.unverifiedPiece(startingAt: start, end: end) }
+      let waiting = state.withLock { state -> [CheckedContinuation<UnverifiedBytes, any Error>] in
+        defer { state = .read(result) }
+        guard case .reading(let waiting) = state else { return [] }
+        return waiting
+      }
+      for waiter in waiting { waiter.resume(with: result) }
     }
   }
 
-  /// The piece read (or the read's error), once it is there. Asked once.
+  /// The piece read (or the read's error), once it is there.
   var value: UnverifiedBytes {
-    get async throws { try await withCheckedThrowingContinuation { arrive(.waiting($0)) } }
-  }
-
-  /// The read's result or the waiter, whichever comes first, is kept; the second resumes the waiter.
-  private func arrive(_ arrival: State) {
-    let met = state.withLock {
-      state -> (CheckedContinuation<UnverifiedBytes, any Error>, Result<UnverifiedBytes, any Error>)? in
-      switch (state, arrival) {
-      case (.waiting(let waiter), .read(let result)), (.read(let result), .waiting(let waiter)):
-        state = .taken
-        return (waiter, result)
-      default:
-        state = arrival
-        return nil
+    get async throws {
+      try await withCheckedThrowingContinuation { waiter in
+        let ready = state.withLock { state -> Result<UnverifiedBytes, any Error>? in
+          switch state {
+          case .read(let result): return result
+          case .reading(let waiting): state = .reading(waiting + [waiter])
+          }
+          return nil
+        }
+        if let ready { waiter.resume(with: ready) }
       }
     }
-    if let (waiter, result) = met { waiter.resume(with: result) }
   }
 }
