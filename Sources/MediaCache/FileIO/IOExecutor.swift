@@ -13,7 +13,9 @@ import Synchronization
 /// The async API of the library (`MediaCache.store`, `data`, `status`, `remove`, `ChunkReadSequence`) and the
 /// read engine (opening objects, reading cached chunks, writing origin bytes, evicting on a full disk, closing)
 /// hand their calls to `IOExecutor.shared` with `run(_:)`, as NIOFileSystem's `FileSystem` does with its
-/// `NIOThreadPool` (`runIfActive`). Calls are started in the order they were submitted.
+/// `NIOThreadPool` (`runIfActive`), or with `submit(_:)` where the result is waited for later (the piece
+/// `ChunkReadSequence` reads ahead; its CRC check, CPU only, runs where the sequence is iterated). Calls are
+/// started in the order they were submitted.
 public final class IOExecutor: Sendable {
   /// The executor the library uses: `max(4, cores)` threads (the calls wait on the disk more than they
   /// compute), or `MEDIACACHE_IO_THREADS` (1…256) when set.
