@@ -37,7 +37,7 @@ public struct OriginHeader: Sendable, Equatable, CustomStringConvertible {
     if Self.reserved.contains(name.lowercased()) {
       throw .invalidHeader(name: name, reason: "the cache sets this field itself")
     }
-    let trimmed = value.trimmingSpaces
+    let trimmed = value.trimmingSpaces()
     guard trimmed.utf8.count <= Self.maxValueBytes else {
       throw .invalidHeader(name: name, reason: "the value is longer than \(Self.maxValueBytes) bytes")
     }
@@ -89,14 +89,4 @@ package final class OriginRequestCounter: Sendable {
   package var value: Int { count.load(ordering: .relaxed) }
 
   func increment() { count.add(1, ordering: .relaxed) }
-}
-
-extension String {
-  /// Without leading and trailing spaces and tabs.
-  fileprivate var trimmingSpaces: String {
-    var slice = Substring(self)
-    while let first = slice.first, first == " " || first == "\t" { slice = slice.dropFirst() }
-    while let last = slice.last, last == " " || last == "\t" { slice = slice.dropLast() }
-    return String(slice)
-  }
 }

@@ -1,4 +1,5 @@
 import HTTPTypes
+import MediaCache
 import MediaCacheHTTP
 
 /// A client's `If-None-Match` and `If-Modified-Since` on a GET or HEAD (RFC 9110 §13.1.2, §13.1.3, evaluated in

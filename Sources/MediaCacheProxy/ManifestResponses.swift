@@ -1,5 +1,6 @@
 import Foundation
 import HTTPTypes
+import MediaCache
 import MediaCacheHTTP
 import MediaCacheStreaming
 import Synchronization

@@ -26,18 +26,8 @@ struct ProxyRequest: Sendable {
   init(head: HTTPRequestHead) {
     method = head.method
     uri = head.uri
-    var target = Substring(head.uri)
-    // An absolute-form target (`GET http://127.0.0.1:8089/metrics`, as sent to a proxy) names the path after
-    // its authority.
-    // An origin-form target (`/…`, every player's) is not searched (Foundation's `range(of:)`, used before,
-    // went through CFString for every request).
-    if target.utf8.first != UInt8(ascii: "/"), let scheme = target.firstRange(of: "://"),
-      scheme.lowerBound > target.startIndex, target[..<scheme.lowerBound].allSatisfy(\.isLetter)
-    {
-      let authorityAndPath = target[scheme.upperBound...]
-      target = authorityAndPath.firstIndex(of: "/").map { authorityAndPath[$0...] } ?? "/"
-    }
-    (path, query) = target.splitOnce(at: "?")
+    let target = RequestTarget(head.uri)
+    (path, query) = (target.path, target.query)
     var fields = HTTPFields()
     fields.reserveCapacity(head.headers.count)
     for (name, value) in head.headers {
@@ -47,16 +37,9 @@ struct ProxyRequest: Sendable {
   }
 
   /// The first value of query parameter `name`, percent-decoded (kept as sent if it does not decode); nil
-  /// when absent.
+  /// when absent (`RequestTarget.queryValue(_:)`).
   func queryValue(_ name: String) -> String? {
-    guard let query else { return nil }
-    for pair in query.split(separator: "&") {
-      let key = pair.prefix { $0 != "=" }
-      guard key == name else { continue }
-      let value = pair[key.endIndex...].dropFirst()
-      return Self.percentDecoded(value) ?? String(value)
-    }
-    return nil
+    RequestTarget(path: path, query: query).queryValue(name)
   }
 
   /// `%XX` escapes decoded; nil if an escape is malformed or the result is not UTF-8 (`Substring.percentDecoded`).

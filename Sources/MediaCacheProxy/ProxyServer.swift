@@ -287,19 +287,15 @@ public final class ProxyServer: Sendable {
 
   // MARK: Proxied URLs
 
-  /// The proxied form of `originURL` relative to the proxy's root. The path form
-  /// `/<scheme>/<host[:port]>/<path>[?query]` (see `ProxyPathForm`), so references relative to it resolve to
-  /// proxied URLs; for a URL that has none (not http or https, userinfo, a character a request target cannot
-  /// hold), the query form `/<name>?url=<percent-encoded URL>` of `queryFormPath(for:)`.
+  /// The proxied form of `originURL` relative to the proxy's root: `ProxiedURL.path(for:)` (the path form where
+  /// the URL has one, else the query form).
   public static func proxyPath(for originURL: String) -> String {
-    ProxyPathForm.path(for: originURL) ?? queryFormPath(for: originURL)
+    ProxiedURL.path(for: originURL)
   }
 
-  /// The query form of `originURL`: `/<name>?url=<percent-encoded URL>`, where the name is the URL's last path
-  /// component (so players can tell the type by its extension). Relative references do not resolve through
-  /// it; the proxy keeps accepting it.
+  /// The query form of `originURL`: `ProxiedURL.queryFormPath(for:)`.
   public static func queryFormPath(for originURL: String) -> String {
-    "/\(displayName(for: originURL))?url=\(percentEncode(originURL))"
+    ProxiedURL.queryFormPath(for: originURL)
   }
 
   /// The full proxied URL of `originURL` on this proxy, once it listens (nil before `run` has bound).
@@ -312,33 +308,8 @@ public final class ProxyServer: Sendable {
     "\(endpoint)\(proxyPath(for: originURL))"
   }
 
-  /// The origin URL a request for `target` (a request target as a player sends it: path and query) asks the
-  /// proxy for: the origin URL of a path-form target (nil if the proxy would refuse to map it back), else its
-  /// `url` query parameter, decoded exactly as the proxy decodes it; nil without one.
+  /// The origin URL a request for `target` asks the proxy for: `ProxiedURL.originURL(inRequestTarget:)`.
   public static func originURL(inRequestTarget target: String) -> String? {
-    let request = ProxyRequest(head: HTTPRequestHead(version: .http1_1, method: .GET, uri: target))
-    if ProxyPathForm.isPathForm(request.path) {
-      return try? ProxyPathForm.originURL(path: request.path, query: request.query)
-    }
-    return request.queryValue("url")
-  }
-
-  /// The URL's last path component if it is a plain file name, else `media`.
-  static func displayName(for originURL: String) -> String {
-    let path = URL(string: originURL)?.path ?? ""
-    let last = path.split(separator: "/").last.map(String.init) ?? ""
-    let plain =
-      !last.isEmpty && last.count <= 128 && last != "." && last != ".."
-      && last.unicodeScalars.allSatisfy {
-        $0.isASCII && (CharacterSet.alphanumerics.contains($0) || "._-".unicodeScalars.contains($0))
-      }
-    return plain ? last : "media"
-  }
-
-  /// Percent-encodes everything but RFC 3986's unreserved characters.
-  static func percentEncode(_ text: String) -> String {
-    var unreserved = CharacterSet()
-    unreserved.insert(charactersIn: "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
-    return text.addingPercentEncoding(withAllowedCharacters: unreserved) ?? ""
+    ProxiedURL.originURL(inRequestTarget: target)
   }
 }

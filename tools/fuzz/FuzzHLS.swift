@@ -3,13 +3,14 @@
 //
 // The input is a playlist body. It is decoded as the proxy decodes it (`String(data:encoding: .utf8)`; a body
 // that is not UTF-8 is served untouched, so only `isPlaylist` sees it) and rewritten with the proxy's own
-// transform (`ProxyServer.proxyPath`) against a fixed origin URL. If the rewrite succeeds:
+// transform (`ProxiedURL.path(for:)`, what `ProxyServer.proxyPath` is) against a fixed origin URL. If the
+// rewrite succeeds:
 //   1. the output has the same lines with the same endings; a line that holds no URI is unchanged byte for
 //      byte; a URI line, or the quoted `URI` attribute of a tag in `HLSPlaylist.uriAttributeTags`, is either
 //      unchanged (its target, resolved against the origin playlist, is not http or https) or has exactly that
 //      URI replaced, everything around it kept;
 //   2. every replacement, resolved against the proxied playlist's URL as a player would, is a request to the
-//      proxy whose `url` parameter (decoded by `ProxyServer.originURL(inRequestTarget:)`, as the proxy
+//      proxy whose `url` parameter (decoded by `ProxiedURL.originURL(inRequestTarget:)`, as the proxy
 //      decodes it) is the target's absolute URL, which the proxy's origin check accepts; no URI in the output
 //      that resolves to http or https points anywhere but the proxy;
 //   3. the output holds as many URIs as the input, and its size is bounded: each replacement is at most
@@ -25,7 +26,6 @@
 // A violated property ends in `fatalError`, which libFuzzer reports as a crash and saves the input.
 
 import Foundation
-import MediaCacheProxy
 import MediaCacheStreaming
 
 /// Where the fuzzed playlist comes from: https, a port, a directory, a query (relative URIs lose it).
@@ -34,7 +34,7 @@ let originURL = URL(string: "https://Origin.example:8443/live/v1/master.m3u8?tok
 let proxyHost = "127.0.0.1"
 let proxyPort = 8080
 let proxiedPlaylistURL = URL(
-  string: "http://\(proxyHost):\(proxyPort)" + ProxyServer.proxyPath(for: originURL.absoluteString))!
+  string: "http://\(proxyHost):\(proxyPort)" + ProxiedURL.path(for: originURL.absoluteString))!
 
 /// libFuzzer's entry point: runs one input (`size` bytes at `data`) and returns 0; a violated property traps.
 @_cdecl("LLVMFuzzerTestOneInput")
@@ -46,7 +46,7 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
   let output: String
   do {
     output = try HLSPlaylist.rewrite(text, playlistURL: originURL) { target in
-      ProxyServer.proxyPath(for: target.absoluteString)
+      ProxiedURL.path(for: target.absoluteString)
     }
   } catch {
     _ = error.description
@@ -82,7 +82,7 @@ func checkPathFormRewrite(_ text: String) {
     output = try HLSPlaylist.rewrite(
       text, playlistURL: originURL,
       keeping: { ProxyPathForm.keepsReference($0, base: originURL.absoluteString) }
-    ) { target in ProxyServer.proxyPath(for: target.absoluteString) }
+    ) { target in ProxiedURL.path(for: target.absoluteString) }
   } catch {
     return
   }
@@ -284,7 +284,7 @@ func uncachedProxiedOrigin(of reference: Substring) -> String? {
   }
   // The request target the player sends, decoded the way the proxy decodes it.
   let target = components.percentEncodedPath + (components.percentEncodedQuery.map { "?" + $0 } ?? "")
-  guard let value = ProxyServer.originURL(inRequestTarget: target), !value.isEmpty else {
+  guard let value = ProxiedURL.originURL(inRequestTarget: target), !value.isEmpty else {
     fatalError("the proxied URI \(reference.debugDescription) has no url parameter (request \(target))")
   }
   // The proxy's origin check (ProxyResponder.checkedOriginURL): an absolute http(s) URL with a host, and at
@@ -306,7 +306,7 @@ func checkRewrite(_ input: String, _ output: String) {
   guard inLines.count == outLines.count else {
     fatalError("rewriting changed the number of lines: \(inLines.count) -> \(outLines.count)")
   }
-  let proxyOverhead = ProxyServer.proxyPath(for: "").utf8.count + 129  // '/', the name (<= 128), '?url='
+  let proxyOverhead = ProxiedURL.path(for: "").utf8.count + 129  // '/', the name (<= 128), '?url='
   var inURIs = 0
   var outURIs = 0
   var bound = input.utf8.count

@@ -1,5 +1,5 @@
 // libFuzzer target for the DASH MPD rewriter of the proxy (`MPDRewriter.rewrite`, `.mayBeManifest`), the
-// path-form mapping it relies on (`ProxyPathForm`, `ProxyServer.originURL(inRequestTarget:)`) and the MPD
+// path-form mapping it relies on (`ProxyPathForm`, `ProxiedURL.originURL(inRequestTarget:)`) and the MPD
 // model of `fetch --dash` (`MPDSegments.parse` and each representation's `segments(limit:)`, which must only
 // return or throw an `MPDError` with a one-line description, and list at most `limit` segments).
 // Built and run by `tools/fuzz/run mpd`; see tools/fuzz/README.md.
@@ -13,7 +13,7 @@
 //      may add one top-level `BaseURL`; every attribute that is not a URL attribute is unchanged;
 //   3. every URL (BaseURL, Location, PatchLocation text, the URL attributes of SegmentTemplate, SegmentURL,
 //      Initialization, RepresentationIndex, BitstreamSwitching) is either unchanged or an absolute-path
-//      reference `/http/...` or `/https/...` that the proxy maps back (`ProxyServer.originURL(inRequestTarget:)`
+//      reference `/http/...` or `/https/...` that the proxy maps back (`ProxiedURL.originURL(inRequestTarget:)`
 //      gives a non-nil http(s) URL); in the path form an unchanged URL is never an absolute http(s) URL that
 //      has a path form (those must all be rewritten), and a rewritten absolute http(s) URL maps back to
 //      itself (scheme lowercased, fragment dropped, "/" for an empty path) when it has no dot segments;
@@ -22,7 +22,6 @@
 // `fatalError`, which libFuzzer reports as a crash and saves the input.
 
 import Foundation
-import MediaCacheProxy
 import MediaCacheStreaming
 
 #if canImport(FoundationXML)
@@ -199,7 +198,7 @@ func checkURL(_ before: String, _ after: String, in element: String, form: MPDRe
     fatalError("\(element): \(before.debugDescription) became \(after.debugDescription), not a path form")
   }
   let target = String(after.prefix { $0 != "#" })
-  guard let origin = ProxyServer.originURL(inRequestTarget: target),
+  guard let origin = ProxiedURL.originURL(inRequestTarget: target),
     origin.hasPrefix("http://") || origin.hasPrefix("https://")
   else { fatalError("\(element): the proxy would refuse its own rewrite \(after.debugDescription)") }
   if isAbsoluteHTTP, !before.contains("/."), !before.contains("\\") {

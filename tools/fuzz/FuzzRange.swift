@@ -18,8 +18,6 @@
 // A violated property ends in `fatalError`, which libFuzzer reports as a crash and saves the input.
 
 import MediaCache
-import MediaCacheHTTP
-import MediaCacheProxy
 
 /// libFuzzer's entry point: runs one input (`size` bytes at `data`) and returns 0; a violated property traps.
 @_cdecl("LLVMFuzzerTestOneInput")

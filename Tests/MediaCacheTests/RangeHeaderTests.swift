@@ -1,8 +1,7 @@
-import MediaCacheHTTP
 import MediaCacheTestSupport
 import Testing
 
-@testable import MediaCacheProxy
+@testable import MediaCache
 
 @Suite struct RangeHeaderTests {
   @Test func forms() {

@@ -1,7 +1,6 @@
-import MediaCache
-import MediaCacheHTTP
-
-/// A parsed HTTP `Range` request header (RFC 9110 §14.2), limited to the `bytes` unit.
+/// A parsed HTTP `Range` request header (RFC 9110 §14.2), limited to the `bytes` unit: what the proxy parses
+/// each request's `Range` with. Beside `RequestedRange`, what it parses into, so that it can be used (and fuzzed,
+/// `tools/fuzz/run range`) without the proxy's server stack.
 public enum RangeHeader: Sendable, Equatable {
   /// No usable header: serve the whole object with `200`. A header in another unit, or one that does not
   /// parse, is ignored as RFC 9110 asks.
@@ -12,7 +11,7 @@ public enum RangeHeader: Sendable, Equatable {
   case multiple
 
   /// What is served: the one range, else the whole object.
-  var requested: RequestedRange {
+  package var requested: RequestedRange {
     if case .single(let range) = self { range } else { .all }
   }
 
@@ -96,18 +95,5 @@ public enum RangeHeader: Sendable, Equatable {
       let last = bytes.lastIndex(where: { !isSpace($0) })
     else { return bytes[bytes.endIndex...] }
     return bytes[first...last]
-  }
-}
-
-extension String {
-  /// The string without the spaces and tabs at either end, found in its UTF-8 in linear time. (Both ends of
-  /// the result are next to an ASCII byte or an end, so they are scalar boundaries.)
-  func trimmingSpaces() -> String {
-    let utf8 = self.utf8
-    func isSpace(_ byte: UInt8) -> Bool { byte == UInt8(ascii: " ") || byte == UInt8(ascii: "\t") }
-    guard let first = utf8.firstIndex(where: { !isSpace($0) }),
-      let last = utf8.lastIndex(where: { !isSpace($0) })
-    else { return "" }
-    return String(self[first..<utf8.index(after: last)])
   }
 }
