@@ -287,13 +287,18 @@ public final class ProxyServer: Sendable {
 
   // MARK: Proxied URLs
 
-  /// The proxied form of `originURL` relative to the proxy's root: `ProxiedURL.path(for:)` (the path form where
-  /// the URL has one, else the query form).
+  /// The proxied form of `originURL` relative to the proxy's root. The path form
+  /// `/<scheme>/<host[:port]>/<path>[?query]` (see `ProxyPathForm`), so references relative to it resolve to
+  /// proxied URLs; for a URL that has none (not http or https, userinfo, a character a request target cannot
+  /// hold), the query form `/<name>?url=<percent-encoded URL>` of `queryFormPath(for:)`. (`ProxiedURL.path(for:)`,
+  /// in `MediaCacheStreaming`.)
   public static func proxyPath(for originURL: String) -> String {
     ProxiedURL.path(for: originURL)
   }
 
-  /// The query form of `originURL`: `ProxiedURL.queryFormPath(for:)`.
+  /// The query form of `originURL`: `/<name>?url=<percent-encoded URL>`, where the name is the URL's last path
+  /// component (so players can tell the type by its extension). Relative references do not resolve through
+  /// it; the proxy keeps accepting it. (`ProxiedURL.queryFormPath(for:)`.)
   public static func queryFormPath(for originURL: String) -> String {
     ProxiedURL.queryFormPath(for: originURL)
   }
@@ -308,7 +313,10 @@ public final class ProxyServer: Sendable {
     "\(endpoint)\(proxyPath(for: originURL))"
   }
 
-  /// The origin URL a request for `target` asks the proxy for: `ProxiedURL.originURL(inRequestTarget:)`.
+  /// The origin URL a request for `target` (a request target as a player sends it: path and query) asks the
+  /// proxy for: the origin URL of a path-form target (nil if the proxy would refuse to map it back), else its
+  /// `url` query parameter, decoded exactly as the proxy decodes it; nil without one.
+  /// (`ProxiedURL.originURL(inRequestTarget:)`.)
   public static func originURL(inRequestTarget target: String) -> String? {
     ProxiedURL.originURL(inRequestTarget: target)
   }

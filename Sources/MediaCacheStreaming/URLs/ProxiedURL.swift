@@ -3,9 +3,9 @@ import Foundation
 /// The proxy's URLs for origin URLs, and back: the path form where a URL has one (`ProxyPathForm`), else the
 /// query form `/<name>?url=<percent-encoded URL>`.
 ///
-/// Strings only, no server: the playlist and MPD rewriters map their references with it (the proxy through
-/// `ProxyServer.proxyPath(for:)`, which is this), and the fuzzers check the rewriters against it without the
-/// proxy's server stack.
+/// Strings only, no server: the proxy gives `path(for:)` to the playlist and MPD rewriters as the mapping of
+/// their references (`ProxyServer.proxyPath(for:)` is this), and the fuzzers give it to them as the proxy does,
+/// without the proxy's server stack.
 public enum ProxiedURL {
   /// The proxied form of `originURL` relative to the proxy's root. The path form
   /// `/<scheme>/<host[:port]>/<path>[?query]` (see `ProxyPathForm`), so references relative to it resolve to
