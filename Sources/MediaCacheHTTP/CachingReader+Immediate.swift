@@ -46,10 +46,13 @@ extension CachingReader {
   /// task, sequence or cursor per request, no hop between threads. `objectID`, when given, must be
   /// `cache.objectID(for: url)` (a caller that remembers it saves the hash). `declining` is asked about the
   /// object's content type before anything is read: true returns nil (a proxy answers playlists otherwise), so
-  /// a hit counted in the cache's metrics is always a hit given.
+  /// a hit counted in the cache's metrics is always a hit given. A caller that counts the read itself later
+  /// (`counting` false: an event loop counts its hit once the response is handed to the socket) calls
+  /// `countCachedRead(_:)` with the range's bytes.
   package func readCachedNow(
     _ url: String, objectID: ObjectID? = nil, range: RequestedRange, maxBytes: Int,
-    waitingForDisk: Bool = true, declining: (_ contentType: String?) -> Bool = { _ in false }
+    waitingForDisk: Bool = true, counting: Bool = true,
+    declining: (_ contentType: String?) -> Bool = { _ in false }
   ) -> CachedRange? {
     // (No check of the URL: only `read`, which checks it, opens sessions.)
     guard !waitingForDisk || IOExecutor.isCurrentThreadIO,
@@ -70,13 +73,19 @@ extension CachingReader {
         plan, from: manager, minimumCapacity: manager.wholeChunkExtent(of: bounds).count,
         onlyIfResident: !waitingForDisk)
     else { return nil }
-    CacheMetrics.noteRead(fromCache: Int64(bounds.count), fromOrigin: 0)
-    CacheMetrics.noteServed(Int(bounds.count), fromOrigin: false)
+    if counting { Self.countCachedRead(bounds.count) }
     return CachedRange(
       objectID: manager.objectID, buffer: buffer, range: bounds, length: length,
       contentType: manifest.contentType, etag: manifest.etag,
       lastModified: manifest.lastModified, storedHeaders: manifest.storedHeaders,
       freshness: freshness?.view(at: now))
+  }
+
+  /// Counts a read of `bytes` given wholly from the cache, as `readCachedNow` does (the cache's metrics: a hit
+  /// and the bytes served).
+  package static func countCachedRead(_ bytes: Int) {
+    CacheMetrics.noteRead(fromCache: Int64(bytes), fromOrigin: 0)
+    CacheMetrics.noteServed(bytes, fromOrigin: false)
   }
 
   /// The absolute bytes `readCachedNow` would read now for the same arguments (the same checks, without

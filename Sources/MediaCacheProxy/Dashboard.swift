@@ -106,6 +106,7 @@ enum Dashboard {
 
   static func snapshot(_ server: ProxyServer, offset: Int, limit: Int) async throws -> Snapshot {
     let metrics = server.metrics
+    await metrics.countsSettled()
     let scanned = await metrics.recentScan()
     let ordered = (scanned ?? []).sorted { ($0.lastAccess, $0.id.hex) > ($1.lastAccess, $1.id.hex) }
     let page = Array(ordered.dropFirst(offset).prefix(limit))

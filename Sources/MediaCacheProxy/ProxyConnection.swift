@@ -247,6 +247,9 @@ final class ProxyConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
     context.write(wrapOutboundOut(.head(responseHead)), promise: nil)
     context.write(wrapOutboundOut(.body(.byteBuffer(hit.cached.buffer))), promise: nil)
     context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: written)
+    // Counted now that the response is the socket's (or NIO's queue's), in this turn of the loop: off the
+    // hit's time to first byte (`ProxyMetrics.countsSettled()` waits for this turn).
+    responder.countLoopHit(hit)
     answeringOnLoop += 1
     let queued = responder.server.queuedBytes
     queued.add(bytes)

@@ -1,6 +1,7 @@
 import Foundation
 import MediaCache
 import MediaCacheHTTP
+import NIOCore
 import Prometheus
 import Synchronization
 
@@ -11,6 +12,10 @@ import Synchronization
 /// or a new one): servers in one process do not share them, and nothing global is needed. The libraries'
 /// metrics (`CacheMetrics`, `ReaderMetrics`) go through swift-metrics instead; `bootstrapGlobal(_:)` makes a
 /// registry their backend, so that given to the server too they appear on its `/metrics` beside its own.
+///
+/// A hit answered on an event loop is counted just after its response is handed to the socket, in the same
+/// turn of the loop (off its time to first byte): the accessors below may lag such a response by that
+/// moment, `countsSettled()` waits it out, and `render()` waits for it.
 public final class ProxyMetrics: Sendable {
   private let cache: MediaCache
   /// The registry `/metrics` emits: the server's counters, and whatever else was created on it (the
@@ -39,6 +44,8 @@ public final class ProxyMetrics: Sendable {
   private struct RecentScan { var objects: [ScannedObject]; var taken: Date }
   private let scanned = Mutex<RecentScan?>(nil)
   static let totalsMaxAge: TimeInterval = 2
+  /// The event loops of the server while it serves and its loops answer hits (`countsSettled()`).
+  private let hitLoops = Mutex<[any EventLoop]>([])
 
   init(cache: MediaCache, registry: PrometheusCollectorRegistry) {
     self.cache = cache
@@ -71,6 +78,21 @@ public final class ProxyMetrics: Sendable {
   /// Reads opened again because the object moved to another version between the response's head being made
   /// and its first byte (another process replaced or removed it, or the origin's changed).
   public var readsReopened: Int64 { reopened.load(ordering: .relaxed) }
+
+  /// While the server serves: the loops that answer hits, whose counts `countsSettled()` waits for.
+  func setHitLoops(_ loops: [any EventLoop]) {
+    hitLoops.withLock { $0 = loops }
+  }
+
+  /// Waits until each event loop answering hits has finished the turn it is in. A hit answered on a loop is
+  /// counted just after its response is handed to the socket, in the same turn, so the accessors may lag a
+  /// client that already has its first byte by that moment; after this returns they count every such response.
+  /// `render()` and the dashboard call it first.
+  public func countsSettled() async {
+    for loop in hitLoops.withLock({ $0 }) {
+      try? await loop.submit {}.get()
+    }
+  }
 
   func noteStatus(_ code: Int) {
     let index = code / 100 - 1
@@ -142,8 +164,10 @@ public final class ProxyMetrics: Sendable {
   /// ratio, responses streaming, preloaded bytes not played yet, the cache's objects and bytes from a walk at
   /// most `totalsMaxAge` old), and whatever else is on the registry (the libraries' metrics when it is the
   /// process's swift-metrics backend). Only a walk that succeeded sets the cache's gauges: they are absent
-  /// until one has, and keep the last one's values when a later walk fails.
+  /// until one has, and keep the last one's values when a later walk fails. The counts include every
+  /// response whose first byte a client had when this was called (`countsSettled()`).
   public func render() async -> String {
+    await countsSettled()
     let served = bytesFromCache + bytesFromOrigin
     exported.hitRatio.set(to: served == 0 ? 0 : Double(bytesFromCache) / Double(served))
     exported.activeResponses.set(to: Double(activeResponses.load(ordering: .relaxed)))

@@ -18,8 +18,9 @@ extension ProxyResponder {
   /// The hit `request` is if it can be answered now, on the calling thread, without any blocking call (meant
   /// for the connection's event loop): a GET without If-Range of a proxied URL whose range (at most
   /// `immediateMaxBytes`) the cache holds in complete chunks of an object open now, every byte of which is in
-  /// the page cache and passes its CRC, and not a playlist. A hit returned is counted (started, served, its
-  /// status, answered on a loop); the caller writes it and ends it (`HitBody.sent`). Nil for anything else,
+  /// the page cache and passes its CRC, and not a playlist. A hit returned is counted as started; the caller
+  /// writes it, then counts it (`countLoopHit`, once the response is handed to the socket), and ends it
+  /// (`HitBody.sent`). Nil for anything else,
   /// with nothing changed: `respond(to:)` then answers it (refusals included; a corrupt chunk is dropped there).
   ///
   /// Such a hit takes no share of the hits' budget (`ProxyServer.Configuration.hitBytesInFlight`): its read
@@ -40,7 +41,7 @@ extension ProxyResponder {
   /// `hitNow` for a GET whose target the loop remembers, decided from NIO's head as it came: no
   /// `ProxyRequest` is made (every field copied and checked) and no field is looked for more than once, which
   /// is most of what a loop does for a hit before its read (docs/PERFORMANCE.md). The same decisions as
-  /// `hitNow(_:targets:)`: `.answered` with the hit, counted; `.declined` where that would return nil too (a
+  /// `hitNow(_:targets:)`: `.answered` with the hit, counted as started; `.declined` where that would return nil too (a
   /// conditional or `If-Range`, or what the cache holds cannot be given now), so the caller need not ask it;
   /// `.undecided` for what this does not decide (another method, a target not remembered, `Range` sent more
   /// than once or with spaces around its value), where the caller goes on as without it.
@@ -69,7 +70,8 @@ extension ProxyResponder {
     byte == UInt8(ascii: " ") || byte == UInt8(ascii: "\t")
   }
 
-  /// The hit of `requested` of the object `target` names, read now on the calling loop and counted, `target`
+  /// The hit of `requested` of the object `target` names, read now on the calling loop and counted as started
+  /// (the rest of its counts follow its write: `countLoopHit`), `target`
   /// remembered for `uri` with the content type it was answered with; nil when the cache cannot give it now.
   private func hitNow(
     _ target: LoopTargetMemo.Target, _ requested: RequestedRange, uri: String, targets: LoopTargetMemo
@@ -79,7 +81,7 @@ extension ProxyResponder {
     guard !live.contains(origin),
       let cached = reader.readCachedNow(
         origin, objectID: target.objectID, range: requested, maxBytes: Self.immediateMaxBytes,
-        waitingForDisk: false,
+        waitingForDisk: false, counting: false,
         declining: { answered != .init(value: $0) && Self.mayBePlaylist(contentType: $0, url: origin) })
     else { return nil }
     if answered != .init(value: cached.contentType) {
@@ -87,11 +89,21 @@ extension ProxyResponder {
       remembered.answered = .init(value: cached.contentType)
       targets.remember(remembered, for: uri)
     }
-    let hit = LoopHit(cached: cached, partial: requested != .all)
-    noteHit(cached)
+    metrics.responseStarted()
+    return LoopHit(cached: cached, partial: requested != .all)
+  }
+
+  /// Counts a hit a loop answered (`hitNow`), once its response is handed to the socket, in the same turn of
+  /// the loop: served, its status, answered on a loop, and the cache's read. Counting after the write keeps
+  /// this work out of the hit's time to first byte (~0.025 ms of ~0.65, docs/PERFORMANCE.md);
+  /// `ProxyMetrics.countsSettled()` waits for the loops' turns, so `/metrics` and the dashboard count every
+  /// response whose first byte a client has.
+  func countLoopHit(_ hit: LoopHit) {
+    let cached = hit.cached
+    CachingReader.countCachedRead(cached.range.count)
+    noteServed(cached)
     metrics.noteStatus(hit.status.code)
     metrics.noteHitOnLoop()
-    return hit
   }
 
   /// What a GET's target names (as remembered in `targets`, else checked by `target(of:)`) and the range its
@@ -131,8 +143,13 @@ extension ProxyResponder {
 
   /// Counts a hit read at once as started and served, before its body goes out (`HitBody.sent` ends it).
   private func noteHit(_ hit: CachedRange) {
-    let count = Int64(hit.range.count)
     metrics.responseStarted()
+    noteServed(hit)
+  }
+
+  /// Counts a hit read at once as served: its bytes, its object's range (for the preload ledger), a hit.
+  private func noteServed(_ hit: CachedRange) {
+    let count = Int64(hit.range.count)
     metrics.noteServed(fromCache: count, fromOrigin: 0)
     metrics.noteServed(hit.objectID, hit.range)
     metrics.noteRequest(hit: true)
@@ -141,7 +158,7 @@ extension ProxyResponder {
 
 /// What `ProxyResponder.hitNow(_:targets:)` made of a request's head.
 enum LoopHitAttempt {
-  /// The hit, read and counted: the loop writes it.
+  /// The hit, read and counted as started: the loop writes it, then counts it (`countLoopHit`).
   case answered(LoopHit)
   /// Not a hit the loop can answer now (`hitNow` with the whole request would say the same).
   case declined

@@ -244,6 +244,8 @@ public final class ProxyServer: Sendable {
         return limits
       }()
       let policies = LoopHitPolicy.perLoop(of: group, maxConnections: configuration.loopHitConnections)
+      if !policies.isEmpty { server.metrics.setHitLoops(Array(group.makeIterator())) }
+      defer { server.metrics.setHitLoops([]) }
       let listeners = try await ProxyListeners.bind(
         host: configuration.host, port: configuration.port, group: group
       ) { bootstrap in

@@ -82,10 +82,12 @@ struct PipeliningTests {
           "GET \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nRange: bytes=\(range.lowerBound)-\(range.upperBound - 1)\r\n\r\n"
       }
       try connection.send(text)
+      await proxy.metrics.countsSettled()
       let before = proxy.metrics.bytesFromCache
       try await Task.sleep(for: .seconds(1))
       // Served (counted when answered) while the client read nothing: what its socket buffers and NIO's
       // high-water mark take, a few MiB, not 200.
+      await proxy.metrics.countsSettled()
       let servedWhileStalled = proxy.metrics.bytesFromCache - before
       #expect(
         servedWhileStalled < 32 << 20,

@@ -453,6 +453,7 @@ final class SilentListener: Sendable {
     let body = sameBytes(
       response.body, TestOrigin.bytes(name: "inprocess", size: 1_500_000, range: 1_499_900..<1_500_000))
     #expect(body.equal, "\(body)")
+    await proxy.metrics.countsSettled()
     #expect(proxy.metrics.requests(statusClass: 2) == 1)
     #expect(proxy.endpoint == endpoint)
     #expect(proxy.proxyURL(for: url) == ProxyServer.proxyURL(for: url, endpoint: endpoint))
