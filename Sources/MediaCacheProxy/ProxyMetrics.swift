@@ -85,13 +85,16 @@ public final class ProxyMetrics: Sendable {
   }
 
   /// Waits until each event loop answering hits has finished the turn it is in. A hit answered on a loop is
-  /// counted just after its response is handed to the socket, in the same turn, so the accessors may lag a
-  /// client that already has its first byte by that moment; after this returns they count every such response.
-  /// `render()` and the dashboard call it first.
+  /// counted just after its response is handed to NIO, in the same turn, so the accessors may lag a client
+  /// that already has its first byte by that moment; after this returns they count every such hit. (Other
+  /// responses are counted before their bytes go out; a streamed one counts as a hit or a miss at its first
+  /// origin byte or once its body is written.) Returns at once while the server is not serving or its loops
+  /// answer no hits. `render()` and the dashboard call it first.
   public func countsSettled() async {
-    for loop in hitLoops.withLock({ $0 }) {
-      try? await loop.submit {}.get()
-    }
+    // Submitted under the lock: once the server has cleared its loops (before it shuts them down), nothing is
+    // submitted to a loop that may be gone (NIO drops such a task, and its future would never complete).
+    let turns = hitLoops.withLock { loops in loops.map { $0.submit {} } }
+    for turn in turns { try? await turn.get() }
   }
 
   func noteStatus(_ code: Int) {
@@ -164,8 +167,8 @@ public final class ProxyMetrics: Sendable {
   /// ratio, responses streaming, preloaded bytes not played yet, the cache's objects and bytes from a walk at
   /// most `totalsMaxAge` old), and whatever else is on the registry (the libraries' metrics when it is the
   /// process's swift-metrics backend). Only a walk that succeeded sets the cache's gauges: they are absent
-  /// until one has, and keep the last one's values when a later walk fails. The counts include every
-  /// response whose first byte a client had when this was called (`countsSettled()`).
+  /// until one has, and keep the last one's values when a later walk fails. The counts include every hit
+  /// answered on an event loop whose first byte a client had when this was called (`countsSettled()`).
   public func render() async -> String {
     await countsSettled()
     let served = bytesFromCache + bytesFromOrigin

@@ -201,8 +201,8 @@ private enum LoopHitField {
 }
 
 /// A hit a loop answers at once (`ProxyResponder.hitNow`): its bytes, read and checked, and whether it answers
-/// a `Range` (206) or not (200). Counted as served; its connection writes it, with the head `LoopHitHeads`
-/// keeps or `ProxyResponder.hitHeaders` makes.
+/// a `Range` (206) or not (200). Counted as started; its connection writes it, with the head `LoopHitHeads`
+/// keeps or `ProxyResponder.hitHeaders` makes, then counts it as served (`ProxyResponder.countLoopHit`).
 struct LoopHit {
   let cached: CachedRange
   let partial: Bool
