@@ -97,7 +97,7 @@ extension ProxyResponder {
   /// the loop: served, its status, answered on a loop, and the cache's read. Counting after the write keeps
   /// this work out of the hit's time to first byte (~0.025 ms of ~0.65, docs/PERFORMANCE.md);
   /// `ProxyMetrics.countsSettled()` waits for the loops' turns, so `/metrics` and the dashboard count every
-  /// response whose first byte a client has.
+  /// loop hit whose first byte a client has.
   func countLoopHit(_ hit: LoopHit) {
     let cached = hit.cached
     CachingReader.countCachedRead(cached.range.count)
