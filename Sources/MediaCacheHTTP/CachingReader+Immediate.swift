@@ -47,7 +47,7 @@ extension CachingReader {
   /// `cache.objectID(for: url)` (a caller that remembers it saves the hash). `declining` is asked about the
   /// object's content type before anything is read: true returns nil (a proxy answers playlists otherwise), so
   /// a hit counted in the cache's metrics is always a hit given. A caller that counts the read itself later
-  /// (`counting` false: an event loop counts its hit once the response is handed to the socket) calls
+  /// (`counting` false: an event loop counts its hit once the response is handed to NIO) calls
   /// `countCachedRead(_:)` with the range's bytes.
   package func readCachedNow(
     _ url: String, objectID: ObjectID? = nil, range: RequestedRange, maxBytes: Int,

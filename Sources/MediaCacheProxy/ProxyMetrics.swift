@@ -13,7 +13,7 @@ import Synchronization
 /// metrics (`CacheMetrics`, `ReaderMetrics`) go through swift-metrics instead; `bootstrapGlobal(_:)` makes a
 /// registry their backend, so that given to the server too they appear on its `/metrics` beside its own.
 ///
-/// A hit answered on an event loop is counted just after its response is handed to the socket, in the same
+/// A hit answered on an event loop is counted just after its response is handed to NIO, in the same
 /// turn of the loop (off its time to first byte): the accessors below may lag such a response by that
 /// moment, `countsSettled()` waits it out, and `render()` waits for it.
 public final class ProxyMetrics: Sendable {

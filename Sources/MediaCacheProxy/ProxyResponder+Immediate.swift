@@ -19,7 +19,7 @@ extension ProxyResponder {
   /// for the connection's event loop): a GET without If-Range of a proxied URL whose range (at most
   /// `immediateMaxBytes`) the cache holds in complete chunks of an object open now, every byte of which is in
   /// the page cache and passes its CRC, and not a playlist. A hit returned is counted as started; the caller
-  /// writes it, then counts it (`countLoopHit`, once the response is handed to the socket), and ends it
+  /// writes it, then counts it (`countLoopHit`, once the response is handed to NIO), and ends it
   /// (`HitBody.sent`). Nil for anything else,
   /// with nothing changed: `respond(to:)` then answers it (refusals included; a corrupt chunk is dropped there).
   ///
@@ -93,7 +93,7 @@ extension ProxyResponder {
     return LoopHit(cached: cached, partial: requested != .all)
   }
 
-  /// Counts a hit a loop answered (`hitNow`), once its response is handed to the socket, in the same turn of
+  /// Counts a hit a loop answered (`hitNow`), once its response is handed to NIO, in the same turn of
   /// the loop: served, its status, answered on a loop, and the cache's read. Counting after the write keeps
   /// this work out of the hit's time to first byte (~0.025 ms of ~0.65, docs/PERFORMANCE.md);
   /// `ProxyMetrics.countsSettled()` waits for the loops' turns, so `/metrics` and the dashboard count every
