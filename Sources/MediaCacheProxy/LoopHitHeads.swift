@@ -3,31 +3,34 @@ import MediaCacheHTTP
 import NIOCore
 import NIOHTTP1
 
-/// The response heads of the hits one event loop answered lately, each kept with everything it was made from:
-/// a hit whose head would come out the same (the same object, range and connection handling, and the same
-/// recorded fields, age and second) is sent the kept head instead of a new one.
+/// The response heads of the hits one event loop answered lately, without the fields that depend on a hit's
+/// range, each kept with everything it was made from: a hit of an object whose head would come out the same
+/// (the same recorded fields, age and second, the same status and HTTP version) is sent the kept head with its
+/// range's fields and `Connection` added (`ProxyConnectionHandler.hitHead`) instead of a new one.
 ///
 /// A hit's head has fifteen fields, built as `HTTPFields` and then as NIO's `HTTPHeaders`. Sending a kept one
 /// took 0.004–0.007 ms off a hit's time to first byte (10th percentiles, about 2%) and 2–5 µs off its CPU,
-/// measured (docs/PERFORMANCE.md, "A loop keeps the heads of its hits"). Players asking for the same ranges of
-/// the same objects (the segments of a popular stream, a player's first bytes) ask for the same head many times
-/// a second.
+/// measured (docs/PERFORMANCE.md, "A loop keeps the heads of its hits"). It was kept per range until
+/// 2026-12-06: random ranges of an object (a player seeking, many players at different places in a stream)
+/// then made every head anew, about 5% of the CPU of 64 KiB hits; now the head is kept per object and only
+/// `Content-Length`, `Content-Range` and `Connection` are added per hit. The last whole head made of it is kept
+/// too, and sent as it is to a hit of the same range and connection handling.
 ///
 /// The head is a function of what `Source` and `Key` hold, so a head is reused only where it would be made
 /// again byte for byte: the recorded fields (content type, validators, the origin's stored fields, the length),
-/// the `Age` (whole seconds), the second (`Date` when the origin sent none), the range and whether it is a
-/// part, the request's HTTP version and whether the connection stays open. Everything else in a hit's head is
-/// the server's and fixed for its life (`Via`, `Cache-Status` of a hit, `Server`, the security fields). What
-/// decides whether the request is a hit at all is checked per request as before (`ProxyResponder.hitNow`); only
-/// the head is kept. At most `capacity` heads are kept; when full, the memo starts again empty.
+/// the `Age` (whole seconds), the second (`Date` when the origin sent none), whether the hit is a part, and the
+/// request's HTTP version. Everything else in a hit's head is the server's and fixed for its life (`Via`,
+/// `Cache-Status` of a hit, `Server`, the security fields). What decides whether the request is a hit at all is
+/// checked per request as before (`ProxyResponder.hitNow`); only the head is kept. At most `capacity` heads are
+/// kept; when full, the memo starts again empty.
 final class LoopHitHeads: @unchecked Sendable {
   /// What a head answers.
   struct Key: Hashable {
     var objectID: ObjectID
-    /// The absolute bytes served, and whether as a part (`206`: the request had a `Range`) or whole (`200`).
-    var range: Range<Int64>, partial: Bool
-    /// The request's HTTP version, and whether the connection stays open after the response.
-    var versionMajor: Int, versionMinor: Int, keepAlive: Bool
+    /// Whether the hit is a part (`206`: the request had a `Range`) or the whole object (`200`).
+    var partial: Bool
+    /// The request's HTTP version.
+    var versionMajor: Int, versionMinor: Int
   }
 
   /// What a head was made from, besides its key.
@@ -46,19 +49,38 @@ final class LoopHitHeads: @unchecked Sendable {
 
   // Used only on `loop`.
   private let loop: any EventLoop
-  private var heads: [Key: (source: Source, head: HTTPResponseHead)] = [:]
+  private var heads: [Key: Entry] = [:]
+
+  /// A kept head: what it was made from, the head without the range's fields, and the last whole head made of
+  /// it (a client asking for the same range again, as `tools/bench`'s time to first byte does, gets it as it is).
+  private struct Entry {
+    var source: Source
+    var template: HTTPResponseHead
+    var last: (range: Range<Int64>, keepAlive: Bool, head: HTTPResponseHead)
+  }
 
   init(loop: any EventLoop) {
     self.loop = loop
   }
 
-  /// The head kept for `key` if it was made from `source`; else the one `make` returns, kept for next time.
-  func head(for key: Key, from source: Source, make: () -> HTTPResponseHead) -> HTTPResponseHead {
+  /// The head of a hit of `range` for `key`: the last one made, if it was made from `source` for the same
+  /// range and connection handling; else `complete` of the head kept without the range's fields, if that was
+  /// made from `source`; else `complete` of the one `make` returns, kept for next time.
+  func head(
+    for key: Key, range: Range<Int64>, keepAlive: Bool, from source: Source, make: () -> HTTPResponseHead,
+    complete: (HTTPResponseHead) -> HTTPResponseHead
+  ) -> HTTPResponseHead {
     loop.preconditionInEventLoop()
-    if let kept = heads[key], kept.source == source { return kept.head }
-    let head = make()
+    if let kept = heads[key], kept.source == source {
+      if kept.last.range == range, kept.last.keepAlive == keepAlive { return kept.last.head }
+      let head = complete(kept.template)
+      heads[key]!.last = (range, keepAlive, head)
+      return head
+    }
+    let template = make()
+    let head = complete(template)
     if heads.count >= Self.capacity, heads[key] == nil { heads.removeAll(keepingCapacity: true) }
-    heads[key] = (source, head)
+    heads[key] = Entry(source: source, template: template, last: (range, keepAlive, head))
     return head
   }
 }

@@ -221,7 +221,8 @@ final class ProxyConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
 
   /// Writes a hit answered on the loop: a hit whose pages are in memory, with no task and no hop between
   /// threads, written straight to the pipeline (head, body and end, one flush) with one promise for all of
-  /// it. Its head is the one the loop kept for the same answer, if it did (`LoopHitHeads`).
+  /// it. Its head is the one the loop kept for the object's hits, if it did (`LoopHitHeads`), with the range's
+  /// fields and `Connection` added (`hitHead`).
   private func writeLoopHit(
     _ hit: LoopHit, head: HTTPRequestHead, number: Int, bound: NIOLoopBound<ResponseEnd>,
     logged: LoggedRequest?, loopHits: LoopHitPolicy, _ context: ChannelHandlerContext
@@ -231,12 +232,17 @@ final class ProxyConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
     let keepAlive = head.isKeepAlive
     let version = head.version
     let key = LoopHitHeads.Key(
-      objectID: hit.cached.objectID, range: hit.cached.range, partial: hit.partial,
-      versionMajor: version.major, versionMinor: version.minor, keepAlive: keepAlive)
+      objectID: hit.cached.objectID, partial: hit.partial, versionMajor: version.major,
+      versionMinor: version.minor)
     let source = LoopHitHeads.Source(hit.cached, second: HTTPDate.currentSecond)
-    let responseHead = loopHits.heads.head(for: key, from: source) {
-      let fields = responder.hitHeaders(hit.cached, partial: hit.partial)
-      return Self.responseHead(status: hit.status, headers: fields, version: version, keepAlive: keepAlive)
+    let range = hit.cached.range
+    let responseHead = loopHits.heads.head(for: key, range: range, keepAlive: keepAlive, from: source) {
+      let fields = responder.hitHeadersBeforeBody(hit.cached)
+      return Self.responseHead(status: hit.status, headers: fields, version: version, extraCapacity: 3)
+    } complete: { template in
+      Self.hitHead(
+        template, range: range, length: hit.cached.length, partial: hit.partial, version: version,
+        keepAlive: keepAlive)
     }
     // The closures below hold none of the buffer: it goes back to the pool from `ReturningBuffer` alone.
     let status = hit.status

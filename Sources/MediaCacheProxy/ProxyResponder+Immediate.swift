@@ -131,14 +131,20 @@ extension ProxyResponder {
 
   /// The fields of a hit's response: the same as a streamed hit's.
   func hitHeaders(_ hit: CachedRange, partial: Bool) -> HTTPFields {
-    var headers = Self.headers(
-      contentType: hit.contentType, etag: hit.etag, lastModified: hit.lastModified,
-      stored: hit.storedHeaders, freshness: hit.freshness,
-      cacheStatus: cacheStatus(.hit, .notNeeded, hit.freshness), via: via)
+    var headers = hitHeadersBeforeBody(hit)
     Self.addBodyFields(
       &headers, first: hit.range.lowerBound, count: Int64(hit.range.count), length: hit.length,
       partial: partial, ifRange: false)
     return headers
+  }
+
+  /// The fields of a hit's response that do not depend on its range, in their order: `hitHeaders` without
+  /// the body's two (`Content-Length`, `Content-Range`), which `addBodyFields` appends after them.
+  func hitHeadersBeforeBody(_ hit: CachedRange) -> HTTPFields {
+    Self.headers(
+      contentType: hit.contentType, etag: hit.etag, lastModified: hit.lastModified,
+      stored: hit.storedHeaders, freshness: hit.freshness,
+      cacheStatus: cacheStatus(.hit, .notNeeded, hit.freshness), via: via)
   }
 
   /// Counts a hit read at once as started and served, before its body goes out (`HitBody.sent` ends it).
@@ -201,8 +207,9 @@ private enum LoopHitField {
 }
 
 /// A hit a loop answers at once (`ProxyResponder.hitNow`): its bytes, read and checked, and whether it answers
-/// a `Range` (206) or not (200). Counted as started; its connection writes it, with the head `LoopHitHeads`
-/// keeps or `ProxyResponder.hitHeaders` makes, then counts it as served (`ProxyResponder.countLoopHit`).
+/// a `Range` (206) or not (200). Counted as started; its connection writes it, with its range's fields added to
+/// the head `LoopHitHeads` keeps or `ProxyResponder.hitHeadersBeforeBody` makes
+/// (`ProxyConnectionHandler.hitHead`), then counts it as served (`ProxyResponder.countLoopHit`).
 struct LoopHit {
   let cached: CachedRange
   let partial: Bool

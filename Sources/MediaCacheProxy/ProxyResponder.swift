@@ -218,16 +218,20 @@ struct ProxyResponder: Sendable {
       headers[.contentType] = nil
       headers[.lastModified] = nil
     }
-    let last = first + (count ?? 1) - 1
+    headers[.contentRange] = contentRange(first: first, count: count ?? 1, length: length)
+  }
+
+  /// The value of `Content-Range` for `count` bytes from `first` of an object of `length` (nil: unknown).
+  static func contentRange(first: Int64, count: Int64, length: Int64?) -> String {
     // One allocation (the interpolation grew its string twice for a typical value, measured per hit).
     var value = "bytes "
     value.reserveCapacity(64)
     value += String(first)
     value += "-"
-    value += String(last)
+    value += String(first + count - 1)
     value += "/"
     value += length.map { String($0) } ?? "*"
-    headers[.contentRange] = value
+    return value
   }
 
   func read(_ origin: String, _ range: RequestedRange) async throws -> CachedBytes {

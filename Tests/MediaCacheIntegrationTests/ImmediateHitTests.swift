@@ -393,8 +393,9 @@ struct ImmediateHitTests {
     }
 
     /// A loop sends a head it kept (`LoopHitHeads`) only where it would make the same one: each loop hit's head
-    /// is the head a proxy whose loops answer no hit makes for the same request (but `Date` and `Age`), whatever
-    /// its range, its connection handling and its HTTP version, asked in an order that reuses and replaces kept
+    /// is the head a proxy whose loops answer no hit makes for the same request (but `Date` and `Age`), field
+    /// for field and in the same order, whatever its range (the range's fields are added to the kept head per
+    /// hit), its connection handling and its HTTP version, asked in an order that reuses and replaces kept
     /// heads; and `Age` goes on with the seconds.
     @Test func aLoopSendsAKeptHeadOnlyWhereItWouldMakeTheSame() async throws {
       try await withReader(linger: .seconds(60)) { reader, origin, _ in
@@ -436,7 +437,8 @@ struct ImmediateHitTests {
         let asked: [(range: String?, close: Bool, minor: Int)] = [
           ("bytes=0-65535", false, 1), ("bytes=0-65535", false, 1), ("bytes=1000-66535", false, 1),
           ("bytes=0-65535", true, 1), ("bytes=0-65535", false, 0), (nil, false, 1),
-          ("bytes=0-65535", false, 1),
+          ("bytes=0-65535", false, 1), ("bytes=250000-", false, 1), ("bytes=-1000", true, 1),
+          ("bytes=70000-70000", false, 0), (nil, true, 1), (nil, false, 0), ("bytes=1000-66535", false, 1),
         ]
         for (range, close, minor) in asked {
           let hit = try await ask(endpoint.port, range, close: close, minor: minor)

@@ -7,32 +7,50 @@ import Testing
 @testable import MediaCacheProxy
 
 @Suite struct LoopHitHeadsTests {
-  /// A kept head is sent again only for the same key made from the same source: any part of either that
+  /// A kept head is used again only for the same key made from the same source: any part of either that
   /// differs makes a new head (and a new source replaces the kept one), other keys keep theirs, and the memo
-  /// starts again empty once full.
+  /// starts again empty once full. The range's fields are added to the kept head per hit, and the last whole
+  /// head is sent again as it is for the same range and connection handling.
   @Test func aHeadIsReusedOnlyForTheSameKeyAndSource() throws {
     try onALoop { loop in
       let heads = LoopHitHeads(loop: loop)
       var made = 0
-      /// The number of the head sent for `key` and `source` (the heads made are numbered from 1).
-      func head(_ key: LoopHitHeads.Key, _ source: LoopHitHeads.Source) -> Int {
-        let head = heads.head(for: key, from: source) {
+      var completed = 0
+      /// The number of the head kept for `key` and `source` (the heads made are numbered from 1), and that of
+      /// the whole head sent for `range` and `keepAlive` (numbered from 1 too), which must name both.
+      func head(
+        _ key: LoopHitHeads.Key, _ source: LoopHitHeads.Source, range: Range<Int64> = 0..<65_536,
+        keepAlive: Bool = true
+      ) -> (made: Int, completed: Int) {
+        let head = heads.head(for: key, range: range, keepAlive: keepAlive, from: source) {
           made += 1
           return HTTPResponseHead(version: .http1_1, status: .ok, headers: ["x-made": "\(made)"])
+        } complete: { template in
+          completed += 1
+          var head = template
+          head.headers.add(name: "x-completed", value: "\(completed)")
+          head.headers.add(name: "x-range", value: "\(range) \(keepAlive)")
+          return head
         }
-        return Int(head.headers["x-made"].first ?? "") ?? -1
+        #expect(head.headers["x-range"] == ["\(range) \(keepAlive)"])
+        return (
+          Int(head.headers["x-made"].first ?? "") ?? -1, Int(head.headers["x-completed"].first ?? "") ?? -1
+        )
       }
       let id = ObjectID(CacheKey("http://127.0.0.1:9/a.mp4"))
-      let key = LoopHitHeads.Key(
-        objectID: id, range: 0..<65_536, partial: true, versionMajor: 1, versionMinor: 1, keepAlive: true)
+      let key = LoopHitHeads.Key(objectID: id, partial: true, versionMajor: 1, versionMinor: 1)
       let stored = StoredHeaders(
         receivedAt: Date(timeIntervalSince1970: 1_700_000_000),
         fields: [.init(name: "Cache-Control", value: "max-age=60")])
       let source = LoopHitHeads.Source(
         length: 1 << 20, contentType: "video/mp4", etag: "\"a\"", lastModified: nil, storedHeaders: stored,
         age: 3, second: 1_700_000_003)
-      #expect(head(key, source) == 1)
-      #expect(head(key, source) == 1)
+      #expect(head(key, source) == (1, 1))
+      #expect(head(key, source) == (1, 1), "the same range: the last whole head as it is")
+      #expect(head(key, source, range: 1..<65_537) == (1, 2), "another range: the kept head completed")
+      #expect(head(key, source, range: 1..<65_537, keepAlive: false) == (1, 3))
+      #expect(head(key, source, range: 1..<65_537, keepAlive: false) == (1, 3))
+      #expect(head(key, source) == (1, 4), "only the last whole head is kept")
       #expect(made == 1)
 
       // Another source for the same key: a new head, kept in place of the first.
@@ -53,39 +71,40 @@ import Testing
         sources.append(other)
       }
       for (index, other) in sources.enumerated() {
-        let number = head(key, other)
+        let number = head(key, other).made
         #expect(number == made && number == index + 2, "change \(index)")
-        #expect(head(key, other) == number, "change \(index), again")
+        #expect(head(key, other).made == number, "change \(index), again")
       }
-      #expect(head(key, source) == made, "the first source again makes a new head")
+      #expect(head(key, source).made == made, "the first source again makes a new head")
       let current = made
 
       // Another key: a head of its own; the first key keeps its head.
       var keys: [LoopHitHeads.Key] = []
-      for change in 0..<5 {
+      for change in 0..<4 {
         var other = key
         switch change {
         case 0: other.objectID = ObjectID(CacheKey("http://127.0.0.1:9/b.mp4"))
-        case 1: other.range = 1..<65_537
-        case 2: other.partial = false
-        case 3: other.versionMinor = 0
-        default: other.keepAlive = false
+        case 1: other.partial = false
+        case 2: other.versionMinor = 0
+        default: other.versionMajor = 2
         }
         keys.append(other)
       }
       for (index, other) in keys.enumerated() {
-        #expect(head(other, source) == current + index + 1, "key change \(index)")
+        #expect(head(other, source).made == current + index + 1, "key change \(index)")
       }
-      #expect(head(key, source) == current)
+      #expect(head(key, source).made == current)
 
       // Full: the next new key empties the memo first.
       var filler = key
+      var fillers = 0
       while made < current + keys.count + LoopHitHeads.capacity {
-        filler.range = (filler.range.lowerBound + 100_000)..<(filler.range.upperBound + 100_000)
+        fillers += 1
+        filler.objectID = ObjectID(CacheKey("http://127.0.0.1:9/filler-\(fillers).mp4"))
         _ = head(filler, source)
       }
       let before = made
-      #expect(head(key, source) == before + 1, "emptied when full")
+      #expect(head(key, source).made == before + 1, "emptied when full")
     }
   }
 }
