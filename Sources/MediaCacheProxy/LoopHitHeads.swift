@@ -16,13 +16,14 @@ import NIOHTTP1
 /// `Content-Length`, `Content-Range` and `Connection` are added per hit. The last whole head made of it is kept
 /// too, and sent as it is to a hit of the same range and connection handling.
 ///
-/// The head is a function of what `Source` and `Key` hold, so a head is reused only where it would be made
-/// again byte for byte: the recorded fields (content type, validators, the origin's stored fields, the length),
+/// The kept head is a function of what `Source` and `Key` hold (the whole head also of the range and of whether
+/// the connection stays open, which `hitHead` adds), so a head is reused only where it would be made again byte
+/// for byte: the recorded fields (content type, validators, the origin's stored fields, the length),
 /// the `Age` (whole seconds), the second (`Date` when the origin sent none), whether the hit is a part, and the
 /// request's HTTP version. Everything else in a hit's head is the server's and fixed for its life (`Via`,
 /// `Cache-Status` of a hit, `Server`, the security fields). What decides whether the request is a hit at all is
-/// checked per request as before (`ProxyResponder.hitNow`); only the head is kept. At most `capacity` heads are
-/// kept; when full, the memo starts again empty.
+/// checked per request as before (`ProxyResponder.hitNow`); only the head is kept. At most `capacity` objects'
+/// heads are kept (each with its last whole head); when full, the memo starts again empty.
 final class LoopHitHeads: @unchecked Sendable {
   /// What a head answers.
   struct Key: Hashable {

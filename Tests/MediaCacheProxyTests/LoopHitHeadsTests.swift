@@ -1,9 +1,11 @@
 import Foundation
+import HTTPTypes
 import MediaCache
 import NIOCore
 import NIOHTTP1
 import Testing
 
+@testable import MediaCacheHTTP
 @testable import MediaCacheProxy
 
 @Suite struct LoopHitHeadsTests {
@@ -106,5 +108,66 @@ import Testing
       let before = made
       #expect(head(key, source).made == before + 1, "emptied when full")
     }
+  }
+
+  /// A loop hit's head (`ProxyConnectionHandler.hitHead` of the kept head without the range's fields) is the
+  /// head made whole for the same hit (`ProxyResponder.hitHeaders`, then `responseHead`), field for field and
+  /// in the same order: with and without stored fields (an origin `Date`, which the head keeps; fields the
+  /// proxy sends its own of, which it drops), with and without an age, part or whole, HTTP/1.0 and 1.1, ranges
+  /// from one byte to the whole object, the connection kept or closed.
+  @Test func aHitsHeadIsTheHeadMadeWhole() {
+    let received = Date(timeIntervalSince1970: 1_700_000_000)
+    let storedSets: [StoredHeaders?] = [
+      nil,
+      StoredHeaders(
+        receivedAt: received,
+        fields: [
+          .init(name: "Cache-Control", value: "max-age=60"),
+          .init(name: "Date", value: "Tue, 14 Nov 2023 22:13:20 GMT"),
+          .init(name: "content-length", value: "5"),
+          .init(name: "Content-Range", value: "bytes 0-1/2"), .init(name: "Connection", value: "keep-alive"),
+          .init(name: "Via", value: "1.1 other"), .init(name: "X-Custom", value: "a"),
+        ]),
+      StoredHeaders(receivedAt: received, fields: [.init(name: "X-Custom", value: "a")]),
+    ]
+    let length: Int64 = 300_000
+    let ranges: [Range<Int64>] = [0..<65_536, 1000..<66_536, 299_000..<300_000, 70_000..<70_001, 0..<300_000]
+    var compared = 0
+    for stored in storedSets {
+      for freshness in [nil, ObjectFreshness(age: 3, lifetime: 60)] {
+        let fields = ProxyResponder.headers(
+          contentType: "video/mp4", etag: "\"e\"", lastModified: nil, stored: stored, freshness: freshness,
+          cacheStatus: "MediaCache; hit", via: "1.1 MediaCache")
+        for partial in [true, false] {
+          let status: HTTPResponse.Status = partial ? .partialContent : .ok
+          for version in [HTTPVersion.http1_0, .http1_1] {
+            let template = ProxyConnectionHandler.responseHead(
+              status: status, headers: fields, version: version, extraCapacity: 3)
+            for range in ranges {
+              for keepAlive in [true, false] {
+                var whole = fields
+                ProxyResponder.addBodyFields(
+                  &whole, first: range.lowerBound, count: Int64(range.count), length: length,
+                  partial: partial,
+                  ifRange: false)
+                let made = ProxyConnectionHandler.responseHead(
+                  status: status, headers: whole, version: version, keepAlive: keepAlive)
+                let hit = ProxyConnectionHandler.hitHead(
+                  template, range: range, length: length, partial: partial, version: version,
+                  keepAlive: keepAlive)
+                let what = "\(range), partial \(partial), \(version), keep-alive \(keepAlive)"
+                #expect(
+                  hit.headers.map { "\($0.name): \($0.value)" }
+                    == made.headers.map { "\($0.name): \($0.value)" },
+                  "\(what)")
+                #expect(hit == made, "\(what)")
+                compared += 1
+              }
+            }
+          }
+        }
+      }
+    }
+    #expect(compared == 240)
   }
 }
