@@ -91,8 +91,10 @@ extension CachingReader {
   /// The absolute bytes `readCachedNow` would read now for the same arguments (the same checks, without
   /// reading anything; callable from any thread), or nil: what a caller that bounds its reads needs to know
   /// before it waits for room for them.
-  package func cachedBoundsNow(_ url: String, range: RequestedRange, maxBytes: Int) -> Range<Int64>? {
-    guard let session = registry.sessionIfOpen(cache.objectID(for: url)) else { return nil }
+  package func cachedBoundsNow(
+    _ url: String, objectID: ObjectID? = nil, range: RequestedRange, maxBytes: Int
+  ) -> Range<Int64>? {
+    guard let session = registry.sessionIfOpen(objectID ?? cache.objectID(for: url)) else { return nil }
     defer { session.endRead() }
     let manifest = session.manager.manifest
     guard session.freshness(of: manifest).map({ $0.isFresh(at: Date()) }) ?? true else { return nil }

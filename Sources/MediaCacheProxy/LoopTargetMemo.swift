@@ -1,10 +1,11 @@
 import MediaCache
 import NIOCore
 
-/// The request targets whose hits one event loop answered lately, each with the origin URL it names and that
-/// URL's object id: a loop hit (`ProxyResponder.hitNow`) of a target seen before skips the parse and check of
-/// the URL and the SHA-256 of its key (together about 8% of the proxy's CPU answering random 64 KiB ranges;
-/// docs/PERFORMANCE.md, Step 10).
+/// The request targets one event loop resolved lately (`ProxyResponder.resolvedTarget`), each with the origin
+/// URL it names and that URL's object id: a request of a target seen before skips the parse and check of the
+/// URL and the SHA-256 of its key, whether the loop answers it (`ProxyResponder.hitNow`) or a task does
+/// (together about 8% of the proxy's CPU answering random 64 KiB ranges, and ~0.05 ms on the loop for a target
+/// seen first; docs/PERFORMANCE.md, Step 10).
 ///
 /// Only what a target alone decides is kept: the mapping from a target to its origin URL is fixed for the life
 /// of the server (its allowed hosts and upstreams do not change), and the cache's key function is a function of
@@ -45,6 +46,14 @@ final class LoopTargetMemo: @unchecked Sendable {
   func target(for uri: String) -> Target? {
     loop.preconditionInEventLoop()
     return targets[uri]
+  }
+
+  /// What `uri` names: as remembered, else as `resolve` says (remembered when it says something).
+  func target(for uri: String, resolving resolve: () -> Target?) -> Target? {
+    if let known = target(for: uri) { return known }
+    guard let resolved = resolve() else { return nil }
+    remember(resolved, for: uri)
+    return resolved
   }
 
   /// Remembers what `uri` names.

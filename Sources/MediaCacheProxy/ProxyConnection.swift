@@ -210,6 +210,8 @@ final class ProxyConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
   ) {
     let (number, bound) = startResponse(to: head, context)
     let logged = responder.server.accessLog.isOn ? LoggedRequest(request) : nil
+    var request = request
+    if let loopHits { request.resolvedTarget = responder.resolvedTarget(of: request, in: loopHits.targets) }
     if askingLoop, let loopHits, loopHits.answersHits,
       let hit = responder.hitNow(request, targets: loopHits.targets)
     {

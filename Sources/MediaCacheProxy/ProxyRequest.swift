@@ -19,6 +19,9 @@ struct ProxyRequest: Sendable {
   var body = ByteBuffer()
   /// The body was longer than `maxBodyBytes` (and was not kept).
   var bodyTooLarge = false
+  /// What the target names, as the connection's event loop resolved it (`ProxyResponder.resolvedTarget`):
+  /// the task answering the request then neither parses and checks the origin URL again nor hashes its key.
+  var resolvedTarget: LoopTargetMemo.Target?
 
   /// The longest request body kept.
   static let maxBodyBytes = 64 << 10

@@ -27,8 +27,8 @@ extension ProxyResponder {
   /// runs on the loop that writes it, just before the write, so reads cannot run ahead of the loops, and a
   /// connection has one response in flight at a time. The budget bounds the hits read on the I/O executor.
   ///
-  /// `targets` (the loop's) remembers what each target answered here named, so a target seen before skips the
-  /// parse and check of its URL and the hash of its key.
+  /// `targets` (the loop's) remembers what each target resolved here named (`resolvedTarget`), so a target seen
+  /// before skips the parse and check of its URL and the hash of its key.
   func hitNow(_ request: ProxyRequest, targets: LoopTargetMemo) -> LoopHit? {
     guard request.method == .GET, request.headers[.ifRange] == nil,
       !ConditionalRequest.isConditional(request.headers),
@@ -106,16 +106,28 @@ extension ProxyResponder {
     metrics.noteHitOnLoop()
   }
 
-  /// What a GET's target names (as remembered in `targets`, else checked by `target(of:)`) and the range its
-  /// `Range` field asks for; nil for a target the proxy refuses.
+  /// What a GET's target names (`resolvedTarget`) and the range its `Range` field asks for; nil for a target
+  /// the proxy refuses.
   private func loopTarget(of request: ProxyRequest, in targets: LoopTargetMemo) -> (
     target: LoopTargetMemo.Target, requested: RequestedRange
   )? {
-    if let known = targets.target(for: request.uri) {
-      return (known, RangeHeader(request.headers[.range]).requested)
+    guard let target = request.resolvedTarget ?? resolvedTarget(of: request, in: targets) else { return nil }
+    return (target, RangeHeader(request.headers[.range]).requested)
+  }
+
+  /// What the target of a GET or HEAD names, on the event loop whose `targets` these are: as they remember it,
+  /// else checked by `target(of:)` and remembered, so that the loop's next request of the target, hit or not,
+  /// neither parses and checks its origin URL nor hashes its key (nor does the task answering it, which gets
+  /// it in `ProxyRequest.resolvedTarget`). Nil for another method, one of the proxy's own endpoints and a
+  /// target the proxy refuses (`target(of:)` says why, in the task).
+  func resolvedTarget(of request: ProxyRequest, in targets: LoopTargetMemo) -> LoopTargetMemo.Target? {
+    guard request.method == .GET || request.method == .HEAD,
+      server.upstreamMap == nil ? !Self.isOwnEndpoint(request) : !Upstream.isAdminPath(request.path)
+    else { return nil }
+    return targets.target(for: request.uri) {
+      guard let (origin, _, _, _) = try? target(of: request) else { return nil }
+      return .init(origin: origin, objectID: reader.cache.objectID(for: origin))
     }
-    guard let (origin, _, _, requested) = try? target(of: request) else { return nil }
-    return (.init(origin: origin, objectID: reader.cache.objectID(for: origin)), requested)
   }
 
   /// The response to a range read at once from the cache: the same head as a streamed hit's, the body in one

@@ -50,13 +50,18 @@ extension ProxyResponder {
 
   /// What a GET or HEAD of a proxied URL asks for: the origin URL (checked), whether the request used the path
   /// form, its Range header (none for a HEAD: Range is defined for GET only, RFC 9110 §14.2) and the single
-  /// range it names (else all). Throws the refusal for another method or a URL the proxy does not serve.
+  /// range it names (else all). Throws the refusal for another method or a URL the proxy does not serve. The
+  /// origin URL the event loop resolved (`ProxyRequest.resolvedTarget`) is taken as it is.
   func target(of request: ProxyRequest) throws -> (
     origin: String, isPathForm: Bool, rangeHeader: RangeHeader, requested: RequestedRange
   ) {
     guard request.method == .GET || request.method == .HEAD else { throw Refusal.methodNotAllowed }
     let rangeHeader = request.method == .HEAD ? RangeHeader(nil) : RangeHeader(request.headers[.range])
     let requested = rangeHeader.requested
+    if let resolved = request.resolvedTarget {
+      let isPathForm = server.upstreamMap == nil && ProxyPathForm.isPathForm(request.path)
+      return (resolved.origin, isPathForm, rangeHeader, requested)
+    }
     if let upstreams = server.upstreamMap {
       // The path form and `?url=` mean nothing here: the path is the upstream's.
       let origin = try checkedOriginURL(try upstreams.url(path: request.path, query: request.query))

@@ -54,11 +54,14 @@ struct ProxyResponder: Sendable {
 
     // Only a range the cache holds now waits for its share of the hits' budget: a miss never waits behind hits.
     if !isHead, request.headers[.ifRange] == nil, !ConditionalRequest.isConditional(request.headers),
-      let bounds = reader.cachedBoundsNow(origin, range: requested, maxBytes: Self.immediateMaxBytes)
+      let bounds = reader.cachedBoundsNow(
+        origin, objectID: request.resolvedTarget?.objectID, range: requested, maxBytes: Self.immediateMaxBytes
+      )
     {
       let hold = await HitBudgetHold.acquire(server.hitBudget, for: bounds)
       if let hit = reader.readCachedNow(
-        origin, range: requested, maxBytes: Self.immediateMaxBytes,
+        origin, objectID: request.resolvedTarget?.objectID, range: requested,
+        maxBytes: Self.immediateMaxBytes,
         declining: { Self.mayBePlaylist(contentType: $0, url: origin) })
       {
         return immediateResponse(hit, partial: requested != .all, hold: hold)

@@ -30,4 +30,30 @@ import Testing
       #expect(memo.target(for: "/http/127.0.0.1:9/object--1")?.origin == target(-1).origin)
     }
   }
+
+  /// A target not remembered is resolved once and remembered; one that resolves to nothing (a target the
+  /// proxy refuses) is asked again each time and not remembered; a remembered one is not resolved again.
+  @Test func aTargetIsResolvedOnceAndRememberedUnlessItResolvesToNothing() throws {
+    try onALoop { loop in
+      let memo = LoopTargetMemo(loop: loop)
+      let origin = "http://127.0.0.1:9/object"
+      var resolutions = 0
+      let resolve = { () -> LoopTargetMemo.Target? in
+        resolutions += 1
+        return .init(origin: origin, objectID: ObjectID(CacheKey(origin)))
+      }
+      #expect(memo.target(for: "/http/127.0.0.1:9/object", resolving: resolve)?.origin == origin)
+      #expect(memo.target(for: "/http/127.0.0.1:9/object", resolving: resolve)?.origin == origin)
+      #expect(resolutions == 1)
+      #expect(memo.target(for: "/http/127.0.0.1:9/object")?.objectID == ObjectID(CacheKey(origin)))
+      var refusals = 0
+      let refuse = { () -> LoopTargetMemo.Target? in
+        refusals += 1
+        return nil
+      }
+      for _ in 0..<2 { #expect(memo.target(for: "/refused", resolving: refuse) == nil) }
+      #expect(refusals == 2)
+      #expect(memo.target(for: "/refused") == nil)
+    }
+  }
 }
