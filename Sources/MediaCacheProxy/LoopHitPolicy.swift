@@ -24,7 +24,7 @@ final class LoopHitPolicy: @unchecked Sendable {
   /// to answer hits.
   private let allConnections: Counter
   private let maxAllConnections: Int
-  /// The targets of the hits the loop answered lately.
+  /// The targets the loop resolved lately (`ProxyResponder.resolvedTarget`).
   let targets: LoopTargetMemo
   /// The heads of the hits the loop answered lately.
   let heads: LoopHitHeads

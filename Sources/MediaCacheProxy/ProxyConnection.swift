@@ -114,7 +114,7 @@ final class ProxyConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
       idleDeadline = nil
       guard let head else { return }
       self.head = nil
-      // A GET of a target this loop answered before, as it may be answered at once: decided from NIO's head
+      // A GET of a target this loop resolved before, as it may be answered at once: decided from NIO's head
       // (`ProxyResponder.hitNow(_:targets:)`), before a `ProxyRequest` is made. (A GET's body is never kept.)
       var askingLoop = true
       if !closing, !quiescing, body.readableBytes == 0, !bodyTooLarge, context.channel.isWritable,

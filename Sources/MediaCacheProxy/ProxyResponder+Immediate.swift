@@ -27,8 +27,9 @@ extension ProxyResponder {
   /// runs on the loop that writes it, just before the write, so reads cannot run ahead of the loops, and a
   /// connection has one response in flight at a time. The budget bounds the hits read on the I/O executor.
   ///
-  /// `targets` (the loop's) remembers what each target resolved here named (`resolvedTarget`), so a target seen
-  /// before skips the parse and check of its URL and the hash of its key.
+  /// The request's target is the one the loop resolved (`request.resolvedTarget`, from `resolvedTarget` with
+  /// `targets`, the loop's): a request without one is not answered here. A target seen before skips the parse
+  /// and check of its URL and the hash of its key.
   func hitNow(_ request: ProxyRequest, targets: LoopTargetMemo) -> LoopHit? {
     guard request.method == .GET, request.headers[.ifRange] == nil,
       !ConditionalRequest.isConditional(request.headers),
@@ -106,12 +107,12 @@ extension ProxyResponder {
     metrics.noteHitOnLoop()
   }
 
-  /// What a GET's target names (`resolvedTarget`) and the range its `Range` field asks for; nil for a target
-  /// the proxy refuses.
+  /// What a GET's target names (`resolvedTarget`, already asked by the loop for a request it made) and the range
+  /// its `Range` field asks for; nil for a target the proxy refuses.
   private func loopTarget(of request: ProxyRequest, in targets: LoopTargetMemo) -> (
     target: LoopTargetMemo.Target, requested: RequestedRange
   )? {
-    guard let target = request.resolvedTarget ?? resolvedTarget(of: request, in: targets) else { return nil }
+    guard let target = request.resolvedTarget else { return nil }
     return (target, RangeHeader(request.headers[.range]).requested)
   }
 

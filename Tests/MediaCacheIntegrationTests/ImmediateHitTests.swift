@@ -522,6 +522,86 @@ struct ImmediateHitTests {
       }
     }
 
+    /// A target the loop resolved (`ProxyResponder.resolvedTarget`, remembered in its `LoopTargetMemo` and
+    /// handed to the task) names the same object for every request of it after that, whichever path answers it:
+    /// on one loop, a miss in the path form and in the query form, then a HEAD, hits, a conditional and
+    /// `If-Range` of each, answered as a proxy whose loops resolve nothing answers them (bytes and their
+    /// fields); a target the proxy refuses is refused each time with the same answer; `/metrics` stays the
+    /// proxy's own page next to a proxied URL named like it.
+    @Test func aResolvedTargetNamesTheSameObjectForEveryRequestOfIt() async throws {
+      try await withReader(linger: .seconds(60)) { reader, origin, _ in
+        var oneLoop = ProxyServer.Configuration()
+        oneLoop.eventLoops = 1
+        let (_, endpoint, server) = try await startInProcessProxy(reader, oneLoop)
+        defer { server.cancel() }
+        var none = ProxyServer.Configuration()
+        none.loopHitConnections = 0
+        let (_, offEndpoint, offServer) = try await startInProcessProxy(reader, none)
+        defer { offServer.cancel() }
+        let size = 300_000
+        func ask(
+          _ port: Int, _ path: String, method: String = "GET", _ fields: [(String, String)] = []
+        ) async throws -> RawHTTPResponse {
+          try await blocking {
+            let connection = try RawHTTPConnection(port: port)
+            defer { connection.close() }
+            try connection.sendRequest(method, path, headers: fields)
+            return try connection.readResponse(method: method)
+          }
+        }
+        let kept = { (response: RawHTTPResponse) in
+          response.headers.filter { !["date", "age", "cache-status"].contains($0.name.lowercased()) }.map {
+            "\($0.name): \($0.value)"
+          }
+        }
+        for form in ["path", "query"] {
+          let name = "resolved-\(form)"
+          let url = origin.url(.normal, name, size: size)
+          let path =
+            form == "path" ? ProxyServer.proxyPath(for: url) : ProxyServer.queryFormPath(for: url)
+          // The miss resolves the target on the loop; its task answers with it.
+          let miss = try await ask(endpoint.port, path, [("Range", "bytes=1000-70999")])
+          #expect(miss.status == 206, "\(form)")
+          #expect(miss.body == TestOrigin.bytes(name: name, size: size, range: 1000..<71_000), "\(form)")
+          #expect(miss.header("Content-Range") == "bytes 1000-70999/\(size)", "\(form)")
+          let whole = try await ask(endpoint.port, path)
+          #expect(whole.status == 200, "\(form)")
+          #expect(whole.body == TestOrigin.bytes(name: name, size: size, range: 0..<size), "\(form)")
+          let etag = try #require(whole.header("ETag"))
+          let cases: [(method: String, fields: [(String, String)])] = [
+            ("HEAD", []), ("HEAD", [("Range", "bytes=0-99")]), ("GET", [("Range", "bytes=5-9")]),
+            ("GET", [("Range", "bytes=-1000")]), ("GET", [("If-None-Match", etag)]),
+            ("GET", [("Range", "bytes=0-99"), ("If-Range", etag)]),
+            ("GET", [("Range", "bytes=0-99"), ("If-Range", "\"other\"")]),
+          ]
+          for (method, fields) in cases {
+            let answer = try await ask(endpoint.port, path, method: method, fields)
+            let made = try await ask(offEndpoint.port, path, method: method, fields)
+            let what = "\(form) \(method) \(fields.map { "\($0.0): \($0.1)" })"
+            #expect(answer.status == made.status && answer.body == made.body, "\(what)")
+            #expect(kept(answer) == kept(made), "\(what)")
+          }
+        }
+        // Refused targets (not remembered): the same answer each time, as the proxy that resolves nothing gives.
+        for path in ["/x?url=ftp%3A%2F%2F127.0.0.1%2Fa", "/x?url=not%20a%20url", "/x"] {
+          let made = try await ask(offEndpoint.port, path)
+          for _ in 0..<2 {
+            let answer = try await ask(endpoint.port, path)
+            #expect(
+              answer.status >= 400 && answer.status == made.status && answer.body == made.body, "\(path)"
+            )
+          }
+        }
+        // A proxied URL named like the metrics page, then the page itself: each stays what it is.
+        let metricsNamed = origin.url(.normal, "metrics", size: 1000)
+        let named = try await ask(endpoint.port, ProxyServer.queryFormPath(for: metricsNamed))
+        #expect(named.body == TestOrigin.bytes(name: "metrics", size: 1000, range: 0..<1000))
+        let page = try await ask(endpoint.port, "/metrics")
+        #expect(page.status == 200)
+        #expect(String(decoding: page.body, as: UTF8.self).contains("mediacache_proxy_requests_total"))
+      }
+    }
+
     @Test func theProxyAnswersHitsInThePageCacheOnItsEventLoop() async throws {
       try await withReader(linger: .seconds(60)) { reader, origin, cache in
         let (proxy, endpoint, server) = try await startInProcessProxy(reader)

@@ -54,6 +54,17 @@ import Testing
       for _ in 0..<2 { #expect(memo.target(for: "/refused", resolving: refuse) == nil) }
       #expect(refusals == 2)
       #expect(memo.target(for: "/refused") == nil)
+      // A target longer than `maxTargetBytes` is resolved each time, never kept; one of that length is kept.
+      let long =
+        "/http/127.0.0.1:9/object?pad=" + String(repeating: "a", count: LoopTargetMemo.maxTargetBytes)
+      let longest = String(long.prefix(LoopTargetMemo.maxTargetBytes))
+      resolutions = 0
+      for _ in 0..<2 {
+        #expect(memo.target(for: long, resolving: resolve)?.origin == origin)
+        #expect(memo.target(for: longest, resolving: resolve)?.origin == origin)
+      }
+      #expect(resolutions == 3)
+      #expect(memo.target(for: long) == nil && memo.target(for: longest) != nil)
     }
   }
 }
