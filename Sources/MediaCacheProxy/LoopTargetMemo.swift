@@ -4,10 +4,10 @@ import NIOCore
 /// The request targets one event loop resolved lately (`ProxyResponder.resolvedTarget`), each with the origin
 /// URL it names and that URL's object id: a request of a target seen before skips the parse and check of the
 /// URL and the SHA-256 of its key, whether the loop answers it (`ProxyResponder.hitNow`) or a task does
-/// (together about 8% of the proxy's CPU answering random 64 KiB ranges, and 0.05 ms of a miss's time on the
-/// loop; docs/PERFORMANCE.md, Step 10). A loop past its connections for answering hits (`LoopHitPolicy`)
-/// resolves targets too: once per target, against a lookup per request after it, so that its tasks skip the
-/// same work (about 5% of the CPU per 1 MiB hit at 256 connections).
+/// (together about 8% of the proxy's CPU answering random 64 KiB ranges; docs/PERFORMANCE.md, Step 10). A target
+/// seen first is still checked once on the loop (~0.05 ms, cold, on a miss's path). A loop past its
+/// connections for answering hits (`LoopHitPolicy`) resolves targets too: once per target, against a lookup per
+/// request after it, so that its tasks skip the same work (2-7% of the CPU per 1 MiB hit at 256 connections).
 ///
 /// Only what a target alone decides is kept: the mapping from a target to its origin URL is fixed for the life
 /// of the server (its allowed hosts and upstreams do not change), and the cache's key function is a function of

@@ -31,11 +31,11 @@ extension ProxyResponder {
   /// `targets`, the loop's): a request without one is not answered here. A target seen before skips the parse
   /// and check of its URL and the hash of its key.
   func hitNow(_ request: ProxyRequest, targets: LoopTargetMemo) -> LoopHit? {
+    // (`resolvedTarget` is nil for the proxy's own endpoints and for targets it refuses.)
     guard request.method == .GET, request.headers[.ifRange] == nil,
-      !ConditionalRequest.isConditional(request.headers),
-      server.upstreamMap != nil || !Self.isOwnEndpoint(request),
-      let (target, requested) = loopTarget(of: request, in: targets)
+      !ConditionalRequest.isConditional(request.headers), let target = request.resolvedTarget
     else { return nil }
+    let requested = RangeHeader(request.headers[.range]).requested
     return hitNow(target, requested, uri: request.uri, targets: targets)
   }
 
@@ -105,15 +105,6 @@ extension ProxyResponder {
     noteServed(cached)
     metrics.noteStatus(hit.status.code)
     metrics.noteHitOnLoop()
-  }
-
-  /// What a GET's target names (`resolvedTarget`, already asked by the loop for a request it made) and the range
-  /// its `Range` field asks for; nil for a target the proxy refuses.
-  private func loopTarget(of request: ProxyRequest, in targets: LoopTargetMemo) -> (
-    target: LoopTargetMemo.Target, requested: RequestedRange
-  )? {
-    guard let target = request.resolvedTarget else { return nil }
-    return (target, RangeHeader(request.headers[.range]).requested)
   }
 
   /// What the target of a GET or HEAD names, on the event loop whose `targets` these are: as they remember it,
