@@ -2,6 +2,9 @@ import MediaCache
 import NIOCore
 
 extension BodyWriter {
+  /// Bytes freed at least when a write finds the disk full (so a stream does not run a pass per chunk).
+  static let roomAfterNoSpace: Int64 = 64 << 20
+
   /// Writes a batch of body parts, the first at `at`, to the cache (on the I/O executor).
   static func write(
     _ batch: [ByteBuffer], at: Int64, ifVersion tag: UInt32, flight: Flight, session: ObjectSession,

@@ -5,9 +5,10 @@ import NIOCore
 import NIOHTTP1
 
 /// Receives one origin response on its event loop: checks the head on the I/O executor, queues every body part
-/// for the I/O executor to write to the cache (never on the event loop), and hands the written bytes to the
-/// flight's readers in batches, at once when a reader is waiting: `Flight.deliver` from the loop (the head and
-/// the first bytes from the I/O thread that checked and wrote them), with no task between.
+/// for the I/O executor to write to the cache (never on the event loop), and hands the bytes to the flight's
+/// readers once written (the first ones as they are: `FlightState.deliverWhileWriting`), in batches, at once
+/// when a reader is waiting: `Flight.deliver` from the loop (the head and the first bytes from the I/O thread
+/// that checks and writes them), with no task between.
 ///
 /// The queue is bounded (`maxQueuedBytes`): past it the next body part is not read until a write is done
 /// (AsyncHTTPClient waits for the future `didReceiveBodyPart` returns), so a slow disk slows the origin
@@ -97,8 +98,6 @@ final class BodyWriter: HTTPClientResponseDelegate, @unchecked Sendable {
   /// Ends a body early once the flight's run is complete (the error is not reported as a failure).
   struct StopReading: Error {}
 
-  /// Bytes freed at least when a write finds the disk full (so a stream does not run a pass per chunk).
-  static let roomAfterNoSpace: Int64 = 64 << 20
   /// The longest bytes wait here for more to batch with.
   static let maxBatchDelay = TimeAmount.milliseconds(5)
 
@@ -157,14 +156,23 @@ final class BodyWriter: HTTPClientResponseDelegate, @unchecked Sendable {
         return try session.reconcile(parsed, stored: stored)
       }
       let batch = mailbox.close()
+      // The head and the first bytes go to the readers from here (no hop to the loop, which hands over nothing
+      // yet), the bytes before they are written when they end in the chunk they start in (`deliverWhileWriting`).
+      let early =
+        session.environment.earlyHandOver.isOn
+        && FlightState.mayDeliverWhileWriting(batch, from: parsed.start, chunkSize: stored.chunkSize)
+      if early, case .success(let tag) = checked {
+        flight.setHead(parsed.metadata, delivering: batch, at: parsed.start, version: tag, whileWriting: true)
+      }
       let written = checked.flatMap { tag in
         Result {
           try Self.write(batch, at: parsed.start, ifVersion: tag, flight: flight, session: session, url: url)
         }
       }
-      // The head and the first bytes go to the readers from here (no hop to the loop, which hands over nothing
-      // yet): a reader waiting for them is resumed from this thread.
-      if case .success(let tag) = checked {
+      if early, case .success = checked {
+        if case .failure(let error) = written { session.environment.earlyHandOver.writeFailed(error) }
+        flight.wroteDeliveredBytes()
+      } else if case .success(let tag) = checked {
         let delivered = if case .success = written { batch } else { [ByteBuffer]() }
         flight.setHead(parsed.metadata, delivering: delivered, at: parsed.start, version: tag)
       }
@@ -173,7 +181,7 @@ final class BodyWriter: HTTPClientResponseDelegate, @unchecked Sendable {
     }
   }
 
-  /// The head's job is done (on the event loop): its batch, written and handed over by the job, is accounted
+  /// The head's job is done (on the event loop): its batch, handed over and written by the job, is accounted
   /// for, and the parts queued meanwhile go in the next job.
   private func headChecked(
     _ checked: Result<UInt32, any Error>, batch: [ByteBuffer], written: Result<Void, any Error>,

@@ -236,7 +236,7 @@ public enum CachedPiece: Sendable {
   /// Bytes read from the cache's files, CRC-verified in this very buffer (the whole chunks holding them were
   /// read into it and checked there; the buffer's readable bytes are the piece).
   case disk(ByteBuffer)
-  /// Bytes straight from an origin response (already written to the cache), as slices of its buffers.
+  /// Bytes straight from an origin response (written to the cache, or being written), as slices of its buffers.
   case origin([ByteBuffer])
 
   /// Bytes in the piece.

@@ -22,7 +22,7 @@ final class Flight: Sendable {
   typealias Piece = FlightState.Piece
 
   /// The state and who waits on it, under `lock`.
-  private struct Inner {
+  struct Inner {
     var state: FlightState
     /// Readers waiting for the flight to change.
     var waiters: [Int: CheckedContinuation<Void, Never>] = [:]
@@ -37,7 +37,8 @@ final class Flight: Sendable {
     var graces: [(duration: Duration, number: Int)] = []
   }
 
-  private let lock: Mutex<Inner>
+  /// Not private only for `awaitNextRequest` (Flight+NextRequest.swift); nothing else takes it.
+  let lock: Mutex<Inner>
   private let nextWaiter = Atomic<Int>(0)
   /// Identifies the flight's origin request to the scheduler.
   let id = Flight.nextID.add(1, ordering: .relaxed).newValue
@@ -125,41 +126,6 @@ final class Flight: Sendable {
   /// See `FlightState.nextRequestEnd`.
   func nextRequestEnd() -> Int64? { look { $0.nextRequestEnd() } }
 
-  /// After an origin request ended without error: waits until the next one is due and returns true, or
-  /// returns false when the flight is done (`FlightState.afterRequest`).
-  func awaitNextRequest(objectLength: @Sendable () -> Int64?) async -> Bool {
-    while true {
-      if Task.isCancelled { return false }
-      let length = objectLength()
-      var decided: FlightState.AfterRequest?
-      await withTaskCancellationHandler {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-          let (ready, replaced) = lock.withLock { inner -> (Bool, CheckedContinuation<Void, Never>?) in
-            let next = inner.state.afterRequest(objectLength: length)
-            if next != .wait || Task.isCancelled {
-              decided = next
-              return (true, nil)
-            }
-            defer { inner.demandWaiter = continuation }
-            return (false, inner.demandWaiter)
-          }
-          replaced?.resume()
-          if ready { continuation.resume() }
-        }
-      } onCancel: {
-        lock.withLock { inner in
-          defer { inner.demandWaiter = nil }
-          return inner.demandWaiter
-        }?.resume()
-      }
-      switch decided {
-      case .request: return true
-      case .stop: return false
-      case .wait, nil: continue
-      }
-    }
-  }
-
   // MARK: Transitions
 
   /// A reader joins. Returns true if that promoted the flight from background to foreground (the caller tells
@@ -206,18 +172,25 @@ final class Flight: Sendable {
     transition { $0.limit(to: newEnd, written: written) }
   }
 
-  /// The origin's head, and the bytes that came with it (written to the cache) in the same step, so that a
-  /// reader waiting for one change of the flight (`held`) gets the bytes with the head.
+  /// The origin's head, and the bytes that came with it (written to the cache, or being written by the caller:
+  /// `whileWriting`, see `FlightState.deliverWhileWriting`) in the same step, so that a reader waiting for one
+  /// change of the flight (`held`) gets the bytes with the head.
   func setHead(
     _ metadata: OriginMetadata, delivering pieces: [ByteBuffer] = [], at offset: Int64 = 0,
-    version: UInt32?
+    version: UInt32?, whileWriting: Bool = false
   ) {
     transition { state in
       let actions = state.setHead(metadata)
-      return pieces.isEmpty
-        ? actions : actions + state.deliver(pieces, at: offset, version: version, now: .now)
+      if pieces.isEmpty { return actions }
+      return actions
+        + (whileWriting
+          ? state.deliverWhileWriting(pieces, at: offset, version: version, now: .now)
+          : state.deliver(pieces, at: offset, version: version, now: .now))
     }
   }
+
+  /// The bytes `setHead(whileWriting: true)` delivered are written, or their write failed (the request fails).
+  func wroteDeliveredBytes() { transition { $0.wroteDeliveredBytes() } }
 
   /// Bytes that arrived at `offset` (already written to the cache, under object version `version`).
   func deliver(_ pieces: [ByteBuffer], at offset: Int64, version: UInt32?) {
@@ -294,6 +267,12 @@ final class Flight: Sendable {
   /// Waits until the flight has ended.
   func waitForEnd() async throws {
     try await waitFor { $0.outcome }.get()
+  }
+
+  /// Waits until no byte delivered is still being written (`FlightState.unwrittenEnd`): true, or false when the
+  /// task was cancelled first.
+  func waitUntilDeliveredBytesWritten() async -> Bool {
+    (try? await waitFor { $0.unwrittenEnd == nil ? true : nil }) ?? false
   }
 
   /// The next bytes for a reader at `position` (at most `limit`), waiting for them if needed, with the object

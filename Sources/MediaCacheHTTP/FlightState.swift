@@ -16,9 +16,9 @@ enum FlightAction: Equatable {
 /// the request, starting a timer. No clock, task or lock in here: the time and how far the writer has got are
 /// passed in, so every transition is tested on its own (`FlightStateTests`).
 ///
-/// A run starts at any byte and ends at `end` (nil: the object's end). Bytes arrive in order
-/// (`deliver`), already written to the cache; only the chunk being filled is kept (`parts`): a reader behind it
-/// reads the cache.
+/// A run starts at any byte and ends at `end` (nil: the object's end). Bytes arrive in order (`deliver`), written
+/// to the cache, or a response's first bytes as they are written (`deliverWhileWriting`); only the chunk being
+/// filled is kept (`parts`): a reader behind it reads the cache.
 struct FlightState {
   /// What a reader gets for a position.
   enum Piece {
@@ -63,8 +63,11 @@ struct FlightState {
   private(set) var graceRunning: Int?
   /// Foreground once any foreground reader attached.
   private(set) var priority: ReadPriority
-  /// Every byte before this has arrived and been written to the cache.
+  /// Every byte before this has arrived and been written to the cache (but for those before `unwrittenEnd`).
   private(set) var received: Int64
+  /// The end of bytes delivered while they were being written (`deliverWhileWriting`), until the writer says
+  /// they are (`wroteDeliveredBytes`); nil when every byte delivered is written.
+  private(set) var unwrittenEnd: Int64?
   /// Start of the chunk being filled, where `parts` start (after a failure, `received`: nothing is kept).
   private(set) var bufferStart: Int64
   /// The incomplete chunk's bytes from `bufferStart` to `received`, as received.
@@ -111,38 +114,6 @@ struct FlightState {
   var isLive: Bool { outcome == nil && !closing }
 
   // MARK: Joining
-
-  /// Whether a reader at `position` can be served soon: inside the run, and not more than two chunks ahead of
-  /// what has arrived (`written`: how far the writer has got, ahead of `received`), or farther ahead if the
-  /// flight's rate gets it there within `joinHorizon` — but never past the bound an abandoned flight settled
-  /// for: its player went elsewhere, and joining there would fetch everything between, which nobody asked for.
-  func canServe(_ position: Int64, written: Int64, now: ContinuousClock.Instant) -> Bool {
-    // An abandoned flight's read-ahead bound goes away when a reader joins: it may serve up to its committed end.
-    guard isLive, position >= start, committedEnd.map({ position < $0 }) ?? true else { return false }
-    // Bytes before the in-memory chunk are complete in the cache: a reader that needs them from a flight
-    // found them dropped, and must start a new request.
-    guard position >= bufferStart else { return false }
-    let arrived = max(received, written)
-    let ahead = position - arrived
-    if ahead <= 2 * chunkSize { return true }
-    if abandonedEnd != nil, end.map({ position >= $0 }) ?? true { return false }
-    guard let firstByte else { return false }
-    let seconds = firstByte.instant.duration(to: now).seconds
-    guard seconds >= 0.01, arrived > firstByte.offset else { return false }
-    let rate = Double(arrived - firstByte.offset) / seconds
-    return Double(ahead) / rate <= Self.joinHorizon
-  }
-
-  /// For a reader at `position` that the run covers but `canServe` turned down: how long until the flight has
-  /// run `warmUp` since its first byte, if it has not yet (a player that seeks right after opening would
-  /// otherwise start a new request just before a fast origin's response got there).
-  func warmUpRemaining(for position: Int64, now: ContinuousClock.Instant) -> Duration? {
-    guard isLive, position >= bufferStart, committedEnd.map({ position < $0 }) ?? true,
-      abandonedEnd == nil || end.map({ position < $0 }) ?? false, let firstByte
-    else { return nil }
-    let age = firstByte.instant.duration(to: now)
-    return age < Self.warmUp ? Self.warmUp - age : nil
-  }
 
   /// A reader joins. Returns whether that promoted the flight from background to foreground (its owner tells
   /// the scheduler), and the actions.
@@ -230,7 +201,7 @@ struct FlightState {
     return [.wake]
   }
 
-  /// Bytes that arrived at `offset` (already written to the cache, under object version `version` when given).
+  /// Bytes that arrived at `offset` (written to the cache, under object version `version` when given).
   /// Bytes before `received` (a retry's overlap, or a 200 body's bytes before the run) are not delivered again.
   mutating func deliver(
     _ pieces: [ByteBuffer], at offset: Int64, version: UInt32? = nil, now: ContinuousClock.Instant
@@ -245,6 +216,37 @@ struct FlightState {
       deliver(piece, at: position)
       position += Int64(piece.readableBytes)
     }
+    return [.wake]
+  }
+
+  /// Whether a response's first bytes, `count` from `start`, may be delivered while they are written
+  /// (`BodyWriter`'s head job): when they end inside the chunk they start in. Delivering them then sends no
+  /// reader to the cache (`bufferStart` stays), where they may not be yet: a reader takes them from memory.
+  static func mayDeliverWhileWriting(from start: Int64, count: Int, chunkSize: Int) -> Bool {
+    let size = Int64(chunkSize)
+    return size > 0 && (start + Int64(count)) / size == start / size
+  }
+
+  /// `mayDeliverWhileWriting(from:count:chunkSize:)` for `pieces` (false when there are none).
+  static func mayDeliverWhileWriting(_ pieces: [ByteBuffer], from start: Int64, chunkSize: Int) -> Bool {
+    let count = pieces.reduce(0) { $0 + $1.readableBytes }
+    return count > 0 && mayDeliverWhileWriting(from: start, count: count, chunkSize: chunkSize)
+  }
+
+  /// As `deliver`, for bytes the writer writes now (`mayDeliverWhileWriting`): they count as unwritten until
+  /// `wroteDeliveredBytes`, and a reader that has reached its range's end waits for that before it leaves.
+  mutating func deliverWhileWriting(
+    _ pieces: [ByteBuffer], at offset: Int64, version: UInt32?, now: ContinuousClock.Instant
+  ) -> [FlightAction] {
+    let newEnd = pieces.reduce(offset) { $0 + Int64($1.readableBytes) }
+    if newEnd > received { unwrittenEnd = newEnd }
+    return deliver(pieces, at: offset, version: version, now: now)
+  }
+
+  /// The write of the bytes `deliverWhileWriting` delivered is over (done, or failed: then the request fails).
+  mutating func wroteDeliveredBytes() -> [FlightAction] {
+    guard unwrittenEnd != nil else { return [] }
+    unwrittenEnd = nil
     return [.wake]
   }
 
@@ -269,7 +271,8 @@ struct FlightState {
   /// readers still attached: a reader woken by the last bytes often runs only after the request has ended (a
   /// small range's whole body arrives at once), and it takes them from memory instead of reading back from the
   /// cache what was written a moment ago (at most a chunk, let go with the flight when its last reader leaves).
-  /// After a failure, or with no reader left, memory is let go: what arrived is read from the cache.
+  /// After a failure, or with no reader left, memory is let go: what arrived is read from the cache (or
+  /// fetched again: bytes delivered while written whose write failed).
   mutating func finish(_ result: Result<Void, any Error>) -> [FlightAction] {
     if outcome == nil { outcome = result }
     if case .success = outcome, readers > 0 { return [.wake] }
@@ -352,7 +355,7 @@ struct FlightState {
 
   /// The bytes held in memory from `position` on (at most `limit`), or nil when the position is not among them.
   /// Never waits: a reader whose bytes the cache shows takes them here rather than reading back what the flight
-  /// wrote a moment ago (a small miss's whole body, written before the reader's first look).
+  /// wrote a moment ago (a small miss's whole body, written before the reader's first look or as it looks).
   func inMemory(from position: Int64, limit: Int) -> [ByteBuffer]? {
     guard position >= bufferStart, position < received, limit > 0 else { return nil }
     return slices(from: position, limit: limit)

@@ -171,7 +171,11 @@ final class ReadCursor: @unchecked Sendable {
       var held: (buffers: [ByteBuffer], version: UInt32?)?
       switch step {
       case .finished:
-        await leaveFlight(finishingChunk: true)
+        // Bytes handed over while they were written (`FlightState.deliverWhileWriting`) are in the cache before
+        // the reader leaves: the flight stays live for a reader asking for them meanwhile, and the flush after
+        // the last read commits them. Cancelled before: it leaves as a reader that gave up (the flight goes on).
+        let written = await flight?.waitUntilDeliveredBytesWritten() ?? true
+        await leaveFlight(finishingChunk: written)
         return nil
       case .versionChanged:
         // A flight that failed and then reset the object (a lying length, a response it may not store) says
@@ -182,7 +186,7 @@ final class ReadCursor: @unchecked Sendable {
       case .readCache(let whole):
         let range = Self.piece(of: whole, atMost: limit)
         // The flight attached wrote these bytes a moment ago and holds them, or is about to (a miss's first
-        // bytes are written before its reader first looks): from memory, without a hop to the I/O executor and
+        // bytes are written before or as its reader first looks): from memory, without a hop to the I/O executor and
         // a read back. Only for a chunk not complete yet: a flight holds no other in memory.
         if let current = flight, !manifest.isPresent(Int(position / chunkSize)),
           let found = await current.held(from: position, limit: Int(range.count))
@@ -259,7 +263,8 @@ final class ReadCursor: @unchecked Sendable {
         owner.noteDelivered(piece.count, fromOrigin: true)
         return piece
       case .disk:
-        // The flight wrote these bytes; if the cache does not have them (dropped since), fetch anew.
+        // The flight wrote these bytes; if the cache does not have them (dropped since, or their write failed
+        // after they were handed over), fetch anew.
         state.flightWrotePosition(cached: manager.manifest.cachedRun(at: position) > 0)
       case .end:
         await leaveFlight()

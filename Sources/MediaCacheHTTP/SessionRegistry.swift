@@ -33,6 +33,8 @@ struct SessionEnvironment: Sendable {
   let playerWaits = PlayerWaits()
   /// Origins a revalidation lately failed to reach: stale copies of theirs are served without asking again.
   let outages = OriginOutages()
+  /// Whether a miss's first bytes may be handed over while they are written (`BodyWriter`).
+  let earlyHandOver = EarlyHandOver()
 }
 
 /// The objects a `CachingReader` has open: one `ObjectSession` per object (one data manager, so completed

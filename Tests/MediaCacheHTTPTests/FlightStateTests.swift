@@ -72,6 +72,46 @@ import Testing
     #expect(state.parts.reduce(0) { $0 + $1.readableBytes } == 300)
   }
 
+  /// A response's first bytes may be delivered while they are written only when they end inside the chunk they
+  /// start in: then no position is sent to the cache (`bufferStart` stays) and every byte of the chunk from the
+  /// flight's start comes from memory. Bytes that reach a chunk's end move the memory past it, and a reader
+  /// behind would read the cache: those are delivered once written.
+  @Test func firstBytesAreDeliveredWhileWrittenOnlyWithinTheirChunk() {
+    #expect(FlightState.mayDeliverWhileWriting(from: 0, count: 999, chunkSize: Self.chunk))
+    #expect(!FlightState.mayDeliverWhileWriting(from: 0, count: 1000, chunkSize: Self.chunk))
+    #expect(FlightState.mayDeliverWhileWriting(from: 1200, count: 799, chunkSize: Self.chunk))
+    #expect(!FlightState.mayDeliverWhileWriting(from: 1200, count: 800, chunkSize: Self.chunk))
+    #expect(!FlightState.mayDeliverWhileWriting(from: 1999, count: 2, chunkSize: Self.chunk))
+    #expect(!FlightState.mayDeliverWhileWriting(from: 0, count: 10, chunkSize: 0))
+    // A flight from a chunk's start, one from the middle of a chunk, and a later request of a flight whose
+    // earlier bytes filled a chunk and went on into the next: every position delivered comes from memory.
+    for (start, before) in [(Int64(0), 0), (1200, 0), (0, 1300)] {
+      var state = flight(start: start)
+      if before > 0 { _ = state.deliver([bytes(before)], at: start, now: t0) }
+      let bufferStart = state.bufferStart
+      let count = Int(Int64(Self.chunk) - state.received % Int64(Self.chunk)) - 1
+      #expect(FlightState.mayDeliverWhileWriting(from: state.received, count: count, chunkSize: Self.chunk))
+      _ = state.deliverWhileWriting([bytes(count)], at: state.received, version: 3, now: t0)
+      #expect(state.bufferStart == bufferStart && state.unwrittenEnd == state.received)
+      for position in stride(from: bufferStart, to: state.received, by: 97) {
+        #expect(memory(state.next(from: position, limit: 1)) != nil, "position \(position) from memory")
+      }
+      #expect(state.wroteDeliveredBytes() == [.wake] && state.unwrittenEnd == nil)
+      #expect(state.wroteDeliveredBytes().isEmpty)
+    }
+    // Bytes already delivered are not marked unwritten again (a retry's overlap).
+    var overlap = flight()
+    _ = overlap.deliver([bytes(500)], at: 0, now: t0)
+    _ = overlap.deliverWhileWriting([bytes(300)], at: 200, version: nil, now: t0)
+    #expect(overlap.unwrittenEnd == nil && overlap.received == 500)
+    var crossing = flight()
+    _ = crossing.deliver([bytes(1000)], at: 0, now: t0)
+    guard case .piece(.disk) = crossing.next(from: 0, limit: 1) else {
+      Issue.record("bytes that complete a chunk send a reader behind them to the cache")
+      return
+    }
+  }
+
   @Test func bytesBeforeWhatArrivedAreNotDeliveredTwice() {
     var state = flight()
     _ = state.deliver([bytes(500)], at: 0, now: t0)

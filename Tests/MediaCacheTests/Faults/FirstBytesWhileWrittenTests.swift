@@ -1,0 +1,189 @@
+import Foundation
+import MediaCacheHTTP
+import MediaCacheTestOrigin
+import MediaCacheTestSupport
+import Synchronization
+import SystemPackage
+import Testing
+
+@testable import MediaCache
+
+/// Holds every `pwrite` of one object's data file until `release()` (or until `timeout` after it was made),
+/// counting the writes that were held and the ones that have returned.
+final class DataWritesHeld: IOFaultHandler {
+  private let suffix: String
+  private let deadline: Date
+  private let condition = NSCondition()
+  private let state = Mutex((released: false, held: 0, returned: 0))
+
+  init(_ id: ObjectID, timeout: Duration) {
+    suffix = "\(id.hex).data"
+    deadline = Date() + TimeInterval(timeout.components.seconds)
+  }
+
+  /// Writes that have been made (each waited for `release()` first).
+  var returned: Int { state.withLock { $0.returned } }
+
+  func release() {
+    condition.lock()
+    state.withLock { $0.released = true }
+    condition.broadcast()
+    condition.unlock()
+  }
+
+  func before(_ event: IOEvent) throws(Errno) -> (any Sendable)? {
+    guard event.operation == .write, event.path.hasSuffix(suffix) else { return nil }
+    condition.lock()
+    state.withLock { $0.held += 1 }
+    while !state.withLock({ $0.released }), condition.wait(until: deadline) {}
+    condition.unlock()
+    return true
+  }
+
+  func after(_ event: IOEvent, context: (any Sendable)?, error: Errno?) {
+    if context != nil { state.withLock { $0.returned += 1 } }
+  }
+}
+
+extension FaultTests {
+  /// A miss's first bytes go to the reader while the I/O executor writes them (`FlightState.deliverWhileWriting`),
+  /// and what that changes when the write is slow or fails.
+  @Suite struct FirstBytes {
+    static let chunk = 1 << 20
+    static let size = 4 << 20
+
+    static func environment(
+      _ body: (TestOrigin, MediaCache, CachingReader) async throws -> Void
+    ) async throws {
+      try await withTemporaryDirectory { directory in
+        let origin = try await TestOrigin.start()
+        let cache = try MediaCache(
+          configuration: .init(
+            directory: FilePath("\(directory)/cache"), chunkSize: chunk, memoryCostLimit: 0,
+            durability: .relaxed,
+            maxSize: nil, maxAge: nil))
+        let client = OriginClient()
+        let reader = CachingReader(cache: cache, client: client, configuration: .init(maxRetries: 0))
+        try await body(origin, cache, reader)
+        await reader.cancelAll()
+        try await client.shutdown()
+        try await origin.shutdown()
+      }
+    }
+
+    /// With every write of the object's data file held, the reader still gets the bytes that came with the
+    /// origin's head (a 16 KiB range: all of them). Its read ends only once they are written, and a second read
+    /// of the same range meanwhile joins the flight, still live, instead of asking the origin again; once the
+    /// writes go on, both end, with the range cached. The head's job hands over only the body parts that came
+    /// within `BodyWriter.maxHeadCheckDelay`, and on a loaded machine none may have come by then, so up to three
+    /// objects are tried: at least one must show it, and every one must read right and be cached.
+    @Test func aMissesFirstBytesReachTheReaderWhileTheyAreWritten() async throws {
+      try await Self.environment { origin, cache, reader in
+        let range: Range<Int64> = 0..<16384
+        var early = 0
+        for attempt in 0..<3 where early == 0 {
+          let name = "first-bytes-\(attempt)"
+          let url = origin.url(.normal, name, size: Self.size)
+          let expected = Data(TestOrigin.bytes(name: name, size: Self.size, range: 0..<16384))
+          let writes = DataWritesHeld(ObjectID(CacheKey(url)), timeout: .seconds(3))
+          try await withIOFaultHandler(writes) {
+            let bytes = try await reader.read(url, range: .bounded(range))
+            var pieces = bytes.makeAsyncIterator()
+            var received = Data()
+            while received.count < expected.count, let piece = try await pieces.next() {
+              received.append(piece)
+            }
+            #expect(received == expected)
+            guard writes.returned == 0 else {
+              bytes.close()
+              return  // these bytes were written before the reader got them: another object
+            }
+            early += 1
+            let ending = pieces
+            let end = Task { () -> (Data?, Int) in
+              var last = ending
+              let piece = try await last.next()
+              return (piece, writes.returned)
+            }
+            let again = Task { () -> Data in
+              let bytes = try await reader.read(url, range: .bounded(range))
+              defer { bytes.close() }
+              var data = Data()
+              for try await piece in bytes { data.append(piece) }
+              return data
+            }
+            try await Task.sleep(for: .milliseconds(100))
+            writes.release()
+            let (last, returnedThen) = try await end.value
+            #expect(last == nil && returnedThen >= 1, "the read ended before its bytes were written")
+            #expect(try await again.value == expected)
+            bytes.close()
+            #expect(origin.requests(for: name).count == 1, "a read during the write asked the origin again")
+          }
+          writes.release()
+          #expect(
+            try await cache.status(for: url)
+              == .partial(cachedBytes: 16384, length: Int64(Self.size), ranges: [range]))
+        }
+        #expect(early >= 1, "in none of three misses did the reader get its first bytes before their write")
+      }
+    }
+
+    /// A disk that fails every write of the object: the bytes handed over before their write failed are right,
+    /// and the read then ends with the write's error. A reader that looks again only after the failed request
+    /// ended finds no live flight and starts one: the origin is asked a few times, not once per batch (after a
+    /// failed write, the reader hands over only written bytes for a while: `EarlyHandOver`).
+    @Test func aFailingWriteAfterTheHandOverEndsTheReadAfterFewRequests() async throws {
+      try await Self.environment { origin, cache, reader in
+        let name = "first-bytes-failing"
+        let url = origin.url(.normal, name, size: Self.size)
+        let injector = FaultInjector(
+          root: cache.store.root,
+          rules: [
+            FaultRule(
+              operation: .write, pathContains: "\(ObjectID(CacheKey(url)).hex).data", errno: .ioError,
+              persistent: true)
+          ])
+        var received = Data()
+        var failure: (any Error)?
+        var firstRequests = 0
+        try await withIOFaultHandler(injector) {
+          let bytes = try await reader.read(url, range: .bounded(0..<(3 << 20)))
+          defer { bytes.close() }
+          var pieces = bytes.makeAsyncIterator()
+          do {
+            // A player slower than the failures: it looks again only once every request made so far has ended
+            // (then it finds no live flight, and starts one).
+            while let piece = try await pieces.next() {
+              received.append(piece)
+              let made = origin.requests(for: name).count
+              _ = try await origin.waitForCompletedRequests(for: name, count: made)
+              try await Task.sleep(for: .milliseconds(100))
+            }
+          } catch {
+            failure = error
+          }
+          // A player that retries from where it was cut, on a new read: the bytes are no longer handed over
+          // before their write (`EarlyHandOver`), so it gets the error, not another batch.
+          firstRequests = origin.requests(for: name).count
+          var more = 0
+          do {
+            let bytes = try await reader.read(url, range: .bounded(Int64(received.count)..<(3 << 20)))
+            defer { bytes.close() }
+            for try await piece in bytes { more += piece.count }
+          } catch {}
+          #expect(more == 0, "a retry got \(more) bytes not written")
+          #expect(origin.requests(for: name).count <= firstRequests + 1)
+        }
+        #expect(!injector.fired.isEmpty)
+        #expect(received == Data(TestOrigin.bytes(name: name, size: Self.size, range: 0..<received.count)))
+        if let failure = failure as? StoreError, failure.code == .io, failure.errno == .ioError {
+        } else {
+          Issue.record(
+            "expected the write's EIO, got \(String(describing: failure)) after \(received.count) bytes")
+        }
+        #expect(firstRequests <= 3, "\(firstRequests) origin requests")
+      }
+    }
+  }
+}
