@@ -2,7 +2,7 @@ import MediaCache
 import NIOCore
 import Synchronization
 
-/// Whether a miss's first bytes may go to its readers while the I/O executor writes them
+/// Whether a response's first bytes (a miss's) may go to its readers while the I/O executor writes them
 /// (`FlightState.deliverWhileWriting`): yes, but not for a while after such a write failed with an I/O error
 /// (`StoreError.io`: a full or failing disk).
 ///

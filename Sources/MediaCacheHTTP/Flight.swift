@@ -55,7 +55,7 @@ final class Flight: Sendable {
   /// Where this flight's players count their waits for the origin (the reader's; nil: not counted).
   let playerWaits: PlayerWaits?
   /// How far bytes have been written to the cache, counting the body part the I/O executor is writing now
-  /// (ahead of `received` by the batches written and not yet handed over).
+  /// (ahead of `received` by the batches written and not yet handed over; see `FlightState.unwrittenEnd`).
   let writtenHint: Atomic<Int64>
   /// `end` as seen without the lock: -1 for none.
   let endHint = Atomic<Int64>(-1)

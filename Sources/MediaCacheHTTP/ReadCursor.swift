@@ -171,9 +171,9 @@ final class ReadCursor: @unchecked Sendable {
       var held: (buffers: [ByteBuffer], version: UInt32?)?
       switch step {
       case .finished:
-        // Bytes handed over while they were written (`FlightState.deliverWhileWriting`) are in the cache before
-        // the reader leaves: the flight stays live for a reader asking for them meanwhile, and the flush after
-        // the last read commits them. Cancelled before: it leaves as a reader that gave up (the flight goes on).
+        // Bytes handed over while they were written (`FlightState.deliverWhileWriting`): their write is over
+        // before the reader leaves, so the flight stays live for a reader asking for them meanwhile and the flush
+        // after the last read commits them (unless it failed). Cancelled first: it leaves as one that gave up.
         let written = await flight?.waitUntilDeliveredBytesWritten() ?? true
         await leaveFlight(finishingChunk: written)
         return nil

@@ -33,7 +33,7 @@ struct SessionEnvironment: Sendable {
   let playerWaits = PlayerWaits()
   /// Origins a revalidation lately failed to reach: stale copies of theirs are served without asking again.
   let outages = OriginOutages()
-  /// Whether a miss's first bytes may be handed over while they are written (`BodyWriter`).
+  /// Whether a response's first bytes may be handed over while they are written (`BodyWriter`).
   let earlyHandOver = EarlyHandOver()
 }
 

@@ -105,14 +105,23 @@ extension FaultTests {
               let piece = try await last.next()
               return (piece, writes.returned)
             }
+            // A second read of the range while the writes are held: it gets the bytes from the flight (the cache
+            // does not have them yet), and says how many writes had returned when it had them all.
+            let (joined, joinedSignal) = AsyncStream<Int>.makeStream()
             let again = Task { () -> Data in
+              defer { joinedSignal.finish() }
               let bytes = try await reader.read(url, range: .bounded(range))
               defer { bytes.close() }
               var data = Data()
-              for try await piece in bytes { data.append(piece) }
+              var pieces = bytes.makeAsyncIterator()
+              while data.count < expected.count, let piece = try await pieces.next() { data.append(piece) }
+              joinedSignal.yield(writes.returned)
+              while let piece = try await pieces.next() { data.append(piece) }
               return data
             }
-            try await Task.sleep(for: .milliseconds(100))
+            var joining = joined.makeAsyncIterator()
+            let returnedWhenJoined = await joining.next()
+            #expect(returnedWhenJoined == 0, "the second read got its bytes only once they were written")
             writes.release()
             let (last, returnedThen) = try await end.value
             #expect(last == nil && returnedThen >= 1, "the read ended before its bytes were written")
@@ -135,54 +144,61 @@ extension FaultTests {
     /// failed write, the reader hands over only written bytes for a while: `EarlyHandOver`).
     @Test func aFailingWriteAfterTheHandOverEndsTheReadAfterFewRequests() async throws {
       try await Self.environment { origin, cache, reader in
-        let name = "first-bytes-failing"
-        let url = origin.url(.normal, name, size: Self.size)
-        let injector = FaultInjector(
-          root: cache.store.root,
-          rules: [
-            FaultRule(
-              operation: .write, pathContains: "\(ObjectID(CacheKey(url)).hex).data", errno: .ioError,
-              persistent: true)
-          ])
-        var received = Data()
-        var failure: (any Error)?
-        var firstRequests = 0
-        try await withIOFaultHandler(injector) {
-          let bytes = try await reader.read(url, range: .bounded(0..<(3 << 20)))
-          defer { bytes.close() }
-          var pieces = bytes.makeAsyncIterator()
-          do {
-            // A player slower than the failures: it looks again only once every request made so far has ended
-            // (then it finds no live flight, and starts one).
-            while let piece = try await pieces.next() {
-              received.append(piece)
-              let made = origin.requests(for: name).count
-              _ = try await origin.waitForCompletedRequests(for: name, count: made)
-              try await Task.sleep(for: .milliseconds(100))
-            }
-          } catch {
-            failure = error
-          }
-          // A player that retries from where it was cut, on a new read: the bytes are no longer handed over
-          // before their write (`EarlyHandOver`), so it gets the error, not another batch.
-          firstRequests = origin.requests(for: name).count
-          var more = 0
-          do {
-            let bytes = try await reader.read(url, range: .bounded(Int64(received.count)..<(3 << 20)))
+        var tested = false
+        for attempt in 0..<3 where !tested {
+          let name = "first-bytes-failing-\(attempt)"
+          let url = origin.url(.normal, name, size: Self.size)
+          let injector = FaultInjector(
+            root: cache.store.root,
+            rules: [
+              FaultRule(
+                operation: .write, pathContains: "\(ObjectID(CacheKey(url)).hex).data", errno: .ioError,
+                persistent: true)
+            ])
+          var received = Data()
+          var failure: (any Error)?
+          try await withIOFaultHandler(injector) {
+            let bytes = try await reader.read(url, range: .bounded(0..<(3 << 20)))
             defer { bytes.close() }
-            for try await piece in bytes { more += piece.count }
-          } catch {}
-          #expect(more == 0, "a retry got \(more) bytes not written")
-          #expect(origin.requests(for: name).count <= firstRequests + 1)
+            var pieces = bytes.makeAsyncIterator()
+            do {
+              // A player slower than the failures: it looks again only once every request made so far has
+              // ended (then it finds no live flight, and starts one).
+              while let piece = try await pieces.next() {
+                received.append(piece)
+                let made = origin.requests(for: name).count
+                _ = try await origin.waitForCompletedRequests(for: name, count: made)
+                try await Task.sleep(for: .milliseconds(100))
+              }
+            } catch {
+              failure = error
+            }
+            // No byte came: the first batch was not handed over before its write (no body part had come with the
+            // head, or the batch reached a chunk's end), and there is nothing to test; another object.
+            guard !received.isEmpty else { return }
+            tested = true
+            let firstRequests = origin.requests(for: name).count
+            #expect(firstRequests <= 3, "\(firstRequests) origin requests")
+            // A player that retries from where it was cut, on a new read: the bytes are no longer handed over
+            // before their write (`EarlyHandOver`), so it gets the error, not another batch.
+            var more = 0
+            do {
+              let bytes = try await reader.read(url, range: .bounded(Int64(received.count)..<(3 << 20)))
+              defer { bytes.close() }
+              for try await piece in bytes { more += piece.count }
+            } catch {}
+            #expect(more == 0, "a retry got \(more) bytes not written")
+            #expect(origin.requests(for: name).count <= firstRequests + 1)
+          }
+          #expect(!injector.fired.isEmpty)
+          #expect(received == Data(TestOrigin.bytes(name: name, size: Self.size, range: 0..<received.count)))
+          if let failure = failure as? StoreError, failure.code == .io, failure.errno == .ioError {
+          } else {
+            Issue.record(
+              "expected the write's EIO, got \(String(describing: failure)) after \(received.count) bytes")
+          }
         }
-        #expect(!injector.fired.isEmpty)
-        #expect(received == Data(TestOrigin.bytes(name: name, size: Self.size, range: 0..<received.count)))
-        if let failure = failure as? StoreError, failure.code == .io, failure.errno == .ioError {
-        } else {
-          Issue.record(
-            "expected the write's EIO, got \(String(describing: failure)) after \(received.count) bytes")
-        }
-        #expect(firstRequests <= 3, "\(firstRequests) origin requests")
+        #expect(tested, "in none of three misses were the first bytes handed over before their write")
       }
     }
   }
