@@ -78,6 +78,32 @@ import Testing
     }
   }
 
+  /// A call made outside `SystemFile` and the directory calls is checked too: an object's recency stamp (a
+  /// `utimensat` of its manifest, which `noteAccess` makes in the caller's thread unless told to defer it) trips
+  /// the check in a task and not on the executor.
+  @Test func aRecencyStampInATaskStopsAProcessRunningWithTrap() async throws {
+    let directory = try TemporaryDirectory()
+    defer { directory.cleanup() }
+    func helper(_ place: String, _ name: String) async throws -> CommandResult {
+      var environment = ProcessInfo.processInfo.environment
+      environment["MEDIACACHE_BLOCKING_CHECK"] = "trap"
+      return try await run(
+        binary("mediacache-testhelper"), ["touch-object", directory.path + "/" + name, place],
+        environment: environment)
+    }
+    let trapped = try await helper("in-task", "a")
+    #expect(trapped.status != 0)
+    #expect(trapped.text.isEmpty)
+    #expect(
+      trapped.stderr.contains("mediacache: blocking call utimensat on \(directory.path)/a/objects/"),
+      "\(trapped.stderr)")
+    #expect(trapped.stderr.contains(".manifest in a Swift task (the cooperative pool)"), "\(trapped.stderr)")
+    let quiet = try await helper("on-executor", "b")
+    #expect(quiet.status == 0, "\(quiet.stderr)")
+    #expect(quiet.text == "touched\n")
+    #expect(!quiet.stderr.contains("blocking call"), "\(quiet.stderr)")
+  }
+
   /// 48 clients at once on 12 cold objects (whole bodies, ranges, suffixes, HEAD, metrics), then the same
   /// warm: every byte right, and the proxy (running with `trap`) still up and exiting 0.
   @Test func manyPlayersColdAndWarmMakeNoBlockingCallOutsideTheExecutor() async throws {

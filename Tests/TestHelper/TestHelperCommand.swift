@@ -8,6 +8,9 @@
 //   mediacache-testhelper open-cache CACHE in-task|on-executor
 //       opens a cache (creating its directories: blocking calls) in a Swift task, or in a task that hands the
 //       open to `IOExecutor.shared`; prints "opened". For the tests of `MEDIACACHE_BLOCKING_CHECK`.
+//   mediacache-testhelper touch-object CACHE in-task|on-executor
+//       stamps an object's recency (a `utimensat`) in a Swift task, or through the I/O executor; prints
+//       "touched". For the same tests.
 //
 // Exit status 2 on bad arguments or an error, 3 when `read` sees a wrong byte.
 import ArgumentParser
@@ -19,7 +22,9 @@ struct TestHelperCommand: AsyncParsableCommand {
   static let configuration = CommandConfiguration(
     commandName: "mediacache-testhelper",
     abstract: "A second process for the integration tests: writes, reads and holds cache objects.",
-    subcommands: [WriteCommand.self, ReadCommand.self, HoldCommand.self, OpenCacheCommand.self])
+    subcommands: [
+      WriteCommand.self, ReadCommand.self, HoldCommand.self, OpenCacheCommand.self, TouchObjectCommand.self,
+    ])
 
   static func main() async { await main(usageStatus: 2) }
 

@@ -85,7 +85,8 @@ enum FileSystemCalls {
   ///
   /// The corresponding C function is `open` (`O_RDONLY | O_DIRECTORY`).
   static func openDirectory(_ path: String) throws -> Int32 {
-    try retrying("open", path) { open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
+    if BlockingCallCheck.isOn { BlockingCallCheck.check("open", path: path) }
+    return try retrying("open", path) { open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
   }
 
   /// Closes a raw descriptor from `openDirectory`.
@@ -130,7 +131,9 @@ enum FileSystemCalls {
   ///
   /// The corresponding C function is `utimensat` (the path form of `futimens`).
   static func touch(_ path: String) throws {
-    _ = try retrying("utimensat", path) { utimensat(AT_FDCWD, path, nil, 0) }
+    _ = try faultPoint(IOEvent(operation: .touch, path: path), syscall: "utimensat") {
+      try retrying("utimensat", path) { utimensat(AT_FDCWD, path, nil, 0) }
+    }
   }
 
   /// Sets a file's modification (and access) time to `seconds` since the epoch; used by tests and tools.
@@ -140,7 +143,9 @@ enum FileSystemCalls {
     let whole = Int(seconds.rounded(.down))
     let spec = timespec(tv_sec: whole, tv_nsec: Int((seconds - Double(whole)) * 1e9))
     var times = [spec, spec]
-    _ = try retrying("utimensat", path) { utimensat(AT_FDCWD, path, &times, 0) }
+    _ = try faultPoint(IOEvent(operation: .touch, path: path), syscall: "utimensat") {
+      try retrying("utimensat", path) { utimensat(AT_FDCWD, path, &times, 0) }
+    }
   }
 
   /// The names in a directory, without `.` and `..`; nil if the directory does not exist.

@@ -21,6 +21,8 @@ enum IOOperation: String, Sendable, CaseIterable {
   case removeDirectory
   /// `fsync` of a directory.
   case syncDirectory
+  /// A file's times set (`utimensat`): an object's recency stamp, or a time a tool sets.
+  case touch
 }
 
 /// One file-system call as a fault hook sees it.

@@ -101,9 +101,10 @@ public final class FileHandleAssetDataManager: Sendable {
     let file = try ObjectDataFile.open(
       id, in: store, writable: writable, deferringCreation: deferringCreation)
     var manifest: Manifest
+    var found: Manifest?
     do {
       // The object's file types were checked above (a reader's by its first `readManifest`).
-      let found = try store.readManifest(id, checkingFileTypes: false)
+      found = try store.readManifest(id, checkingFileTypes: false)
       // A manifest without its data file (damage: it lists chunks that are not there) gets its file now, as
       // without `deferringCreation`, so its chunks are read (and fail their check) like any other's.
       if found != nil, deferringCreation { _ = try file.handle }
@@ -120,7 +121,8 @@ public final class FileHandleAssetDataManager: Sendable {
       objectID: id, isWritable: writable, store: store, file: file, view: view,
       scheduler: CommitScheduler(policy: commitPolicy), observer: observer)
     reader = VerifiedChunkReader(objectID: id, store: store, file: file, view: view, writer: writer)
-    store.noteAccess(id)
+    // A new object has no manifest to stamp yet: its first commit makes one, stamped then.
+    if found != nil { store.noteAccess(id) }
   }
 
   /// Opens object `id`, runs `body` with the manager, and closes it (committing) whether `body` returns or

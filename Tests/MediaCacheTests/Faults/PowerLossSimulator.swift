@@ -254,7 +254,8 @@ final class PowerLossSimulator: IOFaultHandler {
     case .unlink:
       guard inodeOf(path: event.path) != nil else { return StashContext(stashed: nil) }
       return StashContext(stashed: stashLink(event.path, &state))
-    case .read, .link, .removeDirectory:
+    case .read, .link, .removeDirectory, .touch:
+      // (A file's times are not what a power loss is simulated for: recency is a hint.)
       return nil
     }
   }
@@ -352,7 +353,7 @@ final class PowerLossSimulator: IOFaultHandler {
       case .unlink:
         guard let kept = (context as? StashContext)?.stashed else { return }
         state.names.append((sequence: sequence, change: .unlink(path: event.path, kept: kept)))
-      case .read:
+      case .read, .touch:
         return
       }
     }

@@ -1,0 +1,57 @@
+import Foundation
+import MediaCacheTestSupport
+import Synchronization
+import SystemPackage
+import Testing
+
+@testable import MediaCache
+
+extension FaultTests {
+  /// An object's recency stamp (the manifest's modification time, `ShardedStore.noteAccess`) is set where a
+  /// manifest is: not by the open of a new object, whose manifest does not exist yet (a `utimensat` on a miss's
+  /// path that could only fail), and once by the open of an object that has one.
+  @Suite struct RecencyStamp {
+    /// Records the `utimensat` calls made under `root`: their paths, and whether each succeeded.
+    final class TouchCounter: IOFaultHandler {
+      let root: String
+      private let touched = Mutex<[(path: String, succeeded: Bool)]>([])
+      init(root: String) { self.root = root }
+      /// Every call's path.
+      var paths: [String] { touched.withLock { $0.map(\.path) } }
+      /// The paths whose times were set.
+      var stamped: [String] { touched.withLock { $0.filter(\.succeeded).map(\.path) } }
+
+      func before(_ event: IOEvent) throws(Errno) -> (any Sendable)? { nil }
+
+      func after(_ event: IOEvent, context: (any Sendable)?, error: Errno?) {
+        guard event.operation == .touch, event.path.hasPrefix(root) else { return }
+        touched.withLock { $0.append((event.path, error == nil)) }
+      }
+    }
+
+    @Test(arguments: [false, true])
+    func aNewObjectsOpenStampsNothingAndAStoredObjectsOpenStampsItsManifest(deferring: Bool) async throws {
+      try await withStore { store in
+        let id = CacheKey("https://recency.example/\(deferring)").objectID
+        let counter = TouchCounter(root: store.root)
+        try await withIOFaultHandler(counter) {
+          let manager = try FileHandleAssetDataManager(store: store, id: id, deferringCreation: deferring)
+          #expect(counter.paths.isEmpty, "the open of a new object touched \(counter.paths)")
+          try manager.setContentLength(10_000)
+          try manager.write(randomBytes(count: 10_000, seed: 7), at: 0)
+          try manager.close()
+          #expect(counter.paths.isEmpty, "writing and committing touched \(counter.paths)")
+          #expect(try store.readManifest(id)?.isComplete == true)
+
+          let again = try FileHandleAssetDataManager(store: store, id: id, writable: false)
+          #expect(counter.paths == [store.paths(for: id).manifest])
+          #expect(counter.stamped == [store.paths(for: id).manifest])
+          #expect(try again.read(0..<10_000) == Data(randomBytes(count: 10_000, seed: 7)))
+          try again.close()
+          // At most once a minute per object in this process.
+          #expect(counter.paths == [store.paths(for: id).manifest])
+        }
+      }
+    }
+  }
+}
