@@ -78,9 +78,9 @@ import Testing
     }
   }
 
-  /// A call made outside `SystemFile` and the directory calls is checked too: an object's recency stamp (a
-  /// `utimensat` of its manifest, which `noteAccess` makes in the caller's thread unless told to defer it) trips
-  /// the check in a task and not on the executor.
+  /// A file's times are checked too: an object's recency stamp (a `utimensat` of its manifest, which
+  /// `noteAccess` makes on the caller's thread unless told to defer it) trips the check in a task and not on the
+  /// executor. (The object need not exist: the check comes before the call.)
   @Test func aRecencyStampInATaskStopsAProcessRunningWithTrap() async throws {
     let directory = try TemporaryDirectory()
     defer { directory.cleanup() }

@@ -88,6 +88,8 @@ struct HeadKeepingTests {
         #expect(try manager.read(0..<Int64(head)) == content(index).prefix(head))
         #expect(throws: StoreError.self) { try manager.read(Int64(head)..<Int64(head + 1)) }
         try manager.close()
+        // The read was an access: stamped now.
+        #expect(try modified(store.paths(for: id(index)).manifest) > stamps[index] + 60)
       } else {
         #expect(manifest.isComplete, "obj-\(index)")
       }

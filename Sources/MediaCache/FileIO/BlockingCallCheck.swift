@@ -18,9 +18,9 @@ package enum BlockingCallContext: Sendable, Equatable {
 }
 
 /// A check that every blocking file-system call of the library (open, pread, pwrite, fsync, rename, unlink,
-/// utimensat, …: each call of `SystemFile` and `FileSystemCalls` that may wait for the disk, made through the
-/// fault-injection seam or checked on its own, as `lstat`, `flock` and a directory's `open` are) runs where
-/// blocking is allowed: on an `IOExecutor` thread or a thread of its own, never in a Swift task on the cooperative pool nor
+/// utimensat, …: each call of `SystemFile` and `FileSystemCalls` that may wait for the disk, checked by the
+/// fault-injection seam or on its own, as `lstat`, `flock` and a directory's `open` are) runs where blocking
+/// is allowed: on an `IOExecutor` thread or a thread of its own, never in a Swift task on the cooperative pool nor
 /// on an event loop.
 ///
 /// Off by default (one relaxed atomic load per call). `MEDIACACHE_BLOCKING_CHECK=log` in the environment prints

@@ -136,7 +136,8 @@ enum FileSystemCalls {
     }
   }
 
-  /// Sets a file's modification (and access) time to `seconds` since the epoch; used by tests and tools.
+  /// Sets a file's modification (and access) time to `seconds` since the epoch: a trimmed object's manifest
+  /// keeps its recency (`ObjectTrim`); tests and tools set times with it too.
   ///
   /// The corresponding C function is `utimensat`.
   static func setModificationTime(_ path: String, seconds: Double) throws {

@@ -22,6 +22,7 @@ extension FileSystemCalls {
   ///
   /// The corresponding C function is `lstat`.
   static func fileType(_ path: String) throws -> FileType? {
+    if BlockingCallCheck.isOn { BlockingCallCheck.check("lstat", path: path) }
     var info = stat()
     while lstat(path, &info) != 0 {
       let code = errno

@@ -21,7 +21,8 @@ enum IOOperation: String, Sendable, CaseIterable {
   case removeDirectory
   /// `fsync` of a directory.
   case syncDirectory
-  /// A file's times set (`utimensat`): an object's recency stamp, or a time a tool sets.
+  /// A file's times set (`utimensat`): an object's recency stamp, or the time a trim gives back to its
+  /// manifest.
   case touch
 }
 

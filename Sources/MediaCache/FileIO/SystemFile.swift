@@ -204,8 +204,8 @@ final class SystemFile: Sendable {
   /// The corresponding C function is `sendfile` to `/dev/null` (Linux); elsewhere this does nothing.
   func warmPageCache(_ range: Range<Int64>) {
     #if canImport(Glibc)
-      if BlockingCallCheck.isOn { BlockingCallCheck.check("sendfile", path: path) }
       guard isOpen.load(ordering: .relaxed), let sink = Self.nullSink else { return }
+      if BlockingCallCheck.isOn { BlockingCallCheck.check("sendfile", path: path) }
       var offset = off_t(range.lowerBound)
       var left = Int(range.count)
       while left > 0 {

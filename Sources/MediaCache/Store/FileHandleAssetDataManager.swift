@@ -116,7 +116,7 @@ public final class FileHandleAssetDataManager: Sendable {
       }
       manifest = Manifest(objectID: id, chunkSize: store.chunkSize)
     }
-    view = ObjectView(objectID: id, manifest: manifest)
+    view = ObjectView(objectID: id, manifest: manifest, onDisk: found != nil)
     writer = ObjectWriter(
       objectID: id, isWritable: writable, store: store, file: file, view: view,
       scheduler: CommitScheduler(policy: commitPolicy), observer: observer)

@@ -27,10 +27,14 @@ final class ObjectView: Sendable {
   /// Chunk reads running without the lock: `close` waits for them before it closes the descriptor they read
   /// through. Counted under the lock, after the check that the handle is open.
   let readsInFlight = Atomic<Int>(0)
+  /// Whether the object has a manifest on disk: found by the open, or committed or read since. Until it has,
+  /// a read has no recency stamp to set (`VerifiedChunkReader.noteAccess`).
+  let manifestOnDisk: Atomic<Bool>
 
-  init(objectID: ObjectID, manifest: Manifest) {
+  init(objectID: ObjectID, manifest: Manifest, onDisk: Bool) {
     self.objectID = objectID
     state = Mutex(State(manifest: manifest))
+    manifestOnDisk = Atomic(onDisk)
   }
 
   /// Runs `body` under the lock. `body` must not make a system call.
@@ -56,6 +60,7 @@ final class ObjectView: Sendable {
         where error.code == .corruptManifest
       { onDisk = nil }
       guard let onDisk else { return }
+      manifestOnDisk.store(true, ordering: .relaxed)
       let merged = state.withLock { state -> Bool in
         // A commit adopted since the read: the disk moved on, and what was read may lack its chunks.
         guard state.commits == before else { return false }

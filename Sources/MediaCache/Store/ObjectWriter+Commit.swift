@@ -63,6 +63,7 @@ extension ObjectWriter {
   ) {
     switch outcome {
     case .committed(let result):
+      view.manifestOnDisk.store(true, ordering: .relaxed)
       if result.superseded {
         // Another writer moved the object to a new version: what this writer did since is of the old one.
         state.partial = [:]
@@ -140,6 +141,7 @@ extension ObjectWriter {
       }
     }
     let result = try store.commit(change, base: base, dataFile: mapIO { try file.handle })
+    view.manifestOnDisk.store(true, ordering: .relaxed)
     if result.superseded { state.partial = [:] }
     view.withLock { view in
       view.manifest = result.manifest

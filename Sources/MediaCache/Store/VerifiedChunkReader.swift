@@ -21,7 +21,7 @@ struct VerifiedChunkReader: Sendable {
   /// See `FileHandleAssetDataManager.read(_:)`.
   func read(_ range: Range<Int64>) throws -> Data {
     let chunkSize = try checkCached(range)
-    store.noteAccess(objectID)
+    noteAccess()
     guard !range.isEmpty else { return Data() }
     let first = Int(range.lowerBound / chunkSize)
     let last = Int((range.upperBound - 1) / chunkSize)
@@ -57,7 +57,7 @@ struct VerifiedChunkReader: Sendable {
     let chunkSize = Int64(view.withLock { $0.manifest.chunkSize })
     let pieceEnd = min(end, (offset / chunkSize + 1) * chunkSize)
     _ = try checkCached(offset..<pieceEnd)
-    store.noteAccess(objectID)
+    noteAccess()
     var bytes: UnverifiedBytes
     if let span = spanHolding(offset) {
       bytes = try unverifiedSpan(span)
@@ -132,7 +132,7 @@ struct VerifiedChunkReader: Sendable {
   /// See `FileHandleAssetDataManager.readVerified(_:into:)`.
   func readVerified(_ plan: VerifiedReadPlan, into buffer: UnsafeMutableRawBufferPointer) throws {
     try beginRead()
-    store.noteAccess(objectID)
+    noteAccess()
     let failed: (segment: VerifiedReadPlan.Segment, actual: UInt32)?
     do {
       defer { view.readsInFlight.subtract(1, ordering: .releasing) }
@@ -170,7 +170,7 @@ struct VerifiedChunkReader: Sendable {
     } catch {
       return false
     }
-    store.noteAccess(objectID, touchingLater: true)
+    noteAccess(touchingLater: true)
     return true
   }
 
@@ -245,6 +245,13 @@ struct VerifiedChunkReader: Sendable {
       if !missing.isEmpty { throw StoreError.notCached(objectID, missing: missing) }
       return Int64(view.manifest.chunkSize)
     }
+  }
+
+  /// Stamps the object's recency (`ShardedStore.noteAccess`) once it has a manifest on disk: a read of a new
+  /// object's bytes before its first commit has none to stamp (the commit makes it, with a new time).
+  private func noteAccess(touchingLater: Bool = false) {
+    guard view.manifestOnDisk.load(ordering: .relaxed) else { return }
+    store.noteAccess(objectID, touchingLater: touchingLater)
   }
 
   /// The span holding byte `offset` when its chunk is not present.

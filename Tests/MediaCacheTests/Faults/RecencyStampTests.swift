@@ -8,8 +8,9 @@ import Testing
 
 extension FaultTests {
   /// An object's recency stamp (the manifest's modification time, `ShardedStore.noteAccess`) is set where a
-  /// manifest is: not by the open of a new object, whose manifest does not exist yet (a `utimensat` on a miss's
-  /// path that could only fail), and once by the open of an object that has one.
+  /// manifest is: not by the open of a new object nor by reads of its bytes before its first commit, whose
+  /// manifest does not exist yet (a `utimensat` that could only fail, one of them on every miss's path), and
+  /// once by the open of an object that has one, writable or not.
   @Suite struct RecencyStamp {
     /// Records the `utimensat` calls made under `root`: their paths, and whether each succeeded.
     final class TouchCounter: IOFaultHandler {
@@ -39,8 +40,11 @@ extension FaultTests {
           #expect(counter.paths.isEmpty, "the open of a new object touched \(counter.paths)")
           try manager.setContentLength(10_000)
           try manager.write(randomBytes(count: 10_000, seed: 7), at: 0)
+          // Read back before any commit (as a reader behind a flight reads what it wrote).
+          #expect(try manager.read(0..<10_000) == Data(randomBytes(count: 10_000, seed: 7)))
+          #expect(try store.readManifest(id) == nil)
           try manager.close()
-          #expect(counter.paths.isEmpty, "writing and committing touched \(counter.paths)")
+          #expect(counter.paths.isEmpty, "writing, reading and committing touched \(counter.paths)")
           #expect(try store.readManifest(id)?.isComplete == true)
 
           let again = try FileHandleAssetDataManager(store: store, id: id, writable: false)
@@ -48,8 +52,13 @@ extension FaultTests {
           #expect(counter.stamped == [store.paths(for: id).manifest])
           #expect(try again.read(0..<10_000) == Data(randomBytes(count: 10_000, seed: 7)))
           try again.close()
-          // At most once a minute per object in this process.
+          // At most once a minute per object and store instance.
           #expect(counter.paths == [store.paths(for: id).manifest])
+          // Another instance (another process's, in effect): its writable open stamps once.
+          let other = try ShardedStore(root: store.root, chunkSize: store.chunkSize, durability: .relaxed)
+          let writer = try FileHandleAssetDataManager(store: other, id: id, deferringCreation: deferring)
+          try writer.close()
+          #expect(counter.stamped == [store.paths(for: id).manifest, store.paths(for: id).manifest])
         }
       }
     }
