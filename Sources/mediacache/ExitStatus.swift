@@ -23,9 +23,13 @@ func fail(_ message: String, _ status: ExitStatus) -> ExitCode {
 }
 
 /// Runs a subcommand body, turning library errors into one line on standard error and an exit status.
+///
+/// The body runs with `IOExecutor.shared` as its task's executor, as the proxy's requests do: the library's
+/// synchronous calls it makes (opening the cache, a manager, a removal) block one of the executor's threads,
+/// never the cooperative pool (`MEDIACACHE_BLOCKING_CHECK`).
 func reportingErrors(_ body: () async throws -> Void) async throws {
   do {
-    try await body()
+    try await withTaskExecutorPreference(IOExecutor.shared) { try await body() }
   } catch let error as StoreError {
     switch error.code {
     case .notFound, .notCached, .noSuchCache: throw fail(error.description, .notCached)

@@ -104,6 +104,33 @@ import Testing
     #expect(!quiet.stderr.contains("blocking call"), "\(quiet.stderr)")
   }
 
+  /// Every `mediacache` command that works on a cache on its own makes its blocking calls on the I/O executor,
+  /// not in the command's task on the cooperative pool: run one after another on one cache with `trap`, each
+  /// exits as it should with no blocking call reported.
+  @Test func theCacheCommandsMakeNoBlockingCallInATask() async throws {
+    let directory = try TemporaryDirectory()
+    defer { directory.cleanup() }
+    let cache = directory.file("cache")
+    let key = "https://cdn.example/commands.mp4"
+    let source = randomBytes(count: 300_000, seed: 11)
+    try source.write(to: URL(fileURLWithPath: directory.file("source.mp4")))
+    var environment = ProcessInfo.processInfo.environment
+    environment["MEDIACACHE_BLOCKING_CHECK"] = "trap"
+    let commands: [[String]] = [
+      ["import", key, directory.file("source.mp4"), "--content-type", "video/mp4"],
+      ["cat", key, "--range", "0-99"], ["inspect", key], ["ls"], ["status", key], ["stats"], ["pin", key],
+      ["unpin", key], ["purge", "--max-age", "0"], ["import", key, directory.file("source.mp4")],
+      ["rm", key],
+      ["clear"],
+    ]
+    for command in commands {
+      let result = try await run(
+        binary("mediacache"), command + ["--cache", cache], environment: environment)
+      #expect(result.status == 0, "\(command): \(result.stderr)")
+      #expect(!result.stderr.contains("blocking call"), "\(command): \(result.stderr)")
+    }
+  }
+
   /// 48 clients at once on 12 cold objects (whole bodies, ranges, suffixes, HEAD, metrics), then the same
   /// warm: every byte right, and the proxy (running with `trap`) still up and exiting 0.
   @Test func manyPlayersColdAndWarmMakeNoBlockingCallOutsideTheExecutor() async throws {
