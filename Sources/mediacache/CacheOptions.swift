@@ -101,7 +101,7 @@ struct CacheOptions: ParsableArguments {
 
   /// `pin` and `unpin`: sets the object's pin flag and says so; the object must be cached.
   func setPinned(_ pinned: Bool, key: String) async throws {
-    try await reportingErrors {
+    try await reportingErrors(onIOExecutor: true) {
       let cache = try openExisting(for: key)
       if pinned { try await cache.pin(key) } else { try await cache.unpin(key) }
       printOut("\(pinned ? "pinned" : "unpinned") \(key)")

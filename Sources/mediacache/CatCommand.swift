@@ -19,7 +19,7 @@ struct CatCommand: AsyncParsableCommand {
   @Option(help: "Inclusive byte range START-END (or START-).") var range: ByteRangeArgument?
 
   func run() async throws {
-    try await reportingErrors {
+    try await reportingErrors(onIOExecutor: true) {
       let mediaCache = try cache.openExisting(for: key)
       let manager = try mediaCache.assetDataManager(for: key, writable: false)
       defer { try? manager.close() }

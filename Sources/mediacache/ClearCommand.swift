@@ -15,7 +15,7 @@ struct ClearCommand: AsyncParsableCommand {
   @OptionGroup var cache: CacheOptions
 
   func run() async throws {
-    try await reportingErrors {
+    try await reportingErrors(onIOExecutor: true) {
       guard let mediaCache = try cache.openExisting() else {
         printOut("freed 0 bytes (0 objects)")
         return

@@ -24,12 +24,19 @@ func fail(_ message: String, _ status: ExitStatus) -> ExitCode {
 
 /// Runs a subcommand body, turning library errors into one line on standard error and an exit status.
 ///
-/// The body runs with `IOExecutor.shared` as its task's executor, as the proxy's requests do: the library's
-/// synchronous calls it makes (opening the cache, a manager, a removal) block one of the executor's threads,
-/// never the cooperative pool (`MEDIACACHE_BLOCKING_CHECK`).
-func reportingErrors(_ body: () async throws -> Void) async throws {
+/// With `onIOExecutor` (the cache commands: `import`, `cat`, `inspect`, `ls`, `status`, `stats`, `pin`,
+/// `unpin`, `purge`, `rm`, `clear`) the body runs with `IOExecutor.shared` as its task's executor, as the
+/// proxy's requests do: the library's synchronous calls it makes (opening the cache, a manager, a removal)
+/// block one of the executor's threads, never the cooperative pool (`MEDIACACHE_BLOCKING_CHECK`). `fetch`,
+/// `preload` and `proxy` make theirs through the async API and keep the pool: the proxy's lifetime (its
+/// signals, its shutdown's timer) must not queue behind the disk's work.
+func reportingErrors(onIOExecutor: Bool = false, _ body: () async throws -> Void) async throws {
   do {
-    try await withTaskExecutorPreference(IOExecutor.shared) { try await body() }
+    if onIOExecutor {
+      try await withTaskExecutorPreference(IOExecutor.shared) { try await body() }
+    } else {
+      try await body()
+    }
   } catch let error as StoreError {
     switch error.code {
     case .notFound, .notCached, .noSuchCache: throw fail(error.description, .notCached)

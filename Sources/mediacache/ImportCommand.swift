@@ -27,7 +27,7 @@ struct ImportCommand: AsyncParsableCommand {
   func validate() throws { try validateGroupOption(group) }
 
   func run() async throws {
-    try await reportingErrors {
+    try await reportingErrors(onIOExecutor: true) {
       let source: FileHandle
       do {
         source = try FileHandle(forReadingFrom: URL(fileURLWithPath: file))

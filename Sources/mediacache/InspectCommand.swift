@@ -16,7 +16,7 @@ struct InspectCommand: AsyncParsableCommand {
   @Flag(help: "Print JSON.") var json = false
 
   func run() async throws {
-    try await reportingErrors {
+    try await reportingErrors(onIOExecutor: true) {
       let mediaCache = try cache.openExisting(for: key)
       let id = mediaCache.objectID(for: key)
       guard let manifest = try mediaCache.store.readManifest(id) else { throw StoreError.notFound(id) }

@@ -19,7 +19,7 @@ struct ListCommand: AsyncParsableCommand {
   func validate() throws { try validateGroupOption(group) }
 
   func run() async throws {
-    try await reportingErrors {
+    try await reportingErrors(onIOExecutor: true) {
       guard let mediaCache = try cache.openExisting() else {
         if json { try printJSON([ListEntry]()) }
         return

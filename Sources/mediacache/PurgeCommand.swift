@@ -53,7 +53,7 @@ struct PurgeCommand: AsyncParsableCommand {
   }
 
   func run() async throws {
-    try await reportingErrors {
+    try await reportingErrors(onIOExecutor: true) {
       let opened = try cache.openExisting { configuration in
         configuration.maxSize = maxSize?.bytes
         configuration.keepHeads = keepHeads.window

@@ -27,7 +27,7 @@ struct RemoveCommand: AsyncParsableCommand {
   }
 
   func run() async throws {
-    try await reportingErrors {
+    try await reportingErrors(onIOExecutor: true) {
       if let group { return try await removeGroup(group) }
       guard let key else { return }
       let mediaCache = try cache.openExisting(for: key)

@@ -23,7 +23,7 @@ struct StatsCommand: AsyncParsableCommand {
   var json = false
 
   func run() async throws {
-    try await reportingErrors {
+    try await reportingErrors(onIOExecutor: true) {
       let statistics = try await cache.openExisting()?.statistics() ?? CacheStatistics()
       if json { try printJSON(statistics) } else { printOut(Self.summary(statistics)) }
     }

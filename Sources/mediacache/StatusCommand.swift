@@ -16,7 +16,7 @@ struct StatusCommand: AsyncParsableCommand {
   @Flag(help: "Print JSON: state, cachedBytes, length, ranges as [start, endExclusive].") var json = false
 
   func run() async throws {
-    try await reportingErrors {
+    try await reportingErrors(onIOExecutor: true) {
       let status = try await cache.openExisting()?.status(for: key) ?? MediaCache.Status.none
       if json { try printJSON(status) } else { printOut(status.humanLine) }
     }

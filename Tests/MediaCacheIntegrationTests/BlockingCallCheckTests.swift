@@ -79,8 +79,8 @@ import Testing
   }
 
   /// A file's times are checked too: an object's recency stamp (a `utimensat` of its manifest, which
-  /// `noteAccess` makes on the caller's thread unless told to defer it) trips the check in a task and not on the
-  /// executor. (The object need not exist: the check comes before the call.)
+  /// `noteAccess` makes on the caller's thread unless told to defer it) trips the check in a task and not on
+  /// the executor. (The object need not exist: the check comes before the call.)
   @Test func aRecencyStampInATaskStopsAProcessRunningWithTrap() async throws {
     let directory = try TemporaryDirectory()
     defer { directory.cleanup() }
@@ -104,9 +104,9 @@ import Testing
     #expect(!quiet.stderr.contains("blocking call"), "\(quiet.stderr)")
   }
 
-  /// Every `mediacache` command that works on a cache on its own makes its blocking calls on the I/O executor,
-  /// not in the command's task on the cooperative pool: run one after another on one cache with `trap`, each
-  /// exits as it should with no blocking call reported.
+  /// Every `mediacache` command that works on a cache on its own makes its blocking calls on the I/O
+  /// executor, not in the command's task on the cooperative pool: run one after another on one cache with
+  /// `trap`, each exits as it should, with its output, and no blocking call reported.
   @Test func theCacheCommandsMakeNoBlockingCallInATask() async throws {
     let directory = try TemporaryDirectory()
     defer { directory.cleanup() }
@@ -116,18 +116,30 @@ import Testing
     try source.write(to: URL(fileURLWithPath: directory.file("source.mp4")))
     var environment = ProcessInfo.processInfo.environment
     environment["MEDIACACHE_BLOCKING_CHECK"] = "trap"
-    let commands: [[String]] = [
-      ["import", key, directory.file("source.mp4"), "--content-type", "video/mp4"],
-      ["cat", key, "--range", "0-99"], ["inspect", key], ["ls"], ["status", key], ["stats"], ["pin", key],
-      ["unpin", key], ["purge", "--max-age", "0"], ["import", key, directory.file("source.mp4")],
-      ["rm", key],
-      ["clear"],
+    let id = CacheKey(key).objectID.description
+    // Each command, and a check of what it wrote to standard output.
+    let commands: [([String], @Sendable (Data) -> Bool)] = [
+      (
+        ["import", key, directory.file("source.mp4"), "--content-type", "video/mp4"],
+        { String(decoding: $0, as: UTF8.self).contains("complete 300000 bytes") }
+      ),
+      (["cat", key, "--range", "0-99"], { $0 == source.prefix(100) }),
+      (["inspect", key], { String(decoding: $0, as: UTF8.self).contains(id) }),
+      (["ls"], { String(decoding: $0, as: UTF8.self).contains("\(id)  complete 300000 bytes") }),
+      (["status", key], { !$0.isEmpty }), (["stats"], { !$0.isEmpty }),
+      (["pin", key], { String(decoding: $0, as: UTF8.self).contains("pinned") }),
+      (["unpin", key], { String(decoding: $0, as: UTF8.self).contains("unpinned") }),
+      (["purge", "--max-age", "0"], { _ in true }),
+      (["import", key, directory.file("source.mp4")], { String(decoding: $0, as: UTF8.self).contains(id) }),
+      (["rm", key], { String(decoding: $0, as: UTF8.self).contains("removed \(id)") }),
+      (["clear"], { String(decoding: $0, as: UTF8.self).contains("freed") }),
     ]
-    for command in commands {
+    for (command, wrote) in commands {
       let result = try await run(
         binary("mediacache"), command + ["--cache", cache], environment: environment)
       #expect(result.status == 0, "\(command): \(result.stderr)")
       #expect(!result.stderr.contains("blocking call"), "\(command): \(result.stderr)")
+      #expect(wrote(result.stdout), "\(command): \(result.text)")
     }
   }
 

@@ -81,14 +81,14 @@ struct HeadKeepingTests {
         #expect(manifest.presentChunks == ChunkSet([0..<2]), "obj-\(index)")
         #expect(manifest.contentLength == Int64(size))
         #expect(try Data(contentsOf: URL(fileURLWithPath: dataPath)).count == head)
-        // A cut is not an access: the object keeps its place in the recency order. (Checked before the read
-        // below, which is one and stamps the manifest.)
+        // A cut is not an access: the object keeps its place in the recency order. (Checked before the open
+        // below, an access, which stamps the manifest.)
         #expect(abs(try modified(store.paths(for: id(index)).manifest) - stamps[index]) < 1)
         let manager = try FileHandleAssetDataManager(store: store, id: id(index), writable: false)
         #expect(try manager.read(0..<Int64(head)) == content(index).prefix(head))
         #expect(throws: StoreError.self) { try manager.read(Int64(head)..<Int64(head + 1)) }
         try manager.close()
-        // The read was an access: stamped now.
+        // That open was an access: stamped now.
         #expect(try modified(store.paths(for: id(index)).manifest) > stamps[index] + 60)
       } else {
         #expect(manifest.isComplete, "obj-\(index)")

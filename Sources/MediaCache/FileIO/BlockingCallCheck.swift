@@ -17,11 +17,12 @@ package enum BlockingCallContext: Sendable, Equatable {
   package var allowsBlocking: Bool { self == .ioExecutor || self == .otherThread }
 }
 
-/// A check that every blocking file-system call of the library (open, pread, pwrite, fsync, rename, unlink,
-/// utimensat, …: each call of `SystemFile` and `FileSystemCalls` that may wait for the disk, checked by the
-/// fault-injection seam or on its own, as `lstat`, `flock` and a directory's `open` are) runs where blocking
-/// is allowed: on an `IOExecutor` thread or a thread of its own, never in a Swift task on the cooperative pool nor
-/// on an event loop.
+/// A check that the blocking file-system calls of the library (open, pread, pwrite, fsync, rename, unlink,
+/// utimensat, …: the calls of `SystemFile` and `FileSystemCalls` that may wait for the disk, checked by the
+/// fault-injection seam or on their own, as `lstat`, `flock` and a directory's `open` are) run where blocking
+/// is allowed: on an `IOExecutor` thread or a thread of its own, never in a Swift task on the cooperative
+/// pool nor on an event loop. Not checked: `close`, and the few reads made through Foundation (the cache's
+/// `FORMAT` marker, the compactor's cursor), each made right after a checked call in the same place.
 ///
 /// Off by default (one relaxed atomic load per call). `MEDIACACHE_BLOCKING_CHECK=log` in the environment prints
 /// each call made in the wrong place to standard error (the first 50) and counts them; `=trap` stops the

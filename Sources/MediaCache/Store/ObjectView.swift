@@ -31,6 +31,8 @@ final class ObjectView: Sendable {
   /// a read has no recency stamp to set (`VerifiedChunkReader.noteAccess`).
   let manifestOnDisk: Atomic<Bool>
 
+  /// The view of object `objectID` as `manifest` says; `onDisk`: the manifest was read from the disk (else
+  /// the object has none yet, and its first commit makes one).
   init(objectID: ObjectID, manifest: Manifest, onDisk: Bool) {
     self.objectID = objectID
     state = Mutex(State(manifest: manifest))

@@ -356,7 +356,7 @@ final class PowerLossSimulator: IOFaultHandler {
       case .unlink:
         guard let kept = (context as? StashContext)?.stashed else { return }
         state.names.append((sequence: sequence, change: .unlink(path: event.path, kept: kept)))
-      case .read, .touch:
+      case .read, .touch:  // (`.touch` never reaches here: returned from above.)
         return
       }
     }

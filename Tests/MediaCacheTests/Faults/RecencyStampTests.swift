@@ -36,7 +36,9 @@ extension FaultTests {
         let id = CacheKey("https://recency.example/\(deferring)").objectID
         let counter = TouchCounter(root: store.root)
         try await withIOFaultHandler(counter) {
-          let manager = try FileHandleAssetDataManager(store: store, id: id, deferringCreation: deferring)
+          // No background commit before `close` (its 2 s interval could pass in a slow run).
+          let manager = try FileHandleAssetDataManager(
+            store: store, id: id, commitPolicy: .init(interval: .seconds(3600)), deferringCreation: deferring)
           #expect(counter.paths.isEmpty, "the open of a new object touched \(counter.paths)")
           try manager.setContentLength(10_000)
           try manager.write(randomBytes(count: 10_000, seed: 7), at: 0)
@@ -59,6 +61,36 @@ extension FaultTests {
           let writer = try FileHandleAssetDataManager(store: other, id: id, deferringCreation: deferring)
           try writer.close()
           #expect(counter.stamped == [store.paths(for: id).manifest, store.paths(for: id).manifest])
+        }
+      }
+    }
+
+    /// Once its first commit has made the manifest, a read of the object through the handle that committed it
+    /// stamps it (the handle learns that its manifest is on disk from its own commit), and so does a read
+    /// through a handle opened before that commit, which learns it from the disk (looking for chunks it lacks).
+    @Test func aNewObjectsReadsStampItsManifestOnceItIsCommitted() async throws {
+      try await withStore { store in
+        let id = CacheKey("https://recency.example/committed").objectID
+        let manifest = store.paths(for: id).manifest
+        let bytes = Data(randomBytes(count: 8192, seed: 9))
+        let counter = TouchCounter(root: store.root)
+        // The second handle through another store instance: its own once-a-minute stamp.
+        let other = try ShardedStore(root: store.root, chunkSize: store.chunkSize, durability: .relaxed)
+        try await withIOFaultHandler(counter) {
+          let policy = FileHandleAssetDataManager.CommitPolicy(interval: .seconds(3600))
+          let first = try FileHandleAssetDataManager(store: store, id: id, commitPolicy: policy)
+          let second = try FileHandleAssetDataManager(store: other, id: id, commitPolicy: policy)
+          try first.setContentLength(8192)
+          try first.write(bytes.prefix(4096), at: 0)
+          #expect(try first.read(0..<4096) == bytes.prefix(4096))
+          #expect(counter.paths.isEmpty)
+          try first.flush()
+          #expect(try first.read(0..<4096) == bytes.prefix(4096))
+          #expect(counter.stamped == [manifest])
+          #expect(try second.read(0..<4096) == bytes.prefix(4096))
+          #expect(counter.stamped == [manifest, manifest])
+          try second.close()
+          try first.close()
         }
       }
     }
