@@ -101,10 +101,11 @@ public final class FileHandleAssetDataManager: Sendable {
     let file = try ObjectDataFile.open(
       id, in: store, writable: writable, deferringCreation: deferringCreation)
     var manifest: Manifest
-    var found: Manifest?
+    var onDisk = false
     do {
       // The object's file types were checked above (a reader's by its first `readManifest`).
-      found = try store.readManifest(id, checkingFileTypes: false)
+      let found = try store.readManifest(id, checkingFileTypes: false)
+      onDisk = found != nil
       // A manifest without its data file (damage: it lists chunks that are not there) gets its file now, as
       // without `deferringCreation`, so its chunks are read (and fail their check) like any other's.
       if found != nil, deferringCreation { _ = try file.handle }
@@ -116,13 +117,13 @@ public final class FileHandleAssetDataManager: Sendable {
       }
       manifest = Manifest(objectID: id, chunkSize: store.chunkSize)
     }
-    view = ObjectView(objectID: id, manifest: manifest, onDisk: found != nil)
+    view = ObjectView(objectID: id, manifest: manifest, onDisk: onDisk)
     writer = ObjectWriter(
       objectID: id, isWritable: writable, store: store, file: file, view: view,
       scheduler: CommitScheduler(policy: commitPolicy), observer: observer)
     reader = VerifiedChunkReader(objectID: id, store: store, file: file, view: view, writer: writer)
-    // A new object has no manifest to stamp yet: its first commit makes one, stamped then.
-    if found != nil { store.noteAccess(id) }
+    // (Not for a new object: it has no manifest to stamp yet; its first commit makes one, with a new time.)
+    reader.noteAccess()
   }
 
   /// Opens object `id`, runs `body` with the manager, and closes it (committing) whether `body` returns or

@@ -247,9 +247,10 @@ struct VerifiedChunkReader: Sendable {
     }
   }
 
-  /// Stamps the object's recency (`ShardedStore.noteAccess`) once it has a manifest on disk: a read of a new
-  /// object's bytes before its first commit has none to stamp (the commit makes it, with a new time).
-  private func noteAccess(touchingLater: Bool = false) {
+  /// Stamps the object's recency (`ShardedStore.noteAccess`) once it has a manifest on disk: the open of a new
+  /// object, or a read of its bytes before its first commit, has none to stamp (the commit makes it, with a new
+  /// time). The open and every read stamp through here.
+  func noteAccess(touchingLater: Bool = false) {
     guard view.manifestOnDisk.load(ordering: .relaxed) else { return }
     store.noteAccess(objectID, touchingLater: touchingLater)
   }
