@@ -127,25 +127,28 @@ enum FileSystemCalls {
     }
   }
 
-  /// Sets a file's access and modification times to now, without opening it for writing.
+  /// Sets a file's access and modification times to now, without opening it for writing. A symbolic link at
+  /// `path` gets its own times; the file it names is not touched (the cache never puts a link where it keeps
+  /// an object's file, and the walks read its times with `lstat`, so a link planted there ages as itself).
   ///
-  /// The corresponding C function is `utimensat` (the path form of `futimens`).
+  /// The corresponding C function is `utimensat` (the path form of `futimens`), with `AT_SYMLINK_NOFOLLOW`.
   static func touch(_ path: String) throws {
     _ = try faultPoint(IOEvent(operation: .touch, path: path), syscall: "utimensat") {
-      try retrying("utimensat", path) { utimensat(AT_FDCWD, path, nil, 0) }
+      try retrying("utimensat", path) { utimensat(AT_FDCWD, path, nil, AT_SYMLINK_NOFOLLOW) }
     }
   }
 
   /// Sets a file's modification (and access) time to `seconds` since the epoch: a trimmed object's manifest
-  /// keeps its recency (`ObjectTrim`); tests and tools set times with it too.
+  /// keeps its recency (`ObjectTrim`); tests and tools set times with it too. As `touch`, a symbolic link gets
+  /// its own times, not the file it names.
   ///
-  /// The corresponding C function is `utimensat`.
+  /// The corresponding C function is `utimensat`, with `AT_SYMLINK_NOFOLLOW`.
   static func setModificationTime(_ path: String, seconds: Double) throws {
     let whole = Int(seconds.rounded(.down))
     let spec = timespec(tv_sec: whole, tv_nsec: Int((seconds - Double(whole)) * 1e9))
     var times = [spec, spec]
     _ = try faultPoint(IOEvent(operation: .touch, path: path), syscall: "utimensat") {
-      try retrying("utimensat", path) { utimensat(AT_FDCWD, path, &times, 0) }
+      try retrying("utimensat", path) { utimensat(AT_FDCWD, path, &times, AT_SYMLINK_NOFOLLOW) }
     }
   }
 
