@@ -366,9 +366,8 @@ public final class MediaCache: Sendable {
     try assetDataManager(for: requested, writable: writable, deferringCreation: false)
   }
 
-  /// `assetDataManager(for:writable:)`; with `deferringCreation`, a new object's data file is made on the I/O
-  /// executor after this returns (the read engine's origin request goes out meanwhile: see
-  /// `FileHandleAssetDataManager.init`).
+  /// `assetDataManager(for:writable:)`; with `deferringCreation`, a new object's data file is made by its
+  /// first write or commit, not by the open (see `FileHandleAssetDataManager.init`).
   package func assetDataManager(for requested: String, writable: Bool = true, deferringCreation: Bool) throws
     -> FileHandleAssetDataManager
   {

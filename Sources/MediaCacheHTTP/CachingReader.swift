@@ -332,4 +332,21 @@ public final class CachingReader: Sendable {
     registry.closeIdle(nil)
     await cache.closing.waitForAll()
   }
+
+  /// For a process about to exit once its reads have ended (`mediacache proxy` after its connections drained,
+  /// `fetch`): cancels the origin requests still running (what arrived is kept), waits up to `timeout` for
+  /// their objects to be let go (a read still holding one keeps it open), closes every object nothing uses and
+  /// returns once those closes have committed. `closeIdleObjects` alone misses an object whose flight is still
+  /// ending after its last read left (its close begins only when the flight ends): a process exiting then
+  /// loses what that flight fetched since the last commit.
+  public func finishOpenObjects(within timeout: Duration = .seconds(5)) async {
+    await cancelAll()
+    let deadline = ContinuousClock.now + timeout
+    while true {
+      registry.closeIdle(nil)
+      if registry.isQuiet || ContinuousClock.now >= deadline || Task.isCancelled { break }
+      try? await Task.sleep(for: .milliseconds(2))
+    }
+    await cache.closing.waitForAll()
+  }
 }

@@ -19,9 +19,12 @@ final class EarlyHandOver: Sendable {
   var isOn: Bool { NIODeadline.now().uptimeNanoseconds >= pausedUntil.load(ordering: .relaxed) }
 
   /// A write of bytes handed over before it failed with `error`: an I/O error starts the pause (another
-  /// failure, such as a version change by another writer, says nothing about the disk).
+  /// failure, such as a version change by another writer, says nothing about the disk). So does a failure to
+  /// make a new object's data file, which that write makes (`ObjectDataFile`), except `EFBIG`: a length the
+  /// file system cannot hold is the object's (an origin's claim), not the disk's, and must not let one origin
+  /// pause the hand-over of every object.
   func writeFailed(_ error: any Error) {
-    guard let error = error as? StoreError, error.code == .io else { return }
+    guard let error = error as? StoreError, error.code == .io, error.errno != .fileTooLarge else { return }
     pausedUntil.store((NIODeadline.now() + Self.pause).uptimeNanoseconds, ordering: .relaxed)
   }
 }

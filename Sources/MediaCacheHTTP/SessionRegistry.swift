@@ -76,6 +76,9 @@ final class SessionRegistry: Sendable {
     self.linger = linger
   }
 
+  /// No session is open or closing.
+  var isQuiet: Bool { sessions.withLock { $0.open.isEmpty && $0.closing.isEmpty } }
+
   /// The sessions open now.
   func openSessions() -> [ObjectSession] {
     sessions.withLock { $0.open.values.map(\.session) }
@@ -122,8 +125,8 @@ final class SessionRegistry: Sendable {
         }
       case .create:
         // Creating or opening the object's files makes blocking calls: on the blocking pool, not under the
-        // lock, so other objects' reads go on meanwhile. A new object's data file is made after this returns
-        // (`deferringCreation`), while its first origin request goes out.
+        // lock, so other objects' reads go on meanwhile. A new object's data file is made by its first write
+        // (`deferringCreation`), after its first origin request went out and its first bytes were handed over.
         let manager: FileHandleAssetDataManager
         do {
           manager = try await IOExecutor.shared.run { [cache] in
@@ -204,9 +207,10 @@ final class SessionRegistry: Sendable {
       return (false, !flight && entry.users <= 0, false)
     }
     if sweep { sweepIdle() }
-    // A first fetch that failed before anything was committed (an origin that never answered, an error status)
-    // leaves a data file without a manifest: the manager's close removes it, unless another process has it open
-    // or a manifest appeared meanwhile, so the cache does not keep an orphan for each failed URL.
+    // A first fetch that failed before it wrote anything (an origin that never answered, an error status) made
+    // no data file; one that failed after a write and before a commit leaves a data file without a manifest:
+    // the manager's close removes it, unless another process has it open or a manifest appeared meanwhile, so
+    // the cache does not keep an orphan for each failed URL.
     // Closing and flushing commit (fsync, rename): on the I/O executor; reads of the object that arrive
     // meanwhile wait for the close (`closing`).
     if close {

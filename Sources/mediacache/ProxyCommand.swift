@@ -263,8 +263,10 @@ struct ProxyCommand: AsyncParsableCommand {
         try? await reader.client.shutdown()
         throw fail("cannot serve on \(host):\(port): \(error)", .failure)
       }
-      // Reads that ended last hand their commits to the I/O executor: they complete before the process ends.
-      await reader.cache.closing.waitForAll()
+      // Reads that ended last hand their commits to the I/O executor, and flights still ending (a read can end
+      // before its flight does) are cancelled and their objects closed: all of it commits before the process
+      // ends.
+      await reader.finishOpenObjects()
       try? await reader.client.shutdown()
     }
   }

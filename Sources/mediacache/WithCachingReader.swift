@@ -19,7 +19,7 @@ func withCachingReader(
   do {
     try await body(reader)
   } catch {
-    await mediaCache.closing.waitForAll()  // what was fetched is committed before the process ends
+    await reader.finishOpenObjects()  // what was fetched is committed before the process ends
     try? await client.shutdown()
     switch error {
     case let error as OriginError: throw fail(error.description, .failure)
@@ -29,6 +29,6 @@ func withCachingReader(
     default: throw error
     }
   }
-  await mediaCache.closing.waitForAll()
+  await reader.finishOpenObjects()
   try? await client.shutdown()
 }

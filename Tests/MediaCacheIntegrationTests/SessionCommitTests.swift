@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import MediaCache
+import MediaCacheTestOrigin
 import MediaCacheTestSupport
 import Synchronization
 import SystemPackage
@@ -50,6 +51,52 @@ struct CapturingLogHandler: LogHandler {
         reader.registry.commitInBackground(session, closing: false) { continuation.resume() }
       }
       #expect(log.all.isEmpty, "\(log.all)")
+    }
+  }
+
+  /// A read can end before its flight does (a player that drops its connection leaves the flight a grace and
+  /// a read-ahead; a range ending inside a chunk leaves it to finish that chunk): the object's close, and its
+  /// commit, begin only when the flight ends. A process exiting after its reads (`mediacache proxy` after a
+  /// signal, `fetch`) finishes the reader first: the flight is cancelled, and what it fetched is committed
+  /// before `finishOpenObjects` returns. (Found when `ProxyProcessTests` saw a proxy stopped right after its
+  /// response exit with the object not complete.)
+  @Test func finishingAReaderCancelsAFlightStillRunningAndCommitsWhatItFetched() async throws {
+    try await withTemporaryDirectory { directory in
+      let origin = try await TestOrigin.start()
+      defer { Task { try? await origin.shutdown() } }
+      let cache = try MediaCache(configuration: .init(directory: FilePath("\(directory)/cache")))
+      var configuration = CachingReader.Configuration()
+      configuration.abandonedRequestGrace = .seconds(60)
+      let reader = CachingReader(cache: cache, client: OriginClient(), configuration: configuration)
+      // 1 MiB, one chunk, 16 KiB every 200 ms after the first 64 KiB: the flight needs 12 s (a loaded machine
+      // must not let it end before the test cancels it).
+      let size = 1 << 20
+      let url = origin.url(.slow, "finish", size: size, query: "delay-ms=200&burst=65536")
+      let bytes = try await reader.read(url)
+      var received = 0
+      for try await piece in bytes {
+        received += piece.count
+        if received >= 1000 { break }
+      }
+      // The read is dropped early; its flight goes on (a grace of 60 s), holding the object open.
+      bytes.close()
+      #expect(received >= 1000)
+      #expect(!reader.registry.isQuiet)
+      #expect(!reader.liveOriginFetches.isEmpty)
+
+      await reader.finishOpenObjects()
+      #expect(reader.registry.isQuiet)
+      #expect(reader.liveOriginFetches.isEmpty)
+      // Committed: the bytes the read got, and whatever else arrived, but not the whole object (cancelled).
+      let status = try await cache.status(for: url)
+      guard case .partial(let cached, let length, let ranges) = status else {
+        Issue.record("status \(status)")
+        return
+      }
+      #expect(length == Int64(size))
+      #expect(cached >= 1000 && cached < Int64(size), "\(cached)")
+      #expect(ranges.first?.lowerBound == 0)
+      try await reader.client.shutdown()
     }
   }
 }

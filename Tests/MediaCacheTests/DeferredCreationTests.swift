@@ -6,8 +6,9 @@ import Testing
 @testable import MediaCache
 
 /// A writable `FileHandleAssetDataManager` opened with `deferringCreation` (how the read engine opens objects):
-/// a new object's data file is made on the I/O executor after the open returns, or by its first user, and a
-/// close before any write leaves no file behind. Real files of a real `ShardedStore`.
+/// a new object's data file is made by its first user (a write, a commit), not by the open nor by recording
+/// the object's length, which the file gets as it is made; a close before any write leaves no file behind.
+/// Real files of a real `ShardedStore`.
 @Suite struct DeferredCreationTests {
   static let id = AssetDataManagerTests.id
 
@@ -26,7 +27,7 @@ import Testing
     try await withStore(durability: durability) { store in
       let data = randomBytes(count: 5 * AssetDataManagerTests.chunk + 777, seed: 31)
       let manager = try FileHandleAssetDataManager(store: store, id: Self.id, deferringCreation: true)
-      // Used at once, before the executor may have made the file: the first use makes it.
+      // The length is kept for the file, which the first write makes.
       try manager.setContentLength(Int64(data.count))
       for start in stride(from: 0, to: data.count, by: AssetDataManagerTests.chunk) {
         let end = min(data.count, start + AssetDataManagerTests.chunk)
@@ -38,21 +39,60 @@ import Testing
     }
   }
 
-  @Test func theDataFileIsMadeInTheBackgroundAndHeldInUse() async throws {
+  @Test func theDataFileIsMadeByTheFirstWriteSizedAndHeldInUse() async throws {
     try await withStore { store in
       let manager = try FileHandleAssetDataManager(store: store, id: Self.id, deferringCreation: true)
       let path = store.paths(for: Self.id).data
-      let deadline = ContinuousClock.now + .seconds(10)
-      while try !Self.exists(path), ContinuousClock.now < deadline {
-        try await Task.sleep(for: .milliseconds(5))
-      }
-      #expect(try Self.exists(path), "the executor made the data file")
-      // Made locked, like an eager open's: no remover takes the object while the manager has it.
+      let length = Int64(3 * AssetDataManagerTests.chunk + 100)
+      try manager.setContentLength(length)
+      // Neither the open nor the length made the file (nothing in the background either: the executor is
+      // waited past).
+      for _ in 0..<(2 * IOExecutor.defaultThreads) { try await IOExecutor.shared.run {} }
+      #expect(try !Self.exists(path))
+      #expect(try !store.isBusy(Self.id))
+      let bytes = randomBytes(count: 100, seed: 34)
+      try manager.write(bytes, at: 0)
+      // Made by the write, sized to the length recorded before it (a sparse file), and locked like an eager
+      // open's file: no remover takes the object while the manager has it.
+      #expect(try FileSystemCalls.status(path)?.size == length)
+      #expect(try store.isBusy(Self.id))
+      #expect(try manager.read(0..<100) == bytes)
+      // A length recorded once the file exists sizes it at once.
+      let other = ObjectID(CacheKey("https://example.com/sized-after-the-write.mp4"))
+      let second = try FileHandleAssetDataManager(store: store, id: other, deferringCreation: true)
+      try second.write(bytes, at: 0)
+      #expect(try FileSystemCalls.status(store.paths(for: other).data)?.size == 100)
+      try second.setContentLength(length)
+      #expect(try FileSystemCalls.status(store.paths(for: other).data)?.size == length)
+      try second.close()
+      try manager.close()
+      #expect(try store.readManifest(Self.id)?.contentLength == length)
+    }
+  }
+
+  /// A length over `ObjectDataFile.largestDeferredSize` is applied at once: a file system's limit then fails
+  /// the call that records it (a miss's head check), not a write after the first bytes were handed over.
+  @Test func aVeryLargeLengthMakesAndSizesTheFileAtOnce() async throws {
+    try await withStore { store in
+      let manager = try FileHandleAssetDataManager(store: store, id: Self.id, deferringCreation: true)
+      let path = store.paths(for: Self.id).data
+      let length = 2 * ObjectDataFile.largestDeferredSize
+      try manager.setContentLength(length)
+      #expect(try FileSystemCalls.status(path)?.size == length)
       #expect(try store.isBusy(Self.id))
       try manager.close()
-      // Nothing was committed: the file nobody wrote is removed, as after an eager open.
-      #expect(try !Self.exists(path))
-      #expect(try store.readManifest(Self.id) == nil)
+    }
+  }
+
+  @Test func aCloseAfterOnlyALengthCommitsItWithAFile() async throws {
+    try await withStore { store in
+      let manager = try FileHandleAssetDataManager(store: store, id: Self.id, deferringCreation: true)
+      try manager.setContentLength(12_345)
+      #expect(try !Self.exists(store.paths(for: Self.id).data))
+      // The length is part of the object's identity and is committed; the commit makes the file, sized.
+      try manager.close()
+      #expect(try store.readManifest(Self.id)?.contentLength == 12_345)
+      #expect(try FileSystemCalls.status(store.paths(for: Self.id).data)?.size == 12_345)
     }
   }
 
@@ -62,9 +102,6 @@ import Testing
         let id = ObjectID(CacheKey("https://example.com/closed-at-once-\(round).mp4"))
         let manager = try FileHandleAssetDataManager(store: store, id: id, deferringCreation: true)
         try manager.close()
-        // The creation job, if it had not run by the close, does nothing when it runs: wait for the executor to
-        // get past it.
-        for _ in 0..<(2 * IOExecutor.defaultThreads) { try await IOExecutor.shared.run {} }
         #expect(try !Self.exists(store.paths(for: id).data), "round \(round)")
         #expect(try store.readManifest(id) == nil)
       }

@@ -5,7 +5,8 @@ import Foundation
 ///
 /// While open it holds a shared `flock` on the data file (`ObjectLock`): no process evicts or repairs the
 /// object under it. (A manager the read engine opened for a new object, with `deferringCreation`, holds it
-/// from when the file is made, a moment after the open: until then there is nothing to evict.) A chunk becomes
+/// from when its first write or commit makes the file: until then there is nothing to evict, and a removal
+/// finds nothing to remove.) A chunk becomes
 /// present only when all its bytes are on disk and its CRC-32 has been computed from them; present chunks
 /// reach the manifest in batches (`CommitPolicy`) and on `flush()`/`close()`, merged with what other writers
 /// committed. Every chunk's CRC is verified before any of its bytes is returned.
@@ -84,10 +85,11 @@ public final class FileHandleAssetDataManager: Sendable {
   /// absent by a writer (it will be replaced) and reported as `StoreError.corruptManifest` to a reader.
   /// (Callers outside the package open one with `MediaCache.assetDataManager(for:writable:)`.)
   ///
-  /// With `deferringCreation`, a writable manager of an object that has no files yet returns before creating
-  /// its data file: the creation runs on `IOExecutor.shared` meanwhile, and whatever needs the file first waits
-  /// for it or makes it (`ObjectDataFile`). The read engine opens new objects so, and sends the origin request
-  /// while the shard directories and the file are made.
+  /// With `deferringCreation`, a writable manager of an object that has no files yet returns without creating
+  /// its data file: whatever needs the file first (a write, a commit) makes it, and a length set before that
+  /// is given to it as it is made (`ObjectDataFile`). The read engine opens new objects so: a miss's origin
+  /// request, and the hand-over of its first bytes to the readers, come before the shard directories and the
+  /// file are made (by the head's write).
   package init(
     store: ShardedStore, id: ObjectID, writable: Bool = true, commitPolicy: CommitPolicy = CommitPolicy(),
     observer: Observer = Observer(), deferringCreation: Bool = false
@@ -347,7 +349,8 @@ public final class FileHandleAssetDataManager: Sendable {
   /// write, which makes every later read of the chunk cheaper (`SystemFile.warmPageCache`). Meant to be called
   /// ahead of the writes, off their path (it blocks on the disk like a read). Best effort, never throws; does
   /// nothing for a chunk that is present or holds spans (its bytes may be on disk: nothing to gain, a read to
-  /// pay), for a read-only or closed handle, or off Linux.
+  /// pay), for a read-only or closed handle, or off Linux. A new object's data file not made yet is made here
+  /// (`deferringCreation`), as the write would make it.
   package func prepareForWriting(chunk index: Int) { writer.prepareForWriting(chunk: index) }
 
   /// `readVerified(_:into:)` when every byte `plan` reads is in the page cache now, without waiting for the disk

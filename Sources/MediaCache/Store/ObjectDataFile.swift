@@ -3,15 +3,18 @@ import Synchronization
 /// The data file of an open object, held through its in-use lock (`ObjectLock`), and the identity of its inode.
 ///
 /// A manager opens it at once, or, when it was opened with `deferringCreation` for an object that has no files
-/// yet, creates it on a thread of `IOExecutor.shared` right after the open (shard directories, a file made in
-/// `tmp/`, locked and linked into place), so that the read engine's origin request for a new object goes out
-/// while that happens instead of after it. Whatever needs the file first (the first write, a length, a commit)
-/// waits for that creation or makes it itself; a close before it drops it, so no data file is left that nothing
-/// will ever write or commit. Until it exists the object has no chunks (nothing wrote any) and no in-use lock
-/// (there is nothing to remove).
+/// yet, leaves it to be made by its first user (the first write, a commit, a reset): shard directories, a file
+/// made in `tmp/`, locked and linked into place. A length recorded before that (`setSize`) is given to the file
+/// as it is made. So the read engine's miss makes no file before its origin request, nor before the head's job
+/// has handed the first bytes to the readers: that job's write makes it. (It used to be made on the I/O executor
+/// right after the open, beside the origin request; on two cores the scheduler ran the two on one core, one
+/// after the other, and the miss's first byte came 6-7% later: docs/PERFORMANCE.md.) A close before any use
+/// makes nothing, so no data file is left that nothing will ever write or commit. Until it exists the object
+/// has no chunks (nothing wrote any) and no in-use lock (there is nothing to remove).
 final class ObjectDataFile: Sendable {
   private enum State {
-    case pending
+    /// Not made yet; `size`: the length it gets when it is made (`setSize`).
+    case pending(size: Int64?)
     case open(SystemFile, FileIdentity)
     case closed
   }
@@ -32,27 +35,25 @@ final class ObjectDataFile: Sendable {
     create = nil
   }
 
-  /// A data file that `create` makes when it is first needed, started now on the I/O executor. The job holds
-  /// no reference to the file: a manager released before it runs creates nothing.
+  /// A data file that `create` makes when it is first needed.
   private init(
     of id: ObjectID, deferredCreation create: @escaping @Sendable () throws -> (SystemFile, FileIdentity)
   ) {
     objectID = id
     opened = nil
-    deferred = Mutex(.pending)
+    deferred = Mutex(.pending(size: nil))
     self.create = create
-    IOExecutor.shared.submit { [weak self] in _ = try? self?.resolved() }
   }
 
   /// Opens object `id`'s data file with its in-use lock (shared). A writer creates a missing one already
-  /// locked: now, or with `deferringCreation` on the I/O executor right after this returns (see the type).
+  /// locked: now, or with `deferringCreation` when it is first needed (see the type).
   static func open(_ id: ObjectID, in store: ShardedStore, writable: Bool, deferringCreation: Bool) throws
     -> ObjectDataFile
   {
     if let (file, identity) = try lock(id, in: store, writable: writable, creating: !deferringCreation) {
       return ObjectDataFile(file, identity: identity, of: id)
     }
-    // No data file (so no chunks): made on the executor now, or by its first user.
+    // No data file (so no chunks): made by its first user.
     return ObjectDataFile(of: id) {
       guard let made = try lock(id, in: store, writable: true, creating: true) else {
         throw StoreError.busy(id)
@@ -103,6 +104,14 @@ final class ObjectDataFile: Sendable {
     return deferred!.withLockIfAvailable { if case .open(let file, _) = $0 { file } else { nil } } ?? nil
   }
 
+  /// The identity of the data file's inode if the file exists now; nil while its creation is due or being
+  /// made. Never waits, as `handleIfMade`.
+  var identityIfMade: FileIdentity? {
+    if let opened { return opened.identity }
+    return deferred!.withLockIfAvailable { if case .open(_, let identity) = $0 { identity } else { nil } }
+      ?? nil
+  }
+
   /// The identity of the data file's inode (names its chunks in `VerifiedChunkCache`); creates it as `handle`.
   var identity: FileIdentity {
     get throws { try resolved().identity }
@@ -116,12 +125,50 @@ final class ObjectDataFile: Sendable {
       switch state {
       case .open(let file, let identity): return (file, identity)
       case .closed: throw StoreError.closed(objectID)
-      case .pending:
+      case .pending(let size):
         let (file, identity) = try create!()
+        if let size {
+          do {
+            try mapIO { try file.truncate(to: size) }
+          } catch {
+            // Closed again, its lock released, the state left pending: the next use opens the file made here
+            // and sizes it. With none, the file stays, empty and without a manifest (`cache-fsck` reports it
+            // as `orphan-data` until the compactor's next pass removes it). Only a failing disk gets here: a
+            // length a file system cannot hold is applied at once (`largestDeferredSize`).
+            file.close()
+            throw error
+          }
+        }
         state = .open(file, identity)
         return (file, identity)
       }
     }
+  }
+
+  /// The largest length kept for the file's creation: a larger one is applied at once, making the file, so
+  /// that a file system's limit (ext4: 16 TiB, `EFBIG`) fails the call that records the length (a miss's
+  /// head check), as it did before creations were deferred, not a write after the first bytes went out.
+  static let largestDeferredSize: Int64 = 1 << 40
+
+  /// Makes the file `size` bytes long (a new object's length: a sparse file): now if it exists, else when it
+  /// is made, so recording a miss's length makes no file (see the type; over `largestDeferredSize`, now).
+  /// Blocking (the file's `fstat` and `ftruncate`, or a creation by another thread in progress). Throws what
+  /// those throw, or `StoreError.closed` after `close`.
+  func setSize(_ size: Int64) throws {
+    if opened == nil, size <= Self.largestDeferredSize {
+      let recorded = try deferred!.withLock { state -> Bool in
+        switch state {
+        case .pending:
+          state = .pending(size: size)
+          return true
+        case .closed: throw StoreError.closed(objectID)
+        case .open: return false
+        }
+      }
+      if recorded { return }
+    }
+    let file = try mapIO { try handle }
+    if try mapIO({ try file.status().size }) != size { try mapIO { try file.truncate(to: size) } }
   }
 
   /// Closes the file (releasing the in-use lock); a creation not made yet will not be. Returns whether there

@@ -110,7 +110,7 @@ final class ObjectWriter: Sendable {
     }
     guard let range = range ?? nil else { return }
     defer { view.readsInFlight.subtract(1, ordering: .releasing) }
-    file.handleIfMade?.warmPageCache(range)
+    (try? file.handle)?.warmPageCache(range)
   }
 
   /// See `FileHandleAssetDataManager.setContentLength(_:ifVersion:)`.
@@ -155,8 +155,7 @@ final class ObjectWriter: Sendable {
           view.pending.spans[index] = nil
         }
       }
-      let size = try mapIO { try file.handle.status().size }
-      if size != length { try mapIO { try file.handle.truncate(to: length) } }
+      try file.setSize(length)
       if chunkCount > 0 { try completeIfCovered(chunkCount - 1, &state) }
       // The length is part of the object's identity: it is committed even before any chunk completes.
       view.withLock { $0.pending.contentLength = length }

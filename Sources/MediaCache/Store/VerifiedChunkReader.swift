@@ -86,6 +86,12 @@ struct VerifiedChunkReader: Sendable {
   /// See `FileHandleAssetDataManager.planVerifiedRead(_:readingManifest:)`.
   func planVerifiedRead(_ range: Range<Int64>, readingManifest: Bool) throws -> VerifiedReadPlan {
     _ = try checkCached(range, readingManifest: readingManifest)
+    // Before the view's lock, which is never held across a system call: a new object's data file not made yet
+    // (`deferringCreation`) is made here, as the read needs it; not without `readingManifest` (an event loop's
+    // read, which must not block): that read is declined as not cached now.
+    guard let identity = readingManifest ? try file.identity : file.identityIfMade else {
+      throw StoreError.notCached(objectID, missing: [range])
+    }
     return try view.withLock { view in
       try self.view.ensureOpen(view)
       let chunkSize = view.manifest.chunkSize
@@ -108,7 +114,7 @@ struct VerifiedChunkReader: Sendable {
           continue
         }
         let key = VerifiedChunkCache.Key(
-          file: try file.identity, version: view.manifest.versionTag, chunk: index, crc: crc)
+          file: identity, version: view.manifest.versionTag, chunk: index, crc: crc)
         var segment = VerifiedReadPlan.Segment(
           chunk: index, chunkBytes: chunk, bytes: chunk, crc: crc, blocks: nil)
         if byBlocks, let blocks = BlockCRCTable.shared.crcs(for: key) {
