@@ -339,13 +339,18 @@ public final class CachingReader: Sendable {
   /// returns once those closes have committed. `closeIdleObjects` alone misses an object whose flight is still
   /// ending after its last read left (its close begins only when the flight ends): a process exiting then
   /// loses what that flight fetched since the last commit.
+  ///
+  /// Work started meanwhile (a read, a preload) is cancelled too, on each look; stop whatever starts it first
+  /// (`Preloader.stopAndWait`). A cancelled calling task does not cut the wait short: the commits are the
+  /// point of the call.
   public func finishOpenObjects(within timeout: Duration = .seconds(5)) async {
-    await cancelAll()
     let deadline = ContinuousClock.now + timeout
     while true {
+      await cancelAll()
       registry.closeIdle(nil)
-      if registry.isQuiet || ContinuousClock.now >= deadline || Task.isCancelled { break }
-      try? await Task.sleep(for: .milliseconds(2))
+      if registry.isQuiet || ContinuousClock.now >= deadline { break }
+      // Detached, so that a cancelled caller still waits (its own sleep would return at once).
+      await Task.detached { try? await Task.sleep(for: .milliseconds(5)) }.value
     }
     await cache.closing.waitForAll()
   }

@@ -76,8 +76,10 @@ final class SessionRegistry: Sendable {
     self.linger = linger
   }
 
-  /// No session is open or closing.
-  var isQuiet: Bool { sessions.withLock { $0.open.isEmpty && $0.closing.isEmpty } }
+  /// No session is open, being opened or closing.
+  var isQuiet: Bool {
+    sessions.withLock { $0.open.isEmpty && $0.opening.isEmpty && $0.closing.isEmpty }
+  }
 
   /// The sessions open now.
   func openSessions() -> [ObjectSession] {
@@ -126,7 +128,8 @@ final class SessionRegistry: Sendable {
       case .create:
         // Creating or opening the object's files makes blocking calls: on the blocking pool, not under the
         // lock, so other objects' reads go on meanwhile. A new object's data file is made by its first write
-        // (`deferringCreation`), after its first origin request went out and its first bytes were handed over.
+        // (`deferringCreation`), after its first origin request went out (and usually after its first bytes
+        // were handed over).
         let manager: FileHandleAssetDataManager
         do {
           manager = try await IOExecutor.shared.run { [cache] in

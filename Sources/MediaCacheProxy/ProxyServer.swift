@@ -176,8 +176,12 @@ public final class ProxyServer: Sendable {
   }
 
   /// Serves until the calling task is cancelled or, when `shutdownSignals` is not empty, one of them arrives
-  /// (then connections get two seconds to finish before they are cut). Open reads are closed on the way out,
-  /// so what was fetched is committed. `onListening` runs once the socket is bound.
+  /// (then connections get two seconds to finish before they are cut). The responses' reads are closed on the
+  /// way out; an origin request can outlive its read (a player that left early, a chunk being finished), and
+  /// its object is committed once it ends. Before the process exits, stop the `preloader`
+  /// (`Preloader.stopAndWait`) and call `reader.finishOpenObjects()`, as `mediacache proxy` does: they cancel
+  /// what is still running and return once everything fetched is committed. `onListening` runs once the
+  /// socket is bound.
   public func run(
     shutdownSignals: [UnixSignal] = [],
     onListening: @escaping @Sendable (Endpoint) async -> Void = { _ in }

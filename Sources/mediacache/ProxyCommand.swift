@@ -265,7 +265,8 @@ struct ProxyCommand: AsyncParsableCommand {
       }
       // Reads that ended last hand their commits to the I/O executor, and flights still ending (a read can end
       // before its flight does) are cancelled and their objects closed: all of it commits before the process
-      // ends.
+      // ends. The preloader stops first, so that it starts no fetch meanwhile.
+      await server.preloader.stopAndWait()
       await reader.finishOpenObjects()
       try? await reader.client.shutdown()
     }

@@ -70,13 +70,14 @@ import Testing
     }
   }
 
-  /// A length over `ObjectDataFile.largestDeferredSize` is applied at once: a file system's limit then fails
+  /// A length over the store's `largestDeferredFileSize` is applied at once: a file system's limit then fails
   /// the call that records it (a miss's head check), not a write after the first bytes were handed over.
   @Test func aVeryLargeLengthMakesAndSizesTheFileAtOnce() async throws {
     try await withStore { store in
       let manager = try FileHandleAssetDataManager(store: store, id: Self.id, deferringCreation: true)
       let path = store.paths(for: Self.id).data
-      let length = 2 * ObjectDataFile.largestDeferredSize
+      #expect(store.largestDeferredFileSize <= 1 << 40)
+      let length = store.largestDeferredFileSize + 1
       try manager.setContentLength(length)
       #expect(try FileSystemCalls.status(path)?.size == length)
       #expect(try store.isBusy(Self.id))

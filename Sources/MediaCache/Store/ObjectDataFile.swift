@@ -26,6 +26,8 @@ final class ObjectDataFile: Sendable {
   private let objectID: ObjectID
   /// Creates the data file (locked): `lock`; nil for a file opened already.
   private let create: (@Sendable () throws -> (SystemFile, FileIdentity))?
+  /// The store's `largestDeferredFileSize`: a larger length is applied at once (`setSize`).
+  private let largestDeferredSize: Int64
 
   /// A data file opened already.
   private init(_ file: SystemFile, identity: FileIdentity, of id: ObjectID) {
@@ -33,16 +35,19 @@ final class ObjectDataFile: Sendable {
     opened = (file, identity)
     deferred = nil
     create = nil
+    largestDeferredSize = 0
   }
 
   /// A data file that `create` makes when it is first needed.
   private init(
-    of id: ObjectID, deferredCreation create: @escaping @Sendable () throws -> (SystemFile, FileIdentity)
+    of id: ObjectID, largestDeferredSize: Int64,
+    deferredCreation create: @escaping @Sendable () throws -> (SystemFile, FileIdentity)
   ) {
     objectID = id
     opened = nil
     deferred = Mutex(.pending(size: nil))
     self.create = create
+    self.largestDeferredSize = largestDeferredSize
   }
 
   /// Opens object `id`'s data file with its in-use lock (shared). A writer creates a missing one already
@@ -54,7 +59,7 @@ final class ObjectDataFile: Sendable {
       return ObjectDataFile(file, identity: identity, of: id)
     }
     // No data file (so no chunks): made by its first user.
-    return ObjectDataFile(of: id) {
+    return ObjectDataFile(of: id, largestDeferredSize: store.largestDeferredFileSize) {
       guard let made = try lock(id, in: store, writable: true, creating: true) else {
         throw StoreError.busy(id)
       }
@@ -133,8 +138,8 @@ final class ObjectDataFile: Sendable {
           } catch {
             // Closed again, its lock released, the state left pending: the next use opens the file made here
             // and sizes it. With none, the file stays, empty and without a manifest (`cache-fsck` reports it
-            // as `orphan-data` until the compactor's next pass removes it). Only a failing disk gets here: a
-            // length a file system cannot hold is applied at once (`largestDeferredSize`).
+            // as `orphan-data` until the compactor's next pass removes it). A length the file system cannot
+            // hold is applied at once instead (`ShardedStore.largestDeferredFileSize`), so a failing disk, mostly.
             file.close()
             throw error
           }
@@ -145,17 +150,13 @@ final class ObjectDataFile: Sendable {
     }
   }
 
-  /// The largest length kept for the file's creation: a larger one is applied at once, making the file, so
-  /// that a file system's limit (ext4: 16 TiB, `EFBIG`) fails the call that records the length (a miss's
-  /// head check), as it did before creations were deferred, not a write after the first bytes went out.
-  static let largestDeferredSize: Int64 = 1 << 40
-
   /// Makes the file `size` bytes long (a new object's length: a sparse file): now if it exists, else when it
-  /// is made, so recording a miss's length makes no file (see the type; over `largestDeferredSize`, now).
+  /// is made, so recording a miss's length makes no file (see the type; over the store's
+  /// `largestDeferredFileSize`, now).
   /// Blocking (the file's `fstat` and `ftruncate`, or a creation by another thread in progress). Throws what
   /// those throw, or `StoreError.closed` after `close`.
   func setSize(_ size: Int64) throws {
-    if opened == nil, size <= Self.largestDeferredSize {
+    if opened == nil, size <= largestDeferredSize {
       let recorded = try deferred!.withLock { state -> Bool in
         switch state {
         case .pending:

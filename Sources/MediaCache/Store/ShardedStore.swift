@@ -14,6 +14,11 @@ package final class ShardedStore: Sendable {
   package let chunkSize: Int
   /// Whether commits fsync the data file before replacing the manifest (and the directory after).
   package let durability: Durability
+  /// The largest length a new object's data file is given only when it is made (`ObjectDataFile.setSize`): 1
+  /// TiB, or less on a file system whose files cannot be that large (`pathconf`'s `_PC_FILESIZEBITS` of the
+  /// root: vfat 32, a 2 GiB bound). A larger length is given at once, so that a length the file system cannot
+  /// hold (`EFBIG`) fails the call recording it (a miss's head check), not a write after the first bytes.
+  package let largestDeferredFileSize: Int64
   /// Directory for staging files.
   package var tmpDirectory: String { "\(root)/tmp" }
   /// Directory holding the shard tree.
@@ -44,6 +49,16 @@ package final class ShardedStore: Sendable {
     self.chunkSize = chunkSize
     self.durability = durability
     try mapIO { try Self.prepareRoot(cleaned, create: create) }
+    largestDeferredFileSize = Self.largestDeferredFileSize(under: cleaned)
+  }
+
+  /// See `largestDeferredFileSize`.
+  private static func largestDeferredFileSize(under root: String) -> Int64 {
+    let bound: Int64 = 1 << 40
+    if BlockingCallCheck.isOn { BlockingCallCheck.check("pathconf", path: root) }
+    let bits = pathconf(root, Int32(_PC_FILESIZEBITS))
+    guard bits > 1, bits < 64 else { return bound }
+    return min(bound, (Int64(1) << (bits - 1)) - 1)
   }
 
   /// A store over `root` as it is, without checking or creating anything: for the checker, which reports on
@@ -54,6 +69,7 @@ package final class ShardedStore: Sendable {
     self.root = cleaned
     self.chunkSize = 1 << 20
     self.durability = .durable
+    self.largestDeferredFileSize = 1 << 40
   }
 
   private static func prepareRoot(_ root: String, create: Bool) throws {

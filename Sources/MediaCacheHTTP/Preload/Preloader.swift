@@ -178,6 +178,14 @@ public actor Preloader {
     window = []
   }
 
+  /// Cancels everything, as `stop`, and returns once the fetch that was running has ended (before a process
+  /// exits: `CachingReader.finishOpenObjects` then closes what it fetched).
+  public func stopAndWait() async {
+    let task = running?.task
+    stop()
+    await task?.value
+  }
+
   /// Waits until no item is waiting or being fetched (for tests and one-shot preloads).
   public func waitUntilIdle() async {
     while let task = running?.task { await task.value }
