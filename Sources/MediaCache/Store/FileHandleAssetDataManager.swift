@@ -86,10 +86,10 @@ public final class FileHandleAssetDataManager: Sendable {
   /// (Callers outside the package open one with `MediaCache.assetDataManager(for:writable:)`.)
   ///
   /// With `deferringCreation`, a writable manager of an object that has no files yet returns without creating
-  /// its data file: whatever needs the file first (a write, a commit) makes it, and a length set before that
-  /// is given to it as it is made (`ObjectDataFile`). The read engine opens new objects so: a miss's origin
-  /// request, and the hand-over of its first bytes to the readers, come before the shard directories and the
-  /// file are made (by the head's write).
+  /// its data file: whatever needs the file first (a write, a commit, a read) makes it, and a length set before
+  /// that is given to it as it is made (`ObjectDataFile`). The read engine opens new objects so: a miss's origin
+  /// request, and usually the hand-over of its first bytes to the readers, come before the shard directories and
+  /// the file are made (by the head's write).
   package init(
     store: ShardedStore, id: ObjectID, writable: Bool = true, commitPolicy: CommitPolicy = CommitPolicy(),
     observer: Observer = Observer(), deferringCreation: Bool = false

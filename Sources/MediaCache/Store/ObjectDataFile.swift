@@ -3,12 +3,13 @@ import Synchronization
 /// The data file of an open object, held through its in-use lock (`ObjectLock`), and the identity of its inode.
 ///
 /// A manager opens it at once, or, when it was opened with `deferringCreation` for an object that has no files
-/// yet, leaves it to be made by its first user (the first write, a commit, a reset): shard directories, a file
-/// made in `tmp/`, locked and linked into place. A length recorded before that (`setSize`) is given to the file
-/// as it is made. So the read engine's miss makes no file before its origin request, nor before the head's job
-/// has handed the first bytes to the readers: that job's write makes it. (It used to be made on the I/O executor
-/// right after the open, beside the origin request; on two cores the scheduler ran the two on one core, one
-/// after the other, and the miss's first byte came 6-7% later: docs/PERFORMANCE.md.) A close before any use
+/// yet, leaves it to be made by its first user (the first write, a commit, a read, a reset): shard directories,
+/// a file made in `tmp/`, locked and linked into place. A length recorded before that (`setSize`) is given to
+/// the file as it is made. So the read engine's miss makes no file before its origin request, and usually not
+/// before the head's job has handed the first bytes to the readers: that job's write makes it. (It used to be
+/// made on the I/O executor right after the open, beside the origin request; on two cores the scheduler ran the
+/// two on one core, one after the other, and the miss's first byte came 3-14% later: docs/PERFORMANCE.md.)
+/// A close before any use
 /// makes nothing, so no data file is left that nothing will ever write or commit. Until it exists the object
 /// has no chunks (nothing wrote any) and no in-use lock (there is nothing to remove).
 final class ObjectDataFile: Sendable {
@@ -102,19 +103,14 @@ final class ObjectDataFile: Sendable {
     get throws { try resolved().file }
   }
 
-  /// The open file if it exists now; nil while its creation is due or being made. Never waits (it may be asked
-  /// where nothing may block: the creation holds the lock across its system calls).
-  var handleIfMade: SystemFile? {
-    if let opened { return opened.file }
-    return deferred!.withLockIfAvailable { if case .open(let file, _) = $0 { file } else { nil } } ?? nil
-  }
-
-  /// The identity of the data file's inode if the file exists now; nil while its creation is due or being
-  /// made. Never waits, as `handleIfMade`.
-  var identityIfMade: FileIdentity? {
-    if let opened { return opened.identity }
-    return deferred!.withLockIfAvailable { if case .open(_, let identity) = $0 { identity } else { nil } }
-      ?? nil
+  /// The open file and its inode's identity if the file exists now; nil while its creation is due or being
+  /// made. Never waits (it may be asked where nothing may block: the creation holds the lock across its
+  /// system calls).
+  var ifMade: (file: SystemFile, identity: FileIdentity)? {
+    if let opened { return opened }
+    return deferred!.withLockIfAvailable { state -> (SystemFile, FileIdentity)? in
+      if case .open(let file, let identity) = state { (file, identity) } else { nil }
+    } ?? nil
   }
 
   /// The identity of the data file's inode (names its chunks in `VerifiedChunkCache`); creates it as `handle`.

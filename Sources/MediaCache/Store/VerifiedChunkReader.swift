@@ -89,7 +89,7 @@ struct VerifiedChunkReader: Sendable {
     // Before the view's lock, which is never held across a system call: a new object's data file not made yet
     // (`deferringCreation`) is made here, as the read needs it; not without `readingManifest` (an event loop's
     // read, which must not block): that read is declined as not cached now.
-    guard let identity = readingManifest ? try file.identity : file.identityIfMade else {
+    guard let identity = readingManifest ? try file.identity : file.ifMade?.identity else {
       throw StoreError.notCached(objectID, missing: [range])
     }
     return try view.withLock { view in
@@ -166,7 +166,7 @@ struct VerifiedChunkReader: Sendable {
     do {
       let failed = try check(plan, into: buffer) { target, offset in
         // (Never makes a file whose creation is due: this may run where nothing may block.)
-        guard let handle = file.handleIfMade, handle.readIfResident(into: target, at: offset) else {
+        guard let handle = file.ifMade?.file, handle.readIfResident(into: target, at: offset) else {
           throw NotResident()
         }
         return target.count
