@@ -21,6 +21,10 @@ public final class CachedBytes: AsyncSequence, Sendable {
   /// for this read, even when a flight wrote them to the cache before this reader got to them. (A copy of the
   /// value, which shares the manifest's storage: nothing is built per read.)
   let manifestAtOpen: Manifest
+  /// Bytes a flight of this process had received and handed over when the read opened, while they were still
+  /// being written (`ObjectSession.bytesBeingWritten`): like those `manifestAtOpen` lists, they were at hand,
+  /// not fetched for this read.
+  let receivedAtOpen: ByteRangeSet
   /// Who waits for this read's bytes: the flights it starts or joins are scheduled accordingly.
   let priority: ReadPriority
   /// The manifest whose metadata (`length`, `count`, `etag`, `lastModified`, `contentType`) this read reported,
@@ -32,7 +36,8 @@ public final class CachedBytes: AsyncSequence, Sendable {
 
   init(
     session: ObjectSession, range: Range<Int64>, initialFlight: Flight?, lengthHint: Int64? = nil,
-    manifestAtOpen: Manifest, priority: ReadPriority = .foreground, revalidation: Revalidation = .notNeeded
+    manifestAtOpen: Manifest, receivedAtOpen: ByteRangeSet, priority: ReadPriority = .foreground,
+    revalidation: Revalidation = .notNeeded
   ) {
     self.revalidation = revalidation
     self.priority = priority
@@ -41,6 +46,7 @@ public final class CachedBytes: AsyncSequence, Sendable {
     self.initialFlight = Mutex(initialFlight)
     self.lengthHint = lengthHint
     self.manifestAtOpen = manifestAtOpen
+    self.receivedAtOpen = receivedAtOpen
   }
 
   private func shownManifest() -> Manifest {
@@ -128,23 +134,37 @@ public final class CachedBytes: AsyncSequence, Sendable {
   var cachedBytes: Int64 { cachedBytes(in: session.manager.manifest) }
 
   /// Bytes of the range that were cached when the read opened (before its first flight wrote anything).
-  package var cachedBytesAtOpen: Int64 { cachedBytes(in: manifestAtOpen) }
+  package var cachedBytesAtOpen: Int64 { cachedBytes(in: atHandAtOpen) }
+
+  /// What was cached or received (`receivedAtOpen`) when the read opened.
+  private var atHandAtOpen: ByteRangeSet {
+    receivedAtOpen.isEmpty
+      ? manifestAtOpen.presentByteRanges : manifestAtOpen.presentByteRanges.union(receivedAtOpen)
+  }
+
+  /// Whether the byte at `position` was cached or received when the read opened: delivered, it does not count
+  /// as fetched from the origin for this read.
+  func wasAtHandAtOpen(_ position: Int64) -> Bool {
+    manifestAtOpen.cachedRun(at: position) > 0 || receivedAtOpen.contains(position)
+  }
 
   /// The bytes of the range cached since the read opened (by its flights, or any other writer of the object).
   var rangesCachedSinceOpen: [Range<Int64>] {
     let end = range.upperBound == .max ? (liveLength ?? range.lowerBound) : range.upperBound
     guard end > range.lowerBound else { return [] }
     let now = session.manager.manifest.presentByteRanges.intersection(range.lowerBound..<end)
-    return now.subtracting(manifestAtOpen.presentByteRanges).ranges
+    return now.subtracting(atHandAtOpen).ranges
   }
 
   /// The cached object's id.
   package var objectID: ObjectID { session.manager.objectID }
 
-  private func cachedBytes(in manifest: Manifest) -> Int64 {
+  private func cachedBytes(in manifest: Manifest) -> Int64 { cachedBytes(in: manifest.presentByteRanges) }
+
+  private func cachedBytes(in present: ByteRangeSet) -> Int64 {
     let end = range.upperBound == .max ? (liveLength ?? range.lowerBound) : range.upperBound
     guard end > range.lowerBound else { return 0 }
-    return manifest.presentByteRanges.intersection(range.lowerBound..<end).count
+    return present.intersection(range.lowerBound..<end).count
   }
 
   /// An iterator over the range from its first byte; each iterator reads the range on its own.

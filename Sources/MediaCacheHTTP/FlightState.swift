@@ -68,6 +68,8 @@ struct FlightState {
   /// The end of bytes delivered while they were being written (`deliverWhileWriting`), until the writer says
   /// they are (`wroteDeliveredBytes`); nil when every byte delivered is written.
   private(set) var unwrittenEnd: Int64?
+  /// Where the bytes before `unwrittenEnd` that are still being written start.
+  private(set) var unwrittenStart: Int64 = 0
   /// Start of the chunk being filled, where `parts` start (after a failure, `received`: nothing is kept).
   private(set) var bufferStart: Int64
   /// The incomplete chunk's bytes from `bufferStart` to `received`, as received.
@@ -239,9 +241,16 @@ struct FlightState {
     _ pieces: [ByteBuffer], at offset: Int64, version: UInt32?, now: ContinuousClock.Instant
   ) -> [FlightAction] {
     let newEnd = pieces.reduce(offset) { $0 + Int64($1.readableBytes) }
-    if newEnd > received { unwrittenEnd = newEnd }
+    if newEnd > received {
+      if unwrittenEnd == nil { unwrittenStart = max(offset, received) }
+      unwrittenEnd = newEnd
+    }
     return deliver(pieces, at: offset, version: version, now: now)
   }
+
+  /// The bytes delivered while they are written whose write is not over yet (nil: none): this process has
+  /// them, the cache does not list them yet.
+  var bytesBeingWritten: Range<Int64>? { unwrittenEnd.map { unwrittenStart..<$0 } }
 
   /// The write of the bytes `deliverWhileWriting` delivered is over (done, or failed: then the request fails).
   mutating func wroteDeliveredBytes() -> [FlightAction] {

@@ -102,6 +102,17 @@ final class ObjectSession: Sendable {
     return flight
   }
 
+  /// The bytes this process's flights of the object have received and handed over but not yet written (a
+  /// response's first bytes, `FlightState.deliverWhileWriting`): not in the manifest yet, but no read needs
+  /// the origin for them.
+  func bytesBeingWritten() -> ByteRangeSet {
+    var ranges = ByteRangeSet()
+    for flight in flights.withLock({ $0 }) {
+      if let range = flight.bytesBeingWritten { ranges.insert(range) }
+    }
+    return ranges
+  }
+
   /// Cancels every running flight of this object.
   func cancelAll() async {
     for flight in flights.withLock({ $0 }) { flight.cancel() }

@@ -207,7 +207,7 @@ final class ReadCursor: @unchecked Sendable {
           state.delivered(buffer.readableBytes, versionTag: manifest.versionTag)
           noteSeen(manifest)
           owner.noteDelivered(
-            buffer.readableBytes, fromOrigin: owner.manifestAtOpen.cachedRun(at: position) == 0)
+            buffer.readableBytes, fromOrigin: !owner.wasAtHandAtOpen(position))
           return .disk(buffer)
         } catch let error as StoreError where error.code == .corruptChunk || error.code == .notCached {
           continue  // dropped or gone: fetch it again
@@ -258,9 +258,10 @@ final class ReadCursor: @unchecked Sendable {
           continue
         }
         let piece = CachedPiece.origin(state.trimmed(buffers, contentLength: now.contentLength))
+        let fromOrigin = !owner.wasAtHandAtOpen(state.position)
         state.delivered(piece.count, versionTag: now.versionTag)
         noteSeen(now)
-        owner.noteDelivered(piece.count, fromOrigin: true)
+        owner.noteDelivered(piece.count, fromOrigin: fromOrigin)
         return piece
       case .disk:
         // The flight wrote these bytes; if the cache does not have them (dropped since, or their write failed

@@ -91,12 +91,15 @@ import Testing
       let bufferStart = state.bufferStart
       let count = Int(Int64(Self.chunk) - state.received % Int64(Self.chunk)) - 1
       #expect(FlightState.mayDeliverWhileWriting(from: state.received, count: count, chunkSize: Self.chunk))
+      let unwrittenStart = state.received
       _ = state.deliverWhileWriting([bytes(count)], at: state.received, version: 3, now: t0)
       #expect(state.bufferStart == bufferStart && state.unwrittenEnd == state.received)
+      #expect(state.bytesBeingWritten == unwrittenStart..<state.received)
       for position in stride(from: bufferStart, to: state.received, by: 97) {
         #expect(memory(state.next(from: position, limit: 1)) != nil, "position \(position) from memory")
       }
       #expect(state.wroteDeliveredBytes() == [.wake] && state.unwrittenEnd == nil)
+      #expect(state.bytesBeingWritten == nil)
       #expect(state.wroteDeliveredBytes().isEmpty)
     }
     // Bytes already delivered are not marked unwritten again (a retry's overlap).
@@ -104,6 +107,9 @@ import Testing
     _ = overlap.deliver([bytes(500)], at: 0, now: t0)
     _ = overlap.deliverWhileWriting([bytes(300)], at: 200, version: nil, now: t0)
     #expect(overlap.unwrittenEnd == nil && overlap.received == 500)
+    // A batch that reaches past what was delivered is being written from there, not from its start.
+    _ = overlap.deliverWhileWriting([bytes(300)], at: 400, version: nil, now: t0)
+    #expect(overlap.bytesBeingWritten == 500..<700)
     var crossing = flight()
     _ = crossing.deliver([bytes(1000)], at: 0, now: t0)
     guard case .piece(.disk) = crossing.next(from: 0, limit: 1) else {

@@ -108,7 +108,7 @@ extension FaultTests {
             // A second read of the range while the writes are held: it gets the bytes from the flight (the cache
             // does not have them yet), and says how many writes had returned when it had them all.
             let (joined, joinedSignal) = AsyncStream<Int>.makeStream()
-            let again = Task { () -> Data in
+            let again = Task { () -> (data: Data, atOpen: Int64, fromOrigin: Int64) in
               defer { joinedSignal.finish() }
               let bytes = try await reader.read(url, range: .bounded(range))
               defer { bytes.close() }
@@ -117,7 +117,7 @@ extension FaultTests {
               while data.count < expected.count, let piece = try await pieces.next() { data.append(piece) }
               joinedSignal.yield(writes.returned)
               while let piece = try await pieces.next() { data.append(piece) }
-              return data
+              return (data, bytes.cachedBytesAtOpen, bytes.bytesFromOrigin)
             }
             var joining = joined.makeAsyncIterator()
             let returnedWhenJoined = await joining.next()
@@ -125,7 +125,11 @@ extension FaultTests {
             writes.release()
             let (last, returnedThen) = try await end.value
             #expect(last == nil && returnedThen >= 1, "the read ended before its bytes were written")
-            #expect(try await again.value == expected)
+            let second = try await again.value
+            #expect(second.data == expected)
+            // Received before it opened, though not yet in the manifest: at hand, not fetched for it (a proxy
+            // says `hit`; CI, 2026-12-07: `fwd=partial` for a GET sent right after the first one's response).
+            #expect(second.atOpen == Int64(expected.count) && second.fromOrigin == 0)
             bytes.close()
             #expect(origin.requests(for: name).count == 1, "a read during the write asked the origin again")
           }
