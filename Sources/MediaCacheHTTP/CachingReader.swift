@@ -202,6 +202,16 @@ public final class CachingReader: Sendable {
   public func read(_ url: String, range: RequestedRange = .all, priority: ReadPriority = .foreground)
     async throws -> CachedBytes
   {
+    try await read(url, range: range, priority: priority, after: nil)
+  }
+
+  /// `read(_:range:priority:)`, as the second read of one request (`earlier`, the first, already closed: the
+  /// proxy reads the whole object after an `If-Range` that does not match): bytes in flight count as at hand
+  /// only if they were when the first read opened, not those its own flight brought since.
+  package func read(
+    _ url: String, range: RequestedRange = .all, priority: ReadPriority = .foreground,
+    after earlier: CachedBytes?
+  ) async throws -> CachedBytes {
     try OriginClient.validate(url)
     let session = try await registry.openSession(url, environment: environment)
     do {
@@ -210,7 +220,7 @@ public final class CachingReader: Sendable {
       // Bytes still being written are looked at before the manifest: once their write is over, the manifest
       // lists them (a read that opens right after another's response ended, its first bytes handed over while
       // written, finds them in one or the other, and counts them as cached: found by CI, 2026-12-07).
-      let receivedAtOpen = session.bytesBeingWritten()
+      let receivedAtOpen = earlier?.receivedAtOpen ?? session.bytesBeingWritten()
       let manifestAtOpen = session.manager.manifest
       let (resolved, flight, length) = try await resolve(range, session: session, priority: priority)
       return CachedBytes(

@@ -258,10 +258,14 @@ final class ReadCursor: @unchecked Sendable {
           continue
         }
         let piece = CachedPiece.origin(state.trimmed(buffers, contentLength: now.contentLength))
-        let fromOrigin = !owner.wasAtHandAtOpen(state.position)
+        // From the origin but for what the flight had already received when the read opened (a piece can go
+        // on past that; a chunk cached at open and fetched again, dropped since, does count).
+        let span = state.position..<(state.position + Int64(piece.count))
+        let atHand = owner.receivedAtOpen.isEmpty ? 0 : Int(owner.receivedAtOpen.intersection(span).count)
         state.delivered(piece.count, versionTag: now.versionTag)
         noteSeen(now)
-        owner.noteDelivered(piece.count, fromOrigin: fromOrigin)
+        if atHand > 0 { owner.noteDelivered(atHand, fromOrigin: false) }
+        if piece.count > atHand { owner.noteDelivered(piece.count - atHand, fromOrigin: true) }
         return piece
       case .disk:
         // The flight wrote these bytes; if the cache does not have them (dropped since, or their write failed

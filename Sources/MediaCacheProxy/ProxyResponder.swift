@@ -101,13 +101,13 @@ struct ProxyResponder: Sendable {
     {
       // The client's copy is of another version: it gets the whole current one.
       bytes.close()
-      bytes = try await read(origin, .all)
+      bytes = try await read(origin, .all, after: bytes)
       partial = false
     }
     if partial, bytes.length == nil, !requested.isBounded {
       // The origin gives no length, so an open range cannot be described in a Content-Range: send it all.
       bytes.close()
-      bytes = try await read(origin, .all)
+      bytes = try await read(origin, .all, after: bytes)
       partial = false
     }
     let count = bytes.count
@@ -237,9 +237,11 @@ struct ProxyResponder: Sendable {
     return value
   }
 
-  func read(_ origin: String, _ range: RequestedRange) async throws -> CachedBytes {
+  func read(_ origin: String, _ range: RequestedRange, after earlier: CachedBytes? = nil) async throws
+    -> CachedBytes
+  {
     do {
-      return try await reader.read(origin, range: range)
+      return try await reader.read(origin, range: range, after: earlier)
     } catch {
       throw refusal(for: error, url: origin)
     }

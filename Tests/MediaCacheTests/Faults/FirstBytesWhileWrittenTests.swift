@@ -142,6 +142,41 @@ extension FaultTests {
       }
     }
 
+    /// Bytes a flight received and is still writing count as at hand for a read that opens meanwhile, but not
+    /// for the second read of one request (`read(_:range:priority:after:)`: the proxy's whole object after an
+    /// `If-Range` that does not match), whose first read's flight brought them: there it goes by what was at
+    /// hand when the first read opened (nothing). Writes held, so the manifest cannot list them yet.
+    @Test func aSecondReadOfOneRequestCountsOnlyWhatWasAtHandBeforeItsFirst() async throws {
+      try await Self.environment { origin, cache, reader in
+        var tested = false
+        for attempt in 0..<3 where !tested {
+          let name = "second-read-\(attempt)"
+          let url = origin.url(.normal, name, size: Self.size)
+          let writes = DataWritesHeld(ObjectID(CacheKey(url)), timeout: .seconds(3))
+          try await withIOFaultHandler(writes) {
+            let first = try await reader.read(url, range: .bounded(0..<16384))
+            var pieces = first.makeAsyncIterator()
+            var received = 0
+            while received < 16384, let piece = try await pieces.next() { received += piece.count }
+            first.close()
+            // These bytes were written before the reader got them: another object.
+            guard writes.returned == 0 else { return }
+            tested = true
+            let alone = try await reader.read(url, range: .bounded(0..<16384))
+            let second = try await reader.read(url, range: .bounded(0..<16384), after: first)
+            #expect(first.cachedBytesAtOpen == 0)
+            #expect(alone.cachedBytesAtOpen == 16384, "a read of its own: received before it opened")
+            #expect(second.cachedBytesAtOpen == 0, "the first read of its request brought them")
+            alone.close()
+            second.close()
+            writes.release()
+          }
+          writes.release()
+        }
+        #expect(tested, "in none of three misses did the reader get its first bytes before their write")
+      }
+    }
+
     /// A disk that fails every write of the object: the bytes handed over before their write failed are right,
     /// and the read then ends with the write's error. A reader that looks again only after the failed request
     /// ended finds no live flight and starts one: the origin is asked a few times, not once per batch (after a
