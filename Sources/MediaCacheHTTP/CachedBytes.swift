@@ -23,7 +23,8 @@ public final class CachedBytes: AsyncSequence, Sendable {
   let manifestAtOpen: Manifest
   /// Bytes a flight of this process had received and handed over when the read opened, while they were still
   /// being written (`ObjectSession.bytesBeingWritten`): like those `manifestAtOpen` lists, they were at hand,
-  /// not fetched for this read.
+  /// not fetched for this read. (For a later read of one request, both are its first read's:
+  /// `CachingReader.read(_:range:priority:after:)`.)
   let receivedAtOpen: ByteRangeSet
   /// Who waits for this read's bytes: the flights it starts or joins are scheduled accordingly.
   let priority: ReadPriority
@@ -146,6 +147,11 @@ public final class CachedBytes: AsyncSequence, Sendable {
   /// as fetched from the origin for this read.
   func wasAtHandAtOpen(_ position: Int64) -> Bool {
     manifestAtOpen.cachedRun(at: position) > 0 || receivedAtOpen.contains(position)
+  }
+
+  /// How many bytes of `span` were cached or received when the read opened.
+  func bytesAtHandAtOpen(in span: Range<Int64>) -> Int {
+    Int(atHandAtOpen.intersection(span).count)
   }
 
   /// The bytes of the range cached since the read opened (by its flights, or any other writer of the object).

@@ -205,9 +205,11 @@ public final class CachingReader: Sendable {
     try await read(url, range: range, priority: priority, after: nil)
   }
 
-  /// `read(_:range:priority:)`, as the second read of one request (`earlier`, the first, already closed: the
-  /// proxy reads the whole object after an `If-Range` that does not match): bytes in flight count as at hand
-  /// only if they were when the first read opened, not those its own flight brought since.
+  /// `read(_:range:priority:)`, as a later read of one request (`earlier`, its first, already closed: the
+  /// proxy reads the whole object after an `If-Range` that does not match or an open range of unknown length,
+  /// and a playlist whole): what was at hand when `earlier` opened stands for this read too (unless the object
+  /// was reset since), so the bytes the request's own first read brought, written or still being written, count
+  /// as fetched for it.
   package func read(
     _ url: String, range: RequestedRange = .all, priority: ReadPriority = .foreground,
     after earlier: CachedBytes?
@@ -220,8 +222,11 @@ public final class CachingReader: Sendable {
       // Bytes still being written are looked at before the manifest: once their write is over, the manifest
       // lists them (a read that opens right after another's response ended, its first bytes handed over while
       // written, finds them in one or the other, and counts them as cached: found by CI, 2026-12-07).
-      let receivedAtOpen = earlier?.receivedAtOpen ?? session.bytesBeingWritten()
-      let manifestAtOpen = session.manager.manifest
+      var receivedAtOpen = earlier == nil ? session.bytesBeingWritten() : ByteRangeSet()
+      var manifestAtOpen = session.manager.manifest
+      if let earlier, earlier.manifestAtOpen.versionTag == manifestAtOpen.versionTag {
+        (manifestAtOpen, receivedAtOpen) = (earlier.manifestAtOpen, earlier.receivedAtOpen)
+      }
       let (resolved, flight, length) = try await resolve(range, session: session, priority: priority)
       return CachedBytes(
         session: session, range: resolved, initialFlight: flight, lengthHint: length,

@@ -258,10 +258,9 @@ final class ReadCursor: @unchecked Sendable {
           continue
         }
         let piece = CachedPiece.origin(state.trimmed(buffers, contentLength: now.contentLength))
-        // From the origin but for what the flight had already received when the read opened (a piece can go
-        // on past that; a chunk cached at open and fetched again, dropped since, does count).
-        let span = state.position..<(state.position + Int64(piece.count))
-        let atHand = owner.receivedAtOpen.isEmpty ? 0 : Int(owner.receivedAtOpen.intersection(span).count)
+        // From the origin but for the bytes that were cached or received when the read opened, byte by byte (a
+        // piece can go on past them), as a piece from the cache counts them.
+        let atHand = owner.bytesAtHandAtOpen(in: state.position..<(state.position + Int64(piece.count)))
         state.delivered(piece.count, versionTag: now.versionTag)
         noteSeen(now)
         if atHand > 0 { owner.noteDelivered(atHand, fromOrigin: false) }

@@ -30,12 +30,13 @@ extension ProxyResponder {
   /// references likewise (`MPDRewriter.RequestForm.reverseProxy`). `use` is how the request's
   /// first read found the cache and `revalidation` what it did about a stale copy, which its `Cache-Status`
   /// says. The origin's stored end-to-end fields go out as with any cached response (`headers(...)`), with the
-  /// copy's `Age`.
+  /// copy's `Age`. `earlier`, that first read (closed), says what was at hand before the request, for the
+  /// counts of bytes from the cache and the origin.
   func respondWithPlaylist(
     _ origin: String, isPathForm: Bool, rangeHeader: RangeHeader, isHead: Bool, use: CacheUse,
-    revalidation: Revalidation = .notNeeded
+    revalidation: Revalidation = .notNeeded, after earlier: CachedBytes? = nil
   ) async throws -> ProxyResponse {
-    let bytes = try await read(origin, .all)
+    let bytes = try await read(origin, .all, after: earlier)
     defer { bytes.close() }
     if let length = bytes.length, length > HLSPlaylist.maxPlaylistBytes {
       throw Refusal(

@@ -116,7 +116,7 @@ struct ProxyResponder: Sendable {
       bytes.close()
       return try await respondWithPlaylist(
         origin, isPathForm: isPathForm, rangeHeader: partial ? rangeHeader : .none, isHead: isHead, use: use,
-        revalidation: bytes.revalidation)
+        revalidation: bytes.revalidation, after: bytes)
     }
 
     if ConditionalRequest.notModified(request.headers, etag: bytes.etag, lastModified: bytes.lastModified) {
