@@ -19,13 +19,16 @@ public final class CachedBytes: AsyncSequence, Sendable {
   private let lengthHint: Int64?
   /// The manifest when the read was opened: bytes of a chunk it did not list count as fetched from the origin
   /// for this read, even when a flight wrote them to the cache before this reader got to them. (A copy of the
-  /// value, which shares the manifest's storage: nothing is built per read.)
+  /// value, which shares the manifest's storage; its bytes as ranges are built once, in `atHandAtOpen`.)
   let manifestAtOpen: Manifest
   /// Bytes a flight of this process had received and handed over when the read opened, while they were still
   /// being written (`ObjectSession.bytesBeingWritten`): like those `manifestAtOpen` lists, they were at hand,
   /// not fetched for this read. (For a later read of one request, both are its first read's:
   /// `CachingReader.read(_:range:priority:after:)`.)
   let receivedAtOpen: ByteRangeSet
+  /// What was cached or received when the read opened (`manifestAtOpen`'s bytes and `receivedAtOpen`), made
+  /// once: every piece delivered is counted against it.
+  private let atHandAtOpen: ByteRangeSet
   /// Who waits for this read's bytes: the flights it starts or joins are scheduled accordingly.
   let priority: ReadPriority
   /// The manifest whose metadata (`length`, `count`, `etag`, `lastModified`, `contentType`) this read reported,
@@ -48,6 +51,8 @@ public final class CachedBytes: AsyncSequence, Sendable {
     self.lengthHint = lengthHint
     self.manifestAtOpen = manifestAtOpen
     self.receivedAtOpen = receivedAtOpen
+    let cached = manifestAtOpen.presentByteRanges
+    atHandAtOpen = receivedAtOpen.isEmpty ? cached : cached.union(receivedAtOpen)
   }
 
   private func shownManifest() -> Manifest {
@@ -137,17 +142,9 @@ public final class CachedBytes: AsyncSequence, Sendable {
   /// Bytes of the range that were cached when the read opened (before its first flight wrote anything).
   package var cachedBytesAtOpen: Int64 { cachedBytes(in: atHandAtOpen) }
 
-  /// What was cached or received (`receivedAtOpen`) when the read opened.
-  private var atHandAtOpen: ByteRangeSet {
-    receivedAtOpen.isEmpty
-      ? manifestAtOpen.presentByteRanges : manifestAtOpen.presentByteRanges.union(receivedAtOpen)
-  }
-
   /// Whether the byte at `position` was cached or received when the read opened: delivered, it does not count
   /// as fetched from the origin for this read.
-  func wasAtHandAtOpen(_ position: Int64) -> Bool {
-    manifestAtOpen.cachedRun(at: position) > 0 || receivedAtOpen.contains(position)
-  }
+  func wasAtHandAtOpen(_ position: Int64) -> Bool { atHandAtOpen.contains(position) }
 
   /// How many bytes of `span` were cached or received when the read opened.
   func bytesAtHandAtOpen(in span: Range<Int64>) -> Int {
