@@ -208,7 +208,8 @@ struct OriginBytesOnceTests {
       let records = try await origin.waitForCompletedRequests(for: "pause", count: 1, timeout: .seconds(30))
       let waited = ContinuousClock.now - closed
       #expect(records.count == 1)
-      #expect(waited < .milliseconds(2500), "the origin request ended \(waited) after the reader left")
+      // Within the grace and a margin for a loaded machine's polling task, long before the origin's next send.
+      #expect(waited < .seconds(10), "the origin request ended \(waited) after the reader left")
       #expect(records.first?.bodyBytesSent == 4 * Self.chunkSize, "\(records)")
     }
   }
@@ -216,11 +217,12 @@ struct OriginBytesOnceTests {
   /// Bytes that arrived while no reader waited are handed over within a few milliseconds even if the origin
   /// then pauses: a reader that takes its first piece, is busy for 0.3 s (the rest of a burst of 2.5 chunks
   /// arrives meanwhile) and then reads on gets the whole burst at once (the 2 complete chunks from the cache,
-  /// the half chunk from the fetch), not when the origin sends again 4 s later.
+  /// the half chunk from the fetch), not when the origin sends again 30 s later (the bound leaves a loaded
+  /// machine's test task seconds to get the pool).
   @Test func bytesThatArriveWhileNoReaderWaitsAreHandedOverBeforeTheOriginSendsAgain() async throws {
     try await withReader(readAhead: 0) { reader, origin, _ in
       let burst = 5 * Self.chunkSize / 2
-      let url = origin.url(.slow, "batch", size: 40 * Self.chunkSize, query: "burst=\(burst)&delay-ms=4000")
+      let url = origin.url(.slow, "batch", size: 40 * Self.chunkSize, query: "burst=\(burst)&delay-ms=30000")
       let bytes = try await reader.read(url, range: .from(0))
       defer { bytes.close() }
       var iterator = bytes.makeAsyncIterator()
@@ -230,7 +232,7 @@ struct OriginBytesOnceTests {
       while received < burst, let piece = try await iterator.next() { received += piece.count }
       let waited = ContinuousClock.now - started
       #expect(received >= burst)
-      #expect(waited < .seconds(2), "the rest of the burst came \(waited) after the reader asked")
+      #expect(waited < .seconds(15), "the rest of the burst came \(waited) after the reader asked")
     }
   }
 

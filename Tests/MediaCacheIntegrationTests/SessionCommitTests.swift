@@ -68,9 +68,10 @@ struct CapturingLogHandler: LogHandler {
       var configuration = CachingReader.Configuration()
       configuration.abandonedRequestGrace = .seconds(60)
       let reader = CachingReader(cache: cache, client: OriginClient(), configuration: configuration)
-      // 1 MiB, one chunk, 16 KiB every 200 ms after the first 64 KiB: the flight needs 12 s (a loaded machine
-      // must not let it end before the test cancels it).
-      let size = 1 << 20
+      // 16 MiB, 16 KiB every 200 ms after the first 64 KiB: the flight needs over 200 s. A loaded machine must
+      // not let it end before the test cancels it: CI, 2026-12-07, found a flight of 1 MiB (12 s) complete, on a
+      // host where the tests run at once waited some 50 s each.
+      let size = 16 << 20
       let url = origin.url(.slow, "finish", size: size, query: "delay-ms=200&burst=65536")
       let bytes = try await reader.read(url)
       var received = 0
@@ -92,7 +93,7 @@ struct CapturingLogHandler: LogHandler {
       }
       #expect(origin.totalBodyBytes(for: "finish") >= burst + 4 * piece)
 
-      await reader.finishOpenObjects()
+      await reader.finishOpenObjects(within: .seconds(60))
       #expect(reader.registry.isQuiet)
       #expect(reader.liveOriginFetches.isEmpty)
       // Committed: the bytes that arrived after the read's flush too (all but one piece in transit, at most), but
