@@ -129,10 +129,15 @@ struct PipeliningTests {
         headers: [("Content-Type", "application/json"), ("Content-Length", "\(body.utf8.count)")])
       try connection.send(String(body.prefix(3)))
       try await Task.sleep(for: .milliseconds(500))
-      proxy.kill(SIGTERM)
-      try await Task.sleep(for: .milliseconds(300))
-      try connection.send(String(body.dropFirst(3)))
-      nonisolated(unsafe) let reading = connection  // one thread at a time: here, then the closures
+      // The stop and the rest of the body 300 ms later on one thread: well inside the proxy's graceful stop
+      // however long the test's task waits for the pool.
+      nonisolated(unsafe) let sending = connection  // one thread at a time: here, then the closures
+      try await blocking {
+        proxy.kill(SIGTERM)
+        usleep(300_000)
+        try sending.send(String(body.dropFirst(3)))
+      }
+      nonisolated(unsafe) let reading = connection
       let response = try await blocking { try reading.readResponse() }
       #expect((200..<500).contains(response.status), "status \(response.status)")
       #expect(try await blocking { try reading.serverClosed() }, "the connection stayed open")

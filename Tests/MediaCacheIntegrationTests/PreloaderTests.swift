@@ -215,7 +215,8 @@ struct PreloaderTests {
   @Test func aStalledPlayerGoesFirst() async throws {
     try await withOrigin { origin in
       try await withReader(origin) { reader, _ in
-        let player = origin.url(.slow, "stalled-player", size: 64 << 10, query: "delay-ms=500")
+        // 16 KiB every 2 s: the player waits about 8 s, long past the look below on a loaded machine too.
+        let player = origin.url(.slow, "stalled-player", size: 64 << 10, query: "delay-ms=2000")
         let playing = Task {
           let bytes = try await reader.read(player)
           defer { bytes.close() }
@@ -231,7 +232,7 @@ struct PreloaderTests {
         let preloader = Preloader(reader: reader, policy: .init(targets: [.bytes(256 << 10)]))
         await preloader.update(items: items, current: 0)
         try await Task.sleep(for: .milliseconds(800))
-        // The player is still waiting (its 64 KiB take 2 s): nothing of the preload was asked for yet.
+        // The player is still waiting (its 64 KiB take 8 s): nothing of the preload was asked for yet.
         #expect(origin.allRequests().filter { $0.name == "stalled-b" }.isEmpty, "\(origin.allRequests())")
         #expect(try await playing.value == 64 << 10)
         await preloader.waitUntilIdle()
@@ -246,8 +247,12 @@ struct PreloaderTests {
   @Test func anItemComingNearerGetsItsNewTarget() async throws {
     try await withOrigin { origin in
       try await withReader(origin) { reader, _ in
+        // b, after its first 64 KiB, comes 16 KiB every 300 ms: its first target (192 KiB) is 2.4 s away when it
+        // is looked at, time for a loaded machine's test task to get there first.
         let url = { (name: String) in
-          origin.url(.slow, "retarget-\(name)", size: 1 << 20, query: "delay-ms=40")
+          origin.url(
+            .slow, "retarget-\(name)", size: 1 << 20,
+            query: name == "b" ? "burst=65536&delay-ms=300" : "delay-ms=40")
         }
         let items = ["a", "b", "c"].map(url)
         let preloader = Preloader(
