@@ -180,7 +180,7 @@ struct FsckTests {
   /// exits with bit 32 set. A tiny tree finishes before the signal lands, so this uses a generated tree of a
   /// few thousand objects, and sends the signal once cache-fsck has read about a third of the data (Linux:
   /// `/proc/PID/io`), so the cancel lands mid-way; a bigger tree is tried if the check still won the race.
-  @Test(.timeLimit(.minutes(1)))
+  @Test(.timeLimit(.minutes(5)))
   func sigintCancelsWithStatus32() async throws {
     var sawCancel = false
     for count in [2000, 8000] where !sawCancel {
@@ -236,7 +236,7 @@ struct FsckTests {
   /// Writers (slow) and readers work on a cache while `cache-fsck` checks and repairs it again and again: no
   /// false corruption for chunks being written, busy objects skipped, nothing changed, and the other processes
   /// finish with the right bytes.
-  @Test(.timeLimit(.minutes(2)))
+  @Test(.timeLimit(.minutes(5)))
   func fsckWhileOtherProcessesWriteAndRead() async throws {
     let dir = try TemporaryDirectory()
     defer { dir.cleanup() }

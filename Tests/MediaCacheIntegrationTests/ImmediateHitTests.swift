@@ -144,8 +144,9 @@ struct ImmediateHitTests {
 
   @Test func idleObjectsCloseWhenTheirLingerIsOver() async throws {
     // A linger long enough that the removal below comes well before it ends on a loaded machine (with 200 ms
-    // a full parallel test run saw the object closed already), short enough for a quick test.
-    try await withReader(linger: .seconds(2)) { reader, origin, cache in
+    // a full parallel test run saw the object closed already; on CI the tests' tasks wait seconds for the
+    // pool), short enough for a test.
+    try await withReader(linger: .seconds(15)) { reader, origin, cache in
       let url = origin.url(.normal, "short-linger", size: 100_000)
       _ = try await fetchAll(reader, url)
       try #require(try await readUntilOpen(reader, url))
@@ -154,7 +155,7 @@ struct ImmediateHitTests {
       await #expect(throws: StoreError.self) { try await other.remove(url) }
       // Closed once the linger is over: then the other handle can remove it (a generous bound: this asserts
       // that it closes, not how fast).
-      let deadline = ContinuousClock.now + .seconds(10)
+      let deadline = ContinuousClock.now + .seconds(60)
       var removed: Int64?
       while removed == nil, ContinuousClock.now < deadline {
         try await Task.sleep(for: .milliseconds(50))

@@ -247,10 +247,13 @@ struct OriginBytesOnceTests {
       // chunk 11 at twice this speed, and once after the bound: the bound is on bytes sent, not on a chunk a
       // close noticed in time would stop before).
       let url = origin.url(.slow, "abandoned", size: size, query: "delay-ms=40")
+      let atClose: Int
       do {
         let bytes = try await reader.read(url, range: .from(0))
         var iterator = bytes.makeAsyncIterator()
         _ = try await iterator.next()
+        // Counted at the close: a loaded machine's test task may get here seconds after the first piece.
+        atClose = origin.totalBodyBytes(for: "abandoned")
         bytes.close()
       }
       let records = try await origin.waitForCompletedRequests(
@@ -258,7 +261,8 @@ struct OriginBytesOnceTests {
       #expect(records.count == 1)
       let sent = records[0].bodyBytesSent
       // What arrived before the close plus at most 2 chunks, and no more than a few pieces in transit.
-      #expect(sent > 0 && sent < 3 * Self.chunkSize + (1 << 20), "\(records)")
+      #expect(
+        sent > 0 && sent - atClose < 3 * Self.chunkSize + (1 << 20), "\(records), \(atClose) at the close")
       let id = cache.objectID(for: url)
       // Committed when the object closes (the request's last commit may come after the origin logged it). What
       // the origin sent is cached as one run from byte 0, all of it but the pieces still in the socket when the

@@ -47,7 +47,7 @@ private final class HeldWrites: ChannelOutboundHandler, @unchecked Sendable {
     return false
   }
 
-  @Test(.timeLimit(.minutes(1))) func aWriteWaitsForItsOwnBytesOnlyWhileTheResponsesHoldMoreThanTheirBound()
+  @Test(.timeLimit(.minutes(5))) func aWriteWaitsForItsOwnBytesOnlyWhileTheResponsesHoldMoreThanTheirBound()
     async throws
   {
     let queued = QueuedBytes(limit: 1 << 20)
@@ -101,7 +101,7 @@ private final class HeldWrites: ChannelOutboundHandler, @unchecked Sendable {
     #expect(queued.count == 0)
   }
 
-  @Test(.timeLimit(.minutes(1))) func aPieceFromTheCacheIsRecycledWithNoOtherReferenceLeft() async throws {
+  @Test(.timeLimit(.minutes(5))) func aPieceFromTheCacheIsRecycledWithNoOtherReferenceLeft() async throws {
     // A pool's next read into a buffer still held elsewhere would copy it to a new allocation (NIO's copy on
     // write): nothing the writer keeps (its writes in flight, the response) holds the buffer once NIO is done
     // with it, here while the write still waits for the socket (over the bound, it waits for this very write).
@@ -136,7 +136,7 @@ private final class HeldWrites: ChannelOutboundHandler, @unchecked Sendable {
     try await write.value
   }
 
-  @Test(.timeLimit(.minutes(1))) func aFirstPieceCountsUntilTheBodyTakesItOrTheResponseIsDropped()
+  @Test(.timeLimit(.minutes(5))) func aFirstPieceCountsUntilTheBodyTakesItOrTheResponseIsDropped()
     async throws
   {
     // A response reads its first piece before its head goes out, and its body's task writes it later: 256
