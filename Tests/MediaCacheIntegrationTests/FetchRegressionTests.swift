@@ -170,6 +170,7 @@ struct FetchRegressionTests {
     }
     let r = await t.value
     watchdog.cancel()
+    await reader.cancelAll()
     #expect(r == "ok \(size - 1000)")
     try await client.shutdown(); try await origin.shutdown()
   }

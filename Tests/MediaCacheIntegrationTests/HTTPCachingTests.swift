@@ -284,10 +284,11 @@ import Testing
       let name = "revalidated"
       origin.setHeaders(name: name, [("Cache-Control", "max-age=\(Self.shortTTL)"), ("X-Generation", "1")])
       let path = path(origin, name)
-      let start = ContinuousClock.now
       // The miss and the hit on one thread: within `shortTTL` of each other however long the test's task waits
-      // for the pool.
-      let (miss, fresh) = try await blocking { (try proxy.request(path), try proxy.request(path)) }
+      // for the pool; the copy's age counted from the miss's end (`start`).
+      let (miss, start, fresh) = try await blocking {
+        (try proxy.request(path), ContinuousClock.now, try proxy.request(path))
+      }
       expectBytes(miss, name, "miss")
       #expect(fresh.header("Cache-Status") == "MediaCache; hit")
       let requests = origin.requests(for: name).count
@@ -314,13 +315,13 @@ import Testing
     try await withProxy { origin, proxy, _ in
       let name = "replaced"
       let path = path(origin, name, [("cache-control", "max-age=\(Self.shortTTL)")])
-      let start = ContinuousClock.now
       // The first read, the change and the fresh read on one thread: within `shortTTL` of each other however
-      // long the test's task waits for the pool.
-      let (first, fresh) = try await blocking {
+      // long the test's task waits for the pool; the copy's age counted from the first read's end (`start`).
+      let (first, start, fresh) = try await blocking {
         let first = try proxy.request(path)
+        let start = ContinuousClock.now
         origin.setVersion(name: name, to: 1)
-        return (first, try proxy.request(path))
+        return (first, start, try proxy.request(path))
       }
       expectBytes(first, name, "version 0")
       #expect(fresh.header("ETag") == TestOrigin.etag(name: name), "fresh: still version 0")
@@ -435,9 +436,10 @@ import Testing
   @Test func ignoreCacheControlStoresWhatTheOriginForbidsAndDefaultTTLSetsFreshness() async throws {
     try await withProxy(["--ignore-cache-control", "--default-ttl", "\(Self.shortTTL)"]) { origin, proxy, _ in
       let path = path(origin, "ignored", [("cache-control", "no-store, max-age=600")])
-      let start = ContinuousClock.now
       // The miss and the hit on one thread, as above.
-      let (miss, fresh) = try await blocking { (try proxy.request(path), try proxy.request(path)) }
+      let (miss, start, fresh) = try await blocking {
+        (try proxy.request(path), ContinuousClock.now, try proxy.request(path))
+      }
       expectBytes(miss, "ignored", "miss")
       #expect(fresh.header("Cache-Status") == "MediaCache; hit")
       try await waitUntil(start, plus: Double(Self.shortTTL) + 1.5)

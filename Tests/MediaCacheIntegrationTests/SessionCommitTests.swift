@@ -66,11 +66,14 @@ struct CapturingLogHandler: LogHandler {
       defer { Task { try? await origin.shutdown() } }
       let cache = try MediaCache(configuration: .init(directory: FilePath("\(directory)/cache")))
       var configuration = CachingReader.Configuration()
-      configuration.abandonedRequestGrace = .seconds(60)
+      // Neither the grace nor the read-ahead ends the flight while the test runs: only a cancel does.
+      configuration.abandonedRequestGrace = .seconds(600)
+      configuration.abandonedRequestReadAhead = 1 << 30
       let reader = CachingReader(cache: cache, client: OriginClient(), configuration: configuration)
-      // 16 MiB, 16 KiB every 200 ms after the first 64 KiB: the flight needs over 200 s. A loaded machine must
-      // not let it end before the test cancels it: CI, 2026-12-07, found a flight of 1 MiB (12 s) complete, on a
-      // host where the tests run at once waited some 50 s each.
+      // 16 MiB, 16 KiB every 200 ms after the first 64 KiB: the flight needs over 200 s, so a finish that does
+      // not cancel it leaves it running past the finish's minute. A loaded machine must not let it end before
+      // the test cancels it: CI, 2026-12-07, found a flight of 1 MiB (12 s) complete, on a host where the tests
+      // run at once waited some 50 s each.
       let size = 16 << 20
       let url = origin.url(.slow, "finish", size: size, query: "delay-ms=200&burst=65536")
       let bytes = try await reader.read(url)
@@ -79,7 +82,7 @@ struct CapturingLogHandler: LogHandler {
         received += piece.count
         if received >= 1000 { break }
       }
-      // The read is dropped early; its flight goes on (a grace of 60 s), holding the object open.
+      // The read is dropped early; its flight goes on (its grace and read-ahead), holding the object open.
       bytes.close()
       #expect(received >= 1000)
       #expect(!reader.registry.isQuiet)

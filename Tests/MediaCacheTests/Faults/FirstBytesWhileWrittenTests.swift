@@ -11,17 +11,20 @@ import Testing
 /// Holds every `pwrite` of one object's data file until `release()`. A reader whose first bytes were not handed
 /// over before their write gets nothing while the writes are held, so a hold nobody kept (`keep()`) lets go by
 /// itself `timeout` after the first write it held (that object then shows nothing: the test tries another). Once
-/// kept, the hold lasts until `release()` (or a minute, lest a broken test hang), however slow the machine: CI,
-/// 2026-12-07, saw a hold of 3 s from the handler's making run out on a loaded host before the test was done
-/// with it.
+/// kept, the hold lasts until `release()` (or four minutes after the `keep()`, lest a broken test hang), however
+/// slow the machine: CI, 2026-12-07, saw a hold of 3 s from the handler's making run out on a loaded host before
+/// the test was done with it.
 final class DataWritesHeld: IOFaultHandler {
   private struct State {
     var released = false
-    var kept = false
-    var held = 0
+    /// When `keep()` was called, if it was.
+    var kept: Date?
     var returned = 0
     var firstHeld: Date?
   }
+
+  /// How long a kept hold lasts at the most.
+  static let keptLimit: TimeInterval = 240
 
   private let suffix: String
   private let timeout: TimeInterval
@@ -48,8 +51,8 @@ final class DataWritesHeld: IOFaultHandler {
     condition.lock()
     defer { condition.unlock() }
     return state.withLock { state in
-      if !state.released { state.kept = true }
-      return state.kept
+      if !state.released && state.kept == nil { state.kept = Date() }
+      return state.kept != nil
     }
   }
 
@@ -57,19 +60,21 @@ final class DataWritesHeld: IOFaultHandler {
     guard event.operation == .write, event.path.hasSuffix(suffix) else { return nil }
     condition.lock()
     let first = state.withLock { state in
-      state.held += 1
       if state.firstHeld == nil { state.firstHeld = Date() }
       return state.firstHeld!
     }
     while true {
       let (released, kept) = state.withLock { ($0.released, $0.kept) }
       if released { break }
-      let deadline = first + (kept ? 60 : timeout)
+      let deadline = kept.map { $0 + Self.keptLimit } ?? first + timeout
       if !condition.wait(until: deadline) {
         // Out of time: an unkept hold lets go for good (a later `keep()` fails); a kept one only at its limit.
         let letGo = state.withLock { state in
-          if !state.kept { state.released = true }
-          return state.released || Date() >= first + 60
+          guard let kept = state.kept else {
+            state.released = true
+            return true
+          }
+          return Date() >= kept + Self.keptLimit
         }
         if letGo { break }
       }
@@ -124,6 +129,7 @@ extension FaultTests {
           let url = origin.url(.normal, name, size: Self.size)
           let expected = Data(TestOrigin.bytes(name: name, size: Self.size, range: 0..<16384))
           let writes = DataWritesHeld(ObjectID(CacheKey(url)), timeout: .seconds(15))
+          defer { writes.release() }  // also when the test throws: no I/O thread left held
           try await withIOFaultHandler(writes) {
             let bytes = try await reader.read(url, range: .bounded(range))
             var pieces = bytes.makeAsyncIterator()
@@ -191,6 +197,7 @@ extension FaultTests {
           let name = "second-read-\(attempt)"
           let url = origin.url(.normal, name, size: Self.size)
           let writes = DataWritesHeld(ObjectID(CacheKey(url)), timeout: .seconds(15))
+          defer { writes.release() }  // also when the test throws: no I/O thread left held
           try await withIOFaultHandler(writes) {
             let first = try await reader.read(url, range: .bounded(0..<16384))
             var pieces = first.makeAsyncIterator()
