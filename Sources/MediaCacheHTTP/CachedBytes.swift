@@ -142,13 +142,13 @@ public final class CachedBytes: AsyncSequence, Sendable {
   /// Bytes of the range that were cached when the read opened (before its first flight wrote anything).
   package var cachedBytesAtOpen: Int64 { cachedBytes(in: atHandAtOpen) }
 
-  /// Whether the byte at `position` was cached or received when the read opened: delivered, it does not count
-  /// as fetched from the origin for this read.
-  func wasAtHandAtOpen(_ position: Int64) -> Bool { atHandAtOpen.contains(position) }
-
-  /// How many bytes of `span` were cached or received when the read opened.
-  func bytesAtHandAtOpen(in span: Range<Int64>) -> Int {
-    Int(atHandAtOpen.intersection(span).count)
+  /// Counts `count` bytes delivered from `position`, from the cache's files or a flight's memory alike: those
+  /// cached or received when the read opened as from the cache, the rest as fetched from the origin for this
+  /// read, byte by byte (a piece can start in bytes that were at hand and go on past them).
+  func noteDelivered(_ count: Int, at position: Int64) {
+    let atHand = Int(atHandAtOpen.intersection(position..<(position + Int64(count))).count)
+    if atHand > 0 { noteDelivered(atHand, fromOrigin: false) }
+    if count > atHand { noteDelivered(count - atHand, fromOrigin: true) }
   }
 
   /// The bytes of the range cached since the read opened (by its flights, or any other writer of the object).

@@ -206,8 +206,7 @@ final class ReadCursor: @unchecked Sendable {
           }
           state.delivered(buffer.readableBytes, versionTag: manifest.versionTag)
           noteSeen(manifest)
-          owner.noteDelivered(
-            buffer.readableBytes, fromOrigin: !owner.wasAtHandAtOpen(position))
+          owner.noteDelivered(buffer.readableBytes, at: position)
           return .disk(buffer)
         } catch let error as StoreError where error.code == .corruptChunk || error.code == .notCached {
           continue  // dropped or gone: fetch it again
@@ -258,13 +257,10 @@ final class ReadCursor: @unchecked Sendable {
           continue
         }
         let piece = CachedPiece.origin(state.trimmed(buffers, contentLength: now.contentLength))
-        // From the origin but for the bytes that were cached or received when the read opened, byte by byte (a
-        // piece can go on past them), as a piece from the cache counts them.
-        let atHand = owner.bytesAtHandAtOpen(in: state.position..<(state.position + Int64(piece.count)))
+        // From the origin but for the bytes that were cached or received when the read opened.
+        owner.noteDelivered(piece.count, at: state.position)
         state.delivered(piece.count, versionTag: now.versionTag)
         noteSeen(now)
-        if atHand > 0 { owner.noteDelivered(atHand, fromOrigin: false) }
-        if piece.count > atHand { owner.noteDelivered(piece.count - atHand, fromOrigin: true) }
         return piece
       case .disk:
         // The flight wrote these bytes; if the cache does not have them (dropped since, or their write failed
