@@ -221,8 +221,10 @@ public final class CachingReader: Sendable {
       let revalidation = try await session.revalidateIfStale()
       // Bytes still being written are looked at before the manifest: once their write is over, the manifest
       // lists them (a read that opens right after another's response ended, its first bytes handed over while
-      // written, finds them in one or the other, and counts them as cached: found by CI, 2026-12-07).
-      var receivedAtOpen = earlier == nil ? session.bytesBeingWritten() : ByteRangeSet()
+      // written, finds them in one or the other, and counts them as cached: found by CI, 2026-12-07). A later
+      // read of one request looks too: where the object was reset since its first read opened, it goes by what
+      // is at hand now, as a read of its own.
+      var receivedAtOpen = session.bytesBeingWritten()
       var manifestAtOpen = session.manager.manifest
       if let earlier, earlier.manifestAtOpen.versionTag == manifestAtOpen.versionTag {
         (manifestAtOpen, receivedAtOpen) = (earlier.manifestAtOpen, earlier.receivedAtOpen)

@@ -232,6 +232,51 @@ extension FaultTests {
       }
     }
 
+    /// A later read of one request whose object was reset since the request's first read opened goes by what is
+    /// at hand now, as a read of its own: bytes another read's flight received and is still writing count as at
+    /// hand (the request's first read brought none of them: they are of another version).
+    @Test func aLaterReadOfOneRequestAfterAResetCountsTheBytesBeingWritten() async throws {
+      try await Self.environment { origin, cache, reader in
+        var tested = false
+        for attempt in 0..<3 where !tested {
+          let name = "reset-later-read-\(attempt)"
+          let url = origin.url(.normal, name, size: Self.size)
+          let id = ObjectID(CacheKey(url))
+          // The request's first read: a miss, its bytes written and committed.
+          let first = try await reader.read(url, range: .bounded(0..<16384))
+          var received = 0
+          for try await piece in first { received += piece.count }
+          #expect(received == 16384)
+          first.close()
+          await reader.finishOpenObjects(within: .seconds(60))
+          // A new version (as a revalidation that finds other validators starts one): nothing cached.
+          let manager = try FileHandleAssetDataManager(store: cache.store, id: id, writable: true)
+          try manager.reset(contentLength: Int64(Self.size), etag: "\"v2\"", lastModified: nil)
+          try manager.close()
+          let writes = DataWritesHeld(id, timeout: .seconds(15))
+          defer { writes.release() }  // also when the test throws: no I/O thread left held
+          try await withIOFaultHandler(writes) {
+            // Another read's miss of the new version, its first bytes handed over while their write is held.
+            let other = try await reader.read(url, range: .bounded(0..<16384))
+            var pieces = other.makeAsyncIterator()
+            var got = 0
+            while got < 16384, let piece = try await pieces.next() { got += piece.count }
+            other.close()
+            guard writes.keep(), writes.returned == 0 else { return }  // written first: another object
+            tested = true
+            let later = try await reader.read(url, range: .bounded(0..<16384), after: first)
+            #expect(first.cachedBytesAtOpen == 0)
+            #expect(later.cachedBytesAtOpen == 16384, "reset since its first read: being written, at hand")
+            #expect(writes.returned == 0, "the writes were held while the read opened")
+            later.close()
+            writes.release()
+          }
+          writes.release()
+        }
+        #expect(tested, "in none of three misses did the reader get its first bytes before their write")
+      }
+    }
+
     /// A disk that fails every write of the object: the bytes handed over before their write failed are right,
     /// and the read then ends with the write's error. A reader that looks again only after the failed request
     /// ended finds no live flight and starts one: the origin is asked a few times, not once per batch (after a
