@@ -114,6 +114,40 @@ extension FaultTests {
       }
     }
 
+    /// A new object of the origin's, its data file's writes held (`DataWritesHeld`).
+    struct HeldObject {
+      let name: String
+      let url: String
+      let writes: DataWritesHeld
+    }
+
+    /// Runs `body` on up to three new objects (`name-0`, `name-1`, `name-2`), each inside its own hold, until
+    /// `body` returns true. The head's job hands over only the body parts that came within
+    /// `BodyWriter.maxHeadCheckDelay`, and on a loaded machine none may have come by then: `body` returns false
+    /// where its object's first bytes were written before the reader got them. `prepare` runs on each object before
+    /// its hold, `afterwards` once the hold is released and gone. Returns whether an object showed it.
+    static func firstBytesBeforeTheirWrite(
+      _ name: String, origin: TestOrigin, prepare: (HeldObject) async throws -> Void = { _ in },
+      afterwards: (HeldObject) async throws -> Void = { _ in },
+      _ body: (HeldObject) async throws -> Bool
+    ) async throws -> Bool {
+      for attempt in 0..<3 {
+        let name = "\(name)-\(attempt)"
+        let url = origin.url(.normal, name, size: size)
+        let object = HeldObject(
+          name: name, url: url, writes: DataWritesHeld(ObjectID(CacheKey(url)), timeout: .seconds(15)))
+        try await prepare(object)
+        let shown: Bool
+        do {
+          defer { object.writes.release() }  // also when the test throws: no I/O thread left held
+          shown = try await withIOFaultHandler(object.writes) { try await body(object) }
+        }
+        try await afterwards(object)
+        if shown { return true }
+      }
+      return false
+    }
+
     /// With every write of the object's data file held, the reader still gets the bytes that came with the
     /// origin's head (a 16 KiB range: all of them). Its read ends only once they are written, and a second read
     /// of the same range meanwhile joins the flight, still live, instead of asking the origin again; once the
@@ -123,66 +157,62 @@ extension FaultTests {
     @Test func aMissesFirstBytesReachTheReaderWhileTheyAreWritten() async throws {
       try await Self.environment { origin, cache, reader in
         let range: Range<Int64> = 0..<16384
-        var early = 0
-        for attempt in 0..<3 where early == 0 {
-          let name = "first-bytes-\(attempt)"
-          let url = origin.url(.normal, name, size: Self.size)
-          let expected = Data(TestOrigin.bytes(name: name, size: Self.size, range: 0..<16384))
-          let writes = DataWritesHeld(ObjectID(CacheKey(url)), timeout: .seconds(15))
-          defer { writes.release() }  // also when the test throws: no I/O thread left held
-          try await withIOFaultHandler(writes) {
-            let bytes = try await reader.read(url, range: .bounded(range))
-            var pieces = bytes.makeAsyncIterator()
-            var received = Data()
-            while received.count < expected.count, let piece = try await pieces.next() {
-              received.append(piece)
-            }
-            #expect(received == expected)
-            guard writes.keep(), writes.returned == 0 else {
-              bytes.close()
-              return  // these bytes were written before the reader got them: another object
-            }
-            early += 1
-            let ending = pieces
-            let end = Task { () -> (Data?, Int) in
-              var last = ending
-              let piece = try await last.next()
-              return (piece, writes.returned)
-            }
-            // A second read of the range while the writes are held: it gets the bytes from the flight (the cache
-            // does not have them yet), and says how many writes had returned when it had them all.
-            let (joined, joinedSignal) = AsyncStream<Int>.makeStream()
-            let again = Task { () -> (data: Data, atOpen: Int64, fromOrigin: Int64) in
-              defer { joinedSignal.finish() }
-              let bytes = try await reader.read(url, range: .bounded(range))
-              defer { bytes.close() }
-              var data = Data()
-              var pieces = bytes.makeAsyncIterator()
-              while data.count < expected.count, let piece = try await pieces.next() { data.append(piece) }
-              joinedSignal.yield(writes.returned)
-              while let piece = try await pieces.next() { data.append(piece) }
-              return (data, bytes.cachedBytesAtOpen, bytes.bytesFromOrigin)
-            }
-            var joining = joined.makeAsyncIterator()
-            let returnedWhenJoined = await joining.next()
-            #expect(returnedWhenJoined == 0, "the second read got its bytes only once they were written")
-            writes.release()
-            let (last, returnedThen) = try await end.value
-            #expect(last == nil && returnedThen >= 1, "the read ended before its bytes were written")
-            let second = try await again.value
-            #expect(second.data == expected)
-            // Received before it opened, though not yet in the manifest: at hand, not fetched for it (a proxy
-            // says `hit`; CI, 2026-12-07: `fwd=partial` for a GET sent right after the first one's response).
-            #expect(second.atOpen == Int64(expected.count) && second.fromOrigin == 0)
-            bytes.close()
-            #expect(origin.requests(for: name).count == 1, "a read during the write asked the origin again")
+        let early = try await Self.firstBytesBeforeTheirWrite(
+          "first-bytes", origin: origin,
+          afterwards: { object in
+            let status = try await cache.status(for: object.url)
+            #expect(status == .partial(cachedBytes: 16384, length: Int64(Self.size), ranges: [range]))
           }
+        ) { object in
+          let (name, url, writes) = (object.name, object.url, object.writes)
+          let expected = Data(TestOrigin.bytes(name: name, size: Self.size, range: 0..<16384))
+          let bytes = try await reader.read(url, range: .bounded(range))
+          var pieces = bytes.makeAsyncIterator()
+          var received = Data()
+          while received.count < expected.count, let piece = try await pieces.next() {
+            received.append(piece)
+          }
+          #expect(received == expected)
+          guard writes.keep(), writes.returned == 0 else {
+            bytes.close()
+            return false  // these bytes were written before the reader got them: another object
+          }
+          let ending = pieces
+          let end = Task { () -> (Data?, Int) in
+            var last = ending
+            let piece = try await last.next()
+            return (piece, writes.returned)
+          }
+          // A second read of the range while the writes are held: it gets the bytes from the flight (the cache
+          // does not have them yet), and says how many writes had returned when it had them all.
+          let (joined, joinedSignal) = AsyncStream<Int>.makeStream()
+          let again = Task { () -> (data: Data, atOpen: Int64, fromOrigin: Int64) in
+            defer { joinedSignal.finish() }
+            let bytes = try await reader.read(url, range: .bounded(range))
+            defer { bytes.close() }
+            var data = Data()
+            var pieces = bytes.makeAsyncIterator()
+            while data.count < expected.count, let piece = try await pieces.next() { data.append(piece) }
+            joinedSignal.yield(writes.returned)
+            while let piece = try await pieces.next() { data.append(piece) }
+            return (data, bytes.cachedBytesAtOpen, bytes.bytesFromOrigin)
+          }
+          var joining = joined.makeAsyncIterator()
+          let returnedWhenJoined = await joining.next()
+          #expect(returnedWhenJoined == 0, "the second read got its bytes only once they were written")
           writes.release()
-          #expect(
-            try await cache.status(for: url)
-              == .partial(cachedBytes: 16384, length: Int64(Self.size), ranges: [range]))
+          let (last, returnedThen) = try await end.value
+          #expect(last == nil && returnedThen >= 1, "the read ended before its bytes were written")
+          let second = try await again.value
+          #expect(second.data == expected)
+          // Received before it opened, though not yet in the manifest: at hand, not fetched for it (a proxy
+          // says `hit`; CI, 2026-12-07: `fwd=partial` for a GET sent right after the first one's response).
+          #expect(second.atOpen == Int64(expected.count) && second.fromOrigin == 0)
+          bytes.close()
+          #expect(origin.requests(for: name).count == 1, "a read during the write asked the origin again")
+          return true
         }
-        #expect(early >= 1, "in none of three misses did the reader get its first bytes before their write")
+        #expect(early, "in none of three misses did the reader get its first bytes before their write")
       }
     }
 
@@ -192,41 +222,34 @@ extension FaultTests {
     /// hand when the first read opened (nothing). Writes held, so the manifest cannot list them yet.
     @Test func aSecondReadOfOneRequestCountsOnlyWhatWasAtHandBeforeItsFirst() async throws {
       try await Self.environment { origin, cache, reader in
-        var tested = false
-        for attempt in 0..<3 where !tested {
-          let name = "second-read-\(attempt)"
-          let url = origin.url(.normal, name, size: Self.size)
-          let writes = DataWritesHeld(ObjectID(CacheKey(url)), timeout: .seconds(15))
-          defer { writes.release() }  // also when the test throws: no I/O thread left held
-          try await withIOFaultHandler(writes) {
-            let first = try await reader.read(url, range: .bounded(0..<16384))
-            var pieces = first.makeAsyncIterator()
-            var received = 0
-            while received < 16384, let piece = try await pieces.next() { received += piece.count }
-            first.close()
-            // These bytes were written before the reader got them: another object.
-            guard writes.keep(), writes.returned == 0 else { return }
-            tested = true
-            let alone = try await reader.read(url, range: .bounded(0..<16384))
-            let second = try await reader.read(url, range: .bounded(0..<16384), after: first)
-            #expect(first.cachedBytesAtOpen == 0)
-            #expect(alone.cachedBytesAtOpen == 16384, "a read of its own: received before it opened")
-            #expect(second.cachedBytesAtOpen == 0, "the first read of its request brought them")
-            #expect(writes.returned == 0, "the writes were held while the reads opened")
-            alone.close()
-            second.close()
-            writes.release()
-            // Written and committed (the flight cancelled, the object closed), the manifest lists them; the
-            // request's later read still goes by what its first found.
-            await reader.finishOpenObjects(within: .seconds(60))
-            let third = try await reader.read(url, range: .bounded(0..<16384), after: first)
-            let fourth = try await reader.read(url, range: .bounded(0..<16384))
-            #expect(third.cachedBytesAtOpen == 0, "written by the first read of its request")
-            #expect(fourth.cachedBytesAtOpen == 16384)
-            third.close()
-            fourth.close()
-          }
+        let tested = try await Self.firstBytesBeforeTheirWrite("second-read", origin: origin) { object in
+          let (url, writes) = (object.url, object.writes)
+          let first = try await reader.read(url, range: .bounded(0..<16384))
+          var pieces = first.makeAsyncIterator()
+          var received = 0
+          while received < 16384, let piece = try await pieces.next() { received += piece.count }
+          first.close()
+          // These bytes were written before the reader got them: another object.
+          guard writes.keep(), writes.returned == 0 else { return false }
+          let alone = try await reader.read(url, range: .bounded(0..<16384))
+          let second = try await reader.read(url, range: .bounded(0..<16384), after: first)
+          #expect(first.cachedBytesAtOpen == 0)
+          #expect(alone.cachedBytesAtOpen == 16384, "a read of its own: received before it opened")
+          #expect(second.cachedBytesAtOpen == 0, "the first read of its request brought them")
+          #expect(writes.returned == 0, "the writes were held while the reads opened")
+          alone.close()
+          second.close()
           writes.release()
+          // Written and committed (the flight cancelled, the object closed), the manifest lists them; the
+          // request's later read still goes by what its first found.
+          await reader.finishOpenObjects(within: .seconds(60))
+          let third = try await reader.read(url, range: .bounded(0..<16384), after: first)
+          let fourth = try await reader.read(url, range: .bounded(0..<16384))
+          #expect(third.cachedBytesAtOpen == 0, "written by the first read of its request")
+          #expect(fourth.cachedBytesAtOpen == 16384)
+          third.close()
+          fourth.close()
+          return true
         }
         #expect(tested, "in none of three misses did the reader get its first bytes before their write")
       }
@@ -237,41 +260,40 @@ extension FaultTests {
     /// hand (the request's first read brought none of them: they are of another version).
     @Test func aLaterReadOfOneRequestAfterAResetCountsTheBytesBeingWritten() async throws {
       try await Self.environment { origin, cache, reader in
-        var tested = false
-        for attempt in 0..<3 where !tested {
-          let name = "reset-later-read-\(attempt)"
-          let url = origin.url(.normal, name, size: Self.size)
-          let id = ObjectID(CacheKey(url))
-          // The request's first read: a miss, its bytes written and committed.
-          let first = try await reader.read(url, range: .bounded(0..<16384))
-          var received = 0
-          for try await piece in first { received += piece.count }
-          #expect(received == 16384)
-          first.close()
-          await reader.finishOpenObjects(within: .seconds(60))
-          // A new version (as a revalidation that finds other validators starts one): nothing cached.
-          let manager = try FileHandleAssetDataManager(store: cache.store, id: id, writable: true)
-          try manager.reset(contentLength: Int64(Self.size), etag: "\"v2\"", lastModified: nil)
-          try manager.close()
-          let writes = DataWritesHeld(id, timeout: .seconds(15))
-          defer { writes.release() }  // also when the test throws: no I/O thread left held
-          try await withIOFaultHandler(writes) {
-            // Another read's miss of the new version, its first bytes handed over while their write is held.
-            let other = try await reader.read(url, range: .bounded(0..<16384))
-            var pieces = other.makeAsyncIterator()
-            var got = 0
-            while got < 16384, let piece = try await pieces.next() { got += piece.count }
-            other.close()
-            guard writes.keep(), writes.returned == 0 else { return }  // written first: another object
-            tested = true
-            let later = try await reader.read(url, range: .bounded(0..<16384), after: first)
-            #expect(first.cachedBytesAtOpen == 0)
-            #expect(later.cachedBytesAtOpen == 16384, "reset since its first read: being written, at hand")
-            #expect(writes.returned == 0, "the writes were held while the read opened")
-            later.close()
-            writes.release()
+        var firstReads: [String: CachedBytes] = [:]
+        let tested = try await Self.firstBytesBeforeTheirWrite(
+          "reset-later-read", origin: origin,
+          prepare: { object in
+            // The request's first read: a miss, its bytes written and committed.
+            let first = try await reader.read(object.url, range: .bounded(0..<16384))
+            var received = 0
+            for try await piece in first { received += piece.count }
+            #expect(received == 16384)
+            first.close()
+            firstReads[object.url] = first
+            await reader.finishOpenObjects(within: .seconds(60))
+            // A new version (as a revalidation that finds other validators starts one): nothing cached.
+            let manager = try FileHandleAssetDataManager(
+              store: cache.store, id: ObjectID(CacheKey(object.url)), writable: true)
+            try manager.reset(contentLength: Int64(Self.size), etag: "\"v2\"", lastModified: nil)
+            try manager.close()
           }
-          writes.release()
+        ) { object in
+          let (url, writes) = (object.url, object.writes)
+          let first = try #require(firstReads[url])
+          // Another read's miss of the new version, its first bytes handed over while their write is held.
+          let other = try await reader.read(url, range: .bounded(0..<16384))
+          var pieces = other.makeAsyncIterator()
+          var got = 0
+          while got < 16384, let piece = try await pieces.next() { got += piece.count }
+          other.close()
+          guard writes.keep(), writes.returned == 0 else { return false }  // written first: another object
+          let later = try await reader.read(url, range: .bounded(0..<16384), after: first)
+          #expect(first.cachedBytesAtOpen == 0)
+          #expect(later.cachedBytesAtOpen == 16384, "reset since its first read: being written, at hand")
+          #expect(writes.returned == 0, "the writes were held while the read opened")
+          later.close()
+          return true
         }
         #expect(tested, "in none of three misses did the reader get its first bytes before their write")
       }
