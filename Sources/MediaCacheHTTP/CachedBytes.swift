@@ -17,18 +17,11 @@ public final class CachedBytes: AsyncSequence, Sendable {
 
   /// The length learned when the read was resolved, for when the cache has not recorded it yet.
   private let lengthHint: Int64?
-  /// The manifest when the read was opened: bytes of a chunk it did not list count as fetched from the origin
-  /// for this read, even when a flight wrote them to the cache before this reader got to them. (A copy of the
-  /// value, which shares the manifest's storage; its bytes as ranges are built once, in `atHandAtOpen`.)
-  let manifestAtOpen: Manifest
-  /// Bytes a flight of this process had received and handed over when the read opened, while they were still
-  /// being written (`ObjectSession.bytesBeingWritten`): like those `manifestAtOpen` lists, they were at hand,
-  /// not fetched for this read. (For a later read of one request, both are its first read's:
-  /// `CachingReader.read(_:range:priority:after:)`.)
-  let receivedAtOpen: ByteRangeSet
-  /// What was cached or received when the read opened (`manifestAtOpen`'s bytes and `receivedAtOpen`), made
-  /// once: every piece delivered is counted against it.
-  private let atHandAtOpen: ByteRangeSet
+  /// What was cached, or received and being written, when the read opened (for a later read of one request,
+  /// when the request began: `CachingReader.read(_:range:priority:after:)`): bytes outside it count as fetched
+  /// from the origin for this read, even when a flight wrote them to the cache before this reader got to them.
+  /// Made once: every piece delivered is counted against it.
+  let atHandAtOpen: BytesAtHand
   /// Who waits for this read's bytes: the flights it starts or joins are scheduled accordingly.
   let priority: ReadPriority
   /// The manifest whose metadata (`length`, `count`, `etag`, `lastModified`, `contentType`) this read reported,
@@ -40,7 +33,7 @@ public final class CachedBytes: AsyncSequence, Sendable {
 
   init(
     session: ObjectSession, range: Range<Int64>, initialFlight: Flight?, lengthHint: Int64? = nil,
-    manifestAtOpen: Manifest, receivedAtOpen: ByteRangeSet, priority: ReadPriority = .foreground,
+    atHandAtOpen: BytesAtHand, priority: ReadPriority = .foreground,
     revalidation: Revalidation = .notNeeded
   ) {
     self.revalidation = revalidation
@@ -49,10 +42,7 @@ public final class CachedBytes: AsyncSequence, Sendable {
     self.range = range
     self.initialFlight = Mutex(initialFlight)
     self.lengthHint = lengthHint
-    self.manifestAtOpen = manifestAtOpen
-    self.receivedAtOpen = receivedAtOpen
-    let cached = manifestAtOpen.presentByteRanges
-    atHandAtOpen = receivedAtOpen.isEmpty ? cached : cached.union(receivedAtOpen)
+    self.atHandAtOpen = atHandAtOpen
   }
 
   private func shownManifest() -> Manifest {
@@ -140,13 +130,13 @@ public final class CachedBytes: AsyncSequence, Sendable {
   var cachedBytes: Int64 { cachedBytes(in: session.manager.manifest) }
 
   /// Bytes of the range that were cached when the read opened (before its first flight wrote anything).
-  package var cachedBytesAtOpen: Int64 { cachedBytes(in: atHandAtOpen) }
+  package var cachedBytesAtOpen: Int64 { cachedBytes(in: atHandAtOpen.ranges) }
 
   /// Counts `count` bytes delivered from `position`, from the cache's files or a flight's memory alike: those
   /// cached or received when the read opened as from the cache, the rest as fetched from the origin for this
   /// read, byte by byte (a piece can start in bytes that were at hand and go on past them).
   func noteDelivered(_ count: Int, at position: Int64) {
-    let atHand = Int(atHandAtOpen.intersection(position..<(position + Int64(count))).count)
+    let atHand = Int(atHandAtOpen.ranges.intersection(position..<(position + Int64(count))).count)
     if atHand > 0 { noteDelivered(atHand, fromOrigin: false) }
     if count > atHand { noteDelivered(count - atHand, fromOrigin: true) }
   }
@@ -156,7 +146,7 @@ public final class CachedBytes: AsyncSequence, Sendable {
     let end = range.upperBound == .max ? (liveLength ?? range.lowerBound) : range.upperBound
     guard end > range.lowerBound else { return [] }
     let now = session.manager.manifest.presentByteRanges.intersection(range.lowerBound..<end)
-    return now.subtracting(atHandAtOpen).ranges
+    return now.subtracting(atHandAtOpen.ranges).ranges
   }
 
   /// The cached object's id.

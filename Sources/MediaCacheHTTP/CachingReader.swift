@@ -207,9 +207,8 @@ public final class CachingReader: Sendable {
 
   /// `read(_:range:priority:)`, as a later read of one request (`earlier`, its first, already closed: the
   /// proxy reads the whole object after an `If-Range` that does not match or an open range of unknown length,
-  /// and a playlist whole): what was at hand when `earlier` opened stands for this read too (unless the object
-  /// was reset since), so the bytes the request's own first read brought, written or still being written, count
-  /// as fetched for it.
+  /// and a playlist whole): it goes by what was at hand when the request began (`BytesAtHand`), so the bytes
+  /// the request's own first read brought, written or still being written, count as fetched for it.
   package func read(
     _ url: String, range: RequestedRange = .all, priority: ReadPriority = .foreground,
     after earlier: CachedBytes?
@@ -221,19 +220,21 @@ public final class CachingReader: Sendable {
       let revalidation = try await session.revalidateIfStale()
       // Bytes still being written are looked at before the manifest: once their write is over, the manifest
       // lists them (a read that opens right after another's response ended, its first bytes handed over while
-      // written, finds them in one or the other, and counts them as cached: found by CI, 2026-12-07). A later
-      // read of one request looks too: where the object was reset since its first read opened, it goes by what
-      // is at hand now, as a read of its own.
-      var receivedAtOpen = session.bytesBeingWritten()
-      var manifestAtOpen = session.manager.manifest
-      if let earlier, earlier.manifestAtOpen.versionTag == manifestAtOpen.versionTag {
-        (manifestAtOpen, receivedAtOpen) = (earlier.manifestAtOpen, earlier.receivedAtOpen)
-      }
+      // written, finds them in one or the other, and counts them as cached: found by CI, 2026-12-07).
+      let inFlight = session.bytesBeingWritten()
+      let manifest = session.manager.manifest
+      let atHand =
+        if let earlier {
+          BytesAtHand(
+            manifest: manifest, inFlight: inFlight, after: earlier.atHandAtOpen,
+            firstShown: earlier.shownVersion)
+        } else {
+          BytesAtHand(manifest: manifest, inFlight: inFlight)
+        }
       let (resolved, flight, length) = try await resolve(range, session: session, priority: priority)
       return CachedBytes(
-        session: session, range: resolved, initialFlight: flight, lengthHint: length,
-        manifestAtOpen: manifestAtOpen, receivedAtOpen: receivedAtOpen, priority: priority,
-        revalidation: revalidation)
+        session: session, range: resolved, initialFlight: flight, lengthHint: length, atHandAtOpen: atHand,
+        priority: priority, revalidation: revalidation)
     } catch {
       session.endRead()
       throw error

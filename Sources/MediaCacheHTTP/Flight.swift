@@ -101,7 +101,7 @@ final class Flight: Sendable {
   var head: OriginMetadata? { look { $0.head } }
   var isLive: Bool { look { $0.isLive } }
   /// See `FlightState.bytesBeingWritten`.
-  var bytesBeingWritten: Range<Int64>? { look { $0.bytesBeingWritten } }
+  var bytesBeingWritten: BytesAtHand.InFlight? { look { $0.bytesBeingWritten } }
   private var written: Int64 { writtenHint.load(ordering: .relaxed) }
 
   /// The error the flight ended with, if it failed.

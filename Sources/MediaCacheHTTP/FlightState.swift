@@ -248,9 +248,9 @@ struct FlightState {
     return deliver(pieces, at: offset, version: version, now: now)
   }
 
-  /// The bytes delivered while they are written whose write is not over yet (nil: none): this process has
-  /// them, the cache does not list them yet.
-  var bytesBeingWritten: Range<Int64>? { unwrittenEnd.map { unwrittenStart..<$0 } }
+  /// The bytes delivered while they are written whose write is not over yet (nil: none), and the object
+  /// version they are written under (`bytesVersion`): this process has them, the cache does not list them yet.
+  var bytesBeingWritten: BytesAtHand.InFlight? { unwrittenEnd.map { (unwrittenStart..<$0, bytesVersion) } }
 
   /// The write of the bytes `deliverWhileWriting` delivered is over (done, or failed: then the request fails).
   mutating func wroteDeliveredBytes() -> [FlightAction] {

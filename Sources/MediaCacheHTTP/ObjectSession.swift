@@ -103,14 +103,10 @@ final class ObjectSession: Sendable {
   }
 
   /// The bytes this process's flights of the object have received and handed over but not yet written (a
-  /// response's first bytes, `FlightState.deliverWhileWriting`): not in the manifest yet, but no read needs
-  /// the origin for them.
-  func bytesBeingWritten() -> ByteRangeSet {
-    var ranges = ByteRangeSet()
-    for flight in flights.withLock({ $0 }) {
-      if let range = flight.bytesBeingWritten { ranges.insert(range) }
-    }
-    return ranges
+  /// response's first bytes, `FlightState.deliverWhileWriting`), with the object version each flight writes
+  /// them under: not in the manifest yet, but no read of that version needs the origin for them.
+  func bytesBeingWritten() -> [BytesAtHand.InFlight] {
+    flights.withLock { $0 }.compactMap(\.bytesBeingWritten)
   }
 
   /// Cancels every running flight of this object.

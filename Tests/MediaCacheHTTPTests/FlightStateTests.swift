@@ -94,7 +94,8 @@ import Testing
       let unwrittenStart = state.received
       _ = state.deliverWhileWriting([bytes(count)], at: state.received, version: 3, now: t0)
       #expect(state.bufferStart == bufferStart && state.unwrittenEnd == state.received)
-      #expect(state.bytesBeingWritten == unwrittenStart..<state.received)
+      #expect(state.bytesBeingWritten?.range == unwrittenStart..<state.received)
+      #expect(state.bytesBeingWritten?.version == 3)
       for position in stride(from: bufferStart, to: state.received, by: 97) {
         #expect(memory(state.next(from: position, limit: 1)) != nil, "position \(position) from memory")
       }
@@ -109,7 +110,7 @@ import Testing
     #expect(overlap.unwrittenEnd == nil && overlap.received == 500)
     // A batch that reaches past what was delivered is being written from there, not from its start.
     _ = overlap.deliverWhileWriting([bytes(300)], at: 400, version: nil, now: t0)
-    #expect(overlap.bytesBeingWritten == 500..<700)
+    #expect(overlap.bytesBeingWritten?.range == 500..<700)
     var crossing = flight()
     _ = crossing.deliver([bytes(1000)], at: 0, now: t0)
     guard case .piece(.disk) = crossing.next(from: 0, limit: 1) else {

@@ -255,27 +255,29 @@ extension FaultTests {
       }
     }
 
-    /// A later read of one request whose object was reset since the request's first read opened goes by what is
-    /// at hand now, as a read of its own: bytes another read's flight received and is still writing count as at
-    /// hand (the request's first read brought none of them: they are of another version).
+    /// A later read of one request whose object another read reset after the request's first read reported its
+    /// version goes by what is at hand now, as a read of its own: bytes of the new version another read's flight
+    /// received and is still writing count as at hand (the request's first read brought none of them).
     @Test func aLaterReadOfOneRequestAfterAResetCountsTheBytesBeingWritten() async throws {
       try await Self.environment { origin, cache, reader in
         var firstReads: [String: CachedBytes] = [:]
         let tested = try await Self.firstBytesBeforeTheirWrite(
           "reset-later-read", origin: origin,
           prepare: { object in
-            // The request's first read: a miss, its bytes written and committed.
+            // The request's first read: a miss, its head's version reported, its bytes written and committed.
             let first = try await reader.read(object.url, range: .bounded(0..<16384))
+            #expect(first.etag == TestOrigin.etag(name: object.name))
             var received = 0
             for try await piece in first { received += piece.count }
             #expect(received == 16384)
             first.close()
             firstReads[object.url] = first
             await reader.finishOpenObjects(within: .seconds(60))
-            // A new version (as a revalidation that finds other validators starts one): nothing cached.
+            // A new version, nothing cached (the validators the origin's: its next answer is no other version).
             let manager = try FileHandleAssetDataManager(
               store: cache.store, id: ObjectID(CacheKey(object.url)), writable: true)
-            try manager.reset(contentLength: Int64(Self.size), etag: "\"v2\"", lastModified: nil)
+            try manager.reset(
+              contentLength: Int64(Self.size), etag: TestOrigin.etag(name: object.name), lastModified: nil)
             try manager.close()
           }
         ) { object in
@@ -288,10 +290,48 @@ extension FaultTests {
           while got < 16384, let piece = try await pieces.next() { got += piece.count }
           other.close()
           guard writes.keep(), writes.returned == 0 else { return false }  // written first: another object
+          #expect(other.bytesFromOrigin == 16384, "the other read fetched them")
           let later = try await reader.read(url, range: .bounded(0..<16384), after: first)
           #expect(first.cachedBytesAtOpen == 0)
           #expect(later.cachedBytesAtOpen == 16384, "reset since its first read: being written, at hand")
           #expect(writes.returned == 0, "the writes were held while the read opened")
+          later.close()
+          return true
+        }
+        #expect(tested, "in none of three misses did the reader get its first bytes before their write")
+      }
+    }
+
+    /// A reset made by the request's own first read (its object's manifest said another length, so the
+    /// origin's answer is another version): a later read of the request counts the bytes that first read's
+    /// flight received and is still writing as fetched, though a read of its own takes them as at hand.
+    @Test func aLaterReadOfOneRequestAfterItsOwnResetCountsItsBytesAsFetched() async throws {
+      try await Self.environment { origin, cache, reader in
+        let tested = try await Self.firstBytesBeforeTheirWrite(
+          "own-reset-later-read", origin: origin,
+          prepare: { object in
+            let manager = try FileHandleAssetDataManager(
+              store: cache.store, id: ObjectID(CacheKey(object.url)), writable: true)
+            try manager.reset(contentLength: Int64(Self.size) + 1, etag: nil, lastModified: nil)
+            try manager.close()
+          }
+        ) { object in
+          let (url, writes) = (object.url, object.writes)
+          let first = try await reader.read(url, range: .bounded(0..<16384))
+          var pieces = first.makeAsyncIterator()
+          var received = 0
+          while received < 16384, let piece = try await pieces.next() { received += piece.count }
+          // The version it reports is the origin's, which its own flight's answer started.
+          #expect(first.etag == TestOrigin.etag(name: object.name) && first.length == Int64(Self.size))
+          first.close()
+          guard writes.keep(), writes.returned == 0 else { return false }  // written first: another object
+          let alone = try await reader.read(url, range: .bounded(0..<16384))
+          let later = try await reader.read(url, range: .bounded(0..<16384), after: first)
+          #expect(first.cachedBytesAtOpen == 0 && first.bytesFromOrigin == 16384)
+          #expect(alone.cachedBytesAtOpen == 16384, "a read of its own: received before it opened")
+          #expect(later.cachedBytesAtOpen == 0, "the request's own first read brought them")
+          #expect(writes.returned == 0, "the writes were held while the reads opened")
+          alone.close()
           later.close()
           return true
         }
