@@ -162,7 +162,7 @@ final class BodyWriter: HTTPClientResponseDelegate, @unchecked Sendable {
         session.environment.earlyHandOver.isOn
         && FlightState.mayDeliverWhileWriting(batch, from: parsed.start, chunkSize: stored.chunkSize)
       if early, case .success(let tag) = checked {
-        flight.setHead(parsed.metadata, delivering: batch, at: parsed.start, version: tag, whileWriting: true)
+        flight.setHead(parsed.metadata, deliveringWhileWriting: batch, at: parsed.start, version: tag)
       }
       let written = checked.flatMap { tag in
         Result {

@@ -2,11 +2,12 @@ import MediaCache
 
 /// What a read found at hand when it opened: the bytes that count as from the cache for it, not as fetched from
 /// the origin for it, whoever's flight later brings or writes the rest (`CachedBytes.cachedBytesAtOpen`, and
-/// each piece delivered: `CachedBytes.noteDelivered(_:at:)`).
+/// each piece delivered: `CachedBytes.noteDelivered(_:at:)`). Only bytes of the version the read delivers count:
+/// where the object was reset while the read opened, nothing of the new version was at hand.
 struct BytesAtHand: Sendable {
   /// A response's first bytes a flight of this process handed over while writing them
-  /// (`FlightState.bytesBeingWritten`), and the object version they are written under (nil: not told).
-  typealias InFlight = (range: Range<Int64>, version: UInt32?)
+  /// (`FlightState.bytesBeingWritten`), and the object version they are written under.
+  typealias InFlight = (range: Range<Int64>, version: UInt32)
 
   /// The manifest the read went by. Its version is the one a later read of the same request compares with.
   let manifest: Manifest
@@ -23,23 +24,28 @@ struct BytesAtHand: Sendable {
   }
 
   /// For a later read of one request (the proxy's whole object after an `If-Range` that does not match or an
-  /// open range of unknown length, and a playlist read whole), which goes by what was at hand when the request
-  /// began, so that the bytes its first read brought, written or still being written, count as fetched:
-  /// - the object still at the version the first read opened at: what the first read found (`first`);
-  /// - reset while the first read opened, before it reported a version (`firstShown`, the version whose metadata
-  ///   it reported, is not the one it opened at, or it reported none): nothing. The new version's bytes came
-  ///   after the request began, most likely by its own first read's flight (whose response had other
-  ///   validators);
-  /// - reset after the first read reported the version it opened at (by another read): what is at hand now, as
-  ///   for a read of its own.
-  init(manifest: Manifest, inFlight: [InFlight], after first: BytesAtHand, firstShown: UInt32?) {
-    if manifest.versionTag == first.manifest.versionTag {
-      self = first
-    } else if firstShown == first.manifest.versionTag {
-      self.init(manifest: manifest, inFlight: inFlight)
-    } else {
+  /// open range of unknown length, a playlist read whole, a response begun again after its object changed),
+  /// which goes by what was at hand when the request began, so that the bytes its first read brought, written
+  /// or still being written, count as fetched: of what its first read found (`first`), what is still at hand
+  /// (cached, or being written) at the version that read opened at; nothing once the object's version changed
+  /// since (a reset, most likely by the request's own flight, whose answer had other validators: the new
+  /// version's bytes all came after the request began).
+  init(manifest: Manifest, inFlight: [InFlight], after first: BytesAtHand) {
+    guard manifest.versionTag == first.manifest.versionTag else {
       self.init(manifest: manifest, ranges: ByteRangeSet())
+      return
     }
+    // An object removed and fetched again between the reads starts at the same version (0): only what is
+    // still at hand of what was counts. (First's ranges less those not at hand now: the intersection.)
+    let now = BytesAtHand(manifest: manifest, inFlight: inFlight).ranges
+    self.init(manifest: first.manifest, ranges: first.ranges.subtracting(first.ranges.subtracting(now)))
+  }
+
+  /// What a read that found this at hand goes by when its object was reset, to `manifest`, while it opened
+  /// (its length unknown, the flight that learned it got another version): nothing of the new version.
+  func reset(to manifest: Manifest) -> BytesAtHand {
+    manifest.versionTag == self.manifest.versionTag
+      ? self : BytesAtHand(manifest: manifest, ranges: ByteRangeSet())
   }
 
   private init(manifest: Manifest, ranges: ByteRangeSet) {

@@ -129,7 +129,8 @@ public final class CachedBytes: AsyncSequence, Sendable {
   /// Bytes of the range cached now.
   var cachedBytes: Int64 { cachedBytes(in: session.manager.manifest) }
 
-  /// Bytes of the range that were cached when the read opened (before its first flight wrote anything).
+  /// Bytes of the range that were at hand when the read opened (for a later read of one request, when the
+  /// request began): cached, or being written by a flight of this process (`BytesAtHand`).
   package var cachedBytesAtOpen: Int64 { cachedBytes(in: atHandAtOpen.ranges) }
 
   /// Counts `count` bytes delivered from `position`, from the cache's files or a flight's memory alike: those

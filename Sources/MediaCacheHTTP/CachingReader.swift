@@ -207,8 +207,9 @@ public final class CachingReader: Sendable {
 
   /// `read(_:range:priority:)`, as a later read of one request (`earlier`, its first, already closed: the
   /// proxy reads the whole object after an `If-Range` that does not match or an open range of unknown length,
-  /// and a playlist whole): it goes by what was at hand when the request began (`BytesAtHand`), so the bytes
-  /// the request's own first read brought, written or still being written, count as fetched for it.
+  /// a playlist whole, a response begun again after its object changed): it goes by what was at hand when the
+  /// request began (`BytesAtHand`), so the bytes the request's own first read brought, written or still being
+  /// written, count as fetched for it.
   package func read(
     _ url: String, range: RequestedRange = .all, priority: ReadPriority = .foreground,
     after earlier: CachedBytes?
@@ -225,16 +226,16 @@ public final class CachingReader: Sendable {
       let manifest = session.manager.manifest
       let atHand =
         if let earlier {
-          BytesAtHand(
-            manifest: manifest, inFlight: inFlight, after: earlier.atHandAtOpen,
-            firstShown: earlier.shownVersion)
+          BytesAtHand(manifest: manifest, inFlight: inFlight, after: earlier.atHandAtOpen)
         } else {
           BytesAtHand(manifest: manifest, inFlight: inFlight)
         }
       let (resolved, flight, length) = try await resolve(range, session: session, priority: priority)
+      // The flight that learned the length may have found another version (or another reader's did).
       return CachedBytes(
-        session: session, range: resolved, initialFlight: flight, lengthHint: length, atHandAtOpen: atHand,
-        priority: priority, revalidation: revalidation)
+        session: session, range: resolved, initialFlight: flight, lengthHint: length,
+        atHandAtOpen: atHand.reset(to: session.manager.manifest), priority: priority,
+        revalidation: revalidation)
     } catch {
       session.endRead()
       throw error

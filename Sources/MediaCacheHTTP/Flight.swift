@@ -174,24 +174,32 @@ final class Flight: Sendable {
     transition { $0.limit(to: newEnd, written: written) }
   }
 
-  /// The origin's head, and the bytes that came with it (written to the cache, or being written by the caller:
-  /// `whileWriting`, see `FlightState.deliverWhileWriting`) in the same step, so that a reader waiting for one
-  /// change of the flight (`held`) gets the bytes with the head.
+  /// The origin's head, and the bytes that came with it (written to the cache) in the same step, so that a
+  /// reader waiting for one change of the flight (`held`) gets the bytes with the head.
   func setHead(
-    _ metadata: OriginMetadata, delivering pieces: [ByteBuffer] = [], at offset: Int64 = 0,
-    version: UInt32?, whileWriting: Bool = false
+    _ metadata: OriginMetadata, delivering pieces: [ByteBuffer] = [], at offset: Int64 = 0, version: UInt32?
   ) {
     transition { state in
       let actions = state.setHead(metadata)
-      if pieces.isEmpty { return actions }
-      return actions
-        + (whileWriting
-          ? state.deliverWhileWriting(pieces, at: offset, version: version, now: .now)
-          : state.deliver(pieces, at: offset, version: version, now: .now))
+      return pieces.isEmpty
+        ? actions : actions + state.deliver(pieces, at: offset, version: version, now: .now)
     }
   }
 
-  /// The bytes `setHead(whileWriting: true)` delivered are written, or their write failed (the request fails).
+  /// As `setHead(_:delivering:at:version:)`, for bytes the caller writes now, under object version `version`
+  /// (see `FlightState.deliverWhileWriting`).
+  func setHead(
+    _ metadata: OriginMetadata, deliveringWhileWriting pieces: [ByteBuffer], at offset: Int64, version: UInt32
+  ) {
+    transition { state in
+      let actions = state.setHead(metadata)
+      return pieces.isEmpty
+        ? actions : actions + state.deliverWhileWriting(pieces, at: offset, version: version, now: .now)
+    }
+  }
+
+  /// The bytes `setHead(_:deliveringWhileWriting:at:version:)` delivered are written, or their write failed
+  /// (the request fails).
   func wroteDeliveredBytes() { transition { $0.wroteDeliveredBytes() } }
 
   /// Bytes that arrived at `offset` (already written to the cache, under object version `version`).

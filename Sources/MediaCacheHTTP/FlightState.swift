@@ -70,6 +70,8 @@ struct FlightState {
   private(set) var unwrittenEnd: Int64?
   /// Where the bytes before `unwrittenEnd` that are still being written start.
   private(set) var unwrittenStart: Int64 = 0
+  /// The object version the bytes before `unwrittenEnd` are written under.
+  private(set) var unwrittenVersion: UInt32 = 0
   /// Start of the chunk being filled, where `parts` start (after a failure, `received`: nothing is kept).
   private(set) var bufferStart: Int64
   /// The incomplete chunk's bytes from `bufferStart` to `received`, as received.
@@ -238,19 +240,22 @@ struct FlightState {
   /// As `deliver`, for bytes the writer writes now (`mayDeliverWhileWriting`): they count as unwritten until
   /// `wroteDeliveredBytes`, and a reader that has reached its range's end waits for that before it leaves.
   mutating func deliverWhileWriting(
-    _ pieces: [ByteBuffer], at offset: Int64, version: UInt32?, now: ContinuousClock.Instant
+    _ pieces: [ByteBuffer], at offset: Int64, version: UInt32, now: ContinuousClock.Instant
   ) -> [FlightAction] {
     let newEnd = pieces.reduce(offset) { $0 + Int64($1.readableBytes) }
     if newEnd > received {
       if unwrittenEnd == nil { unwrittenStart = max(offset, received) }
       unwrittenEnd = newEnd
+      unwrittenVersion = version
     }
     return deliver(pieces, at: offset, version: version, now: now)
   }
 
   /// The bytes delivered while they are written whose write is not over yet (nil: none), and the object
-  /// version they are written under (`bytesVersion`): this process has them, the cache does not list them yet.
-  var bytesBeingWritten: BytesAtHand.InFlight? { unwrittenEnd.map { (unwrittenStart..<$0, bytesVersion) } }
+  /// version they are written under: this process has them, the cache does not list them yet.
+  var bytesBeingWritten: BytesAtHand.InFlight? {
+    unwrittenEnd.map { (unwrittenStart..<$0, unwrittenVersion) }
+  }
 
   /// The write of the bytes `deliverWhileWriting` delivered is over (done, or failed: then the request fails).
   mutating func wroteDeliveredBytes() -> [FlightAction] {

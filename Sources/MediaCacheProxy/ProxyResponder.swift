@@ -84,12 +84,14 @@ struct ProxyResponder: Sendable {
   /// `maxReopens` times) rather than answered with a 502 (found by tools/torture's many-processes class).
   private func respondThroughCache(
     _ request: ProxyRequest, origin: String, isPathForm: Bool, rangeHeader: RangeHeader,
-    requested: RequestedRange, reopened: Int = 0
+    requested: RequestedRange, reopened: Int = 0, after failed: CachedBytes? = nil
   ) async throws -> ProxyResponse {
     let isHead = request.method == .HEAD
     var bytes: CachedBytes
     do {
-      bytes = try await reader.read(origin, range: requested)
+      // Begun again after its object changed (`failed`), the response counts what its first read's flight
+      // brought of the new version as fetched (`BytesAtHand`).
+      bytes = try await reader.read(origin, range: requested, after: failed)
     } catch let error as OriginError where Self.isRelayed(error) {
       return try await relay(request, error, origin: origin, isPathForm: isPathForm)
     } catch {
@@ -149,7 +151,7 @@ struct ProxyResponder: Sendable {
       metrics.noteReopenedRead()
       return try await respondThroughCache(
         request, origin: origin, isPathForm: isPathForm, rangeHeader: rangeHeader, requested: requested,
-        reopened: reopened + 1)
+        reopened: reopened + 1, after: bytes)
     } catch let error as OriginError where Self.isRelayed(error) {
       // Found out by the first missing range's response (the length was known): relayed, as above.
       bytes.close()

@@ -19,50 +19,48 @@ import Testing
   }
 
   /// The manifest's chunks and the bytes being written under its version; not those of another version (a
-  /// flight's write that the reset will refuse), nor those of no version told.
+  /// flight's write that the reset will refuse).
   @Test func aReadOfItsOwnTakesTheManifestAndItsVersionsBytesBeingWritten() {
     let atHand = BytesAtHand(
       manifest: manifest(version: 7, chunks: [0, 1]),
-      inFlight: [(2000..<2500, 7), (3000..<3100, 8), (4000..<4100, nil), (5000..<5016, 7)])
+      inFlight: [(2000..<2500, 7), (3000..<3100, 8), (5000..<5016, 7)])
     #expect(atHand.ranges == ByteRangeSet([0..<2500, 5000..<5016]))
     #expect(atHand.manifest.versionTag == 7)
     #expect(BytesAtHand(manifest: manifest(version: 7), inFlight: []).ranges.isEmpty)
   }
 
-  /// At the version the request's first read opened at, a later read goes by what that read found, whatever
-  /// is cached or being written now (the request's own bytes, most likely).
-  @Test func aLaterReadAtTheFirstReadsVersionGoesByWhatItFound() {
-    let first = BytesAtHand(manifest: manifest(version: 7, chunks: [0]), inFlight: [(1000..<1016, 7)])
-    for shown in [nil, 7, 9] as [UInt32?] {
-      let later = BytesAtHand(
-        manifest: manifest(version: 7, chunks: [0, 1, 2]), inFlight: [(3000..<3500, 7)], after: first,
-        firstShown: shown)
-      #expect(later.ranges == ByteRangeSet([0..<1016]), "first read reported \(String(describing: shown))")
-      #expect(later.manifest.versionTag == 7)
-    }
+  /// At the version the request's first read opened at, a later read goes by what that read found and is still
+  /// at hand (cached, or being written), whatever else is cached or being written now (the request's own bytes,
+  /// most likely).
+  @Test func aLaterReadAtTheFirstReadsVersionGoesByWhatItFoundAndIsStillAtHand() {
+    let first = BytesAtHand(manifest: manifest(version: 7, chunks: [0, 2]), inFlight: [(1000..<1016, 7)])
+    let later = BytesAtHand(
+      manifest: manifest(version: 7, chunks: [0, 1, 2, 3]), inFlight: [(4000..<4500, 7)], after: first)
+    #expect(later.ranges == ByteRangeSet([0..<1016, 2000..<3000]))
+    #expect(later.manifest.versionTag == 7)
+    // Chunk 2 dropped since (a failed check, or the object removed and fetched again: a new object's version
+    // is 0 again), and the bytes that were being written now written: what is gone is not at hand.
+    let dropped = BytesAtHand(manifest: manifest(version: 7, chunks: [0, 1]), inFlight: [], after: first)
+    #expect(dropped.ranges == ByteRangeSet([0..<1016]))
   }
 
-  /// Reset while the request's first read opened (it reported the new version, or none): nothing of the new
-  /// version was at hand when the request began; its bytes, cached or being written, count as fetched.
-  @Test func aLaterReadAfterAResetDuringTheFirstReadFindsNothing() {
-    let first = BytesAtHand(manifest: manifest(version: 7, chunks: [0, 1]), inFlight: [])
-    for shown in [nil, 9] as [UInt32?] {
-      let later = BytesAtHand(
-        manifest: manifest(version: 9, chunks: [0]), inFlight: [(1000..<1016, 9)], after: first,
-        firstShown: shown)
-      #expect(later.ranges.isEmpty, "first read reported \(String(describing: shown))")
-      #expect(later.manifest.versionTag == 9, "the version a read after this one compares with")
-    }
-  }
-
-  /// Reset after the request's first read reported the version it opened at (by another read): what is at hand
-  /// now, as for a read of its own, bytes of the current version being written included.
-  @Test func aLaterReadAfterAResetByAnotherReadGoesByWhatIsAtHandNow() {
+  /// Reset since the request's first read opened (by its own flight or another's): nothing of the new version
+  /// was at hand when the request began; its bytes, cached or being written, count as fetched.
+  @Test func aLaterReadAfterAResetFindsNothing() {
     let first = BytesAtHand(manifest: manifest(version: 7, chunks: [0, 1]), inFlight: [])
     let later = BytesAtHand(
-      manifest: manifest(version: 9, chunks: [3]), inFlight: [(0..<16, 9), (1000..<1016, 7)], after: first,
-      firstShown: 7)
-    #expect(later.ranges == ByteRangeSet([0..<16, 3000..<4000]))
-    #expect(later.manifest.versionTag == 9)
+      manifest: manifest(version: 9, chunks: [0]), inFlight: [(1000..<1016, 9)], after: first)
+    #expect(later.ranges.isEmpty)
+    #expect(later.manifest.versionTag == 9, "the version a read after this one compares with")
+  }
+
+  /// A read whose object was reset while it opened (the flight that learned its length found another version)
+  /// has nothing at hand; one whose object kept its version keeps what it found.
+  @Test func aResetWhileTheReadOpenedLeavesNothingAtHand() {
+    let opened = BytesAtHand(manifest: manifest(version: 7, chunks: [0]), inFlight: [(1000..<1016, 7)])
+    let kept = opened.reset(to: manifest(version: 7, chunks: [0, 1]))
+    #expect(kept.ranges == opened.ranges && kept.manifest.versionTag == 7)
+    let reset = opened.reset(to: manifest(version: 9))
+    #expect(reset.ranges.isEmpty && reset.manifest.versionTag == 9)
   }
 }

@@ -106,11 +106,11 @@ import Testing
     // Bytes already delivered are not marked unwritten again (a retry's overlap).
     var overlap = flight()
     _ = overlap.deliver([bytes(500)], at: 0, now: t0)
-    _ = overlap.deliverWhileWriting([bytes(300)], at: 200, version: nil, now: t0)
+    _ = overlap.deliverWhileWriting([bytes(300)], at: 200, version: 4, now: t0)
     #expect(overlap.unwrittenEnd == nil && overlap.received == 500)
     // A batch that reaches past what was delivered is being written from there, not from its start.
-    _ = overlap.deliverWhileWriting([bytes(300)], at: 400, version: nil, now: t0)
-    #expect(overlap.bytesBeingWritten?.range == 500..<700)
+    _ = overlap.deliverWhileWriting([bytes(300)], at: 400, version: 4, now: t0)
+    #expect(overlap.bytesBeingWritten?.range == 500..<700 && overlap.bytesBeingWritten?.version == 4)
     var crossing = flight()
     _ = crossing.deliver([bytes(1000)], at: 0, now: t0)
     guard case .piece(.disk) = crossing.next(from: 0, limit: 1) else {
