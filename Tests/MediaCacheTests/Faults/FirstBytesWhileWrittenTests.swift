@@ -264,6 +264,21 @@ extension FaultTests {
       }
     }
 
+    /// With the object's first `count` bytes received and still being written (`writes` held), a read of its own
+    /// finds them at hand, and a later read of the request whose first read was `first` does not: the object's
+    /// version changed since that request began, and nothing of the new version was at hand then.
+    static func expectAtHandOnlyForAReadOfItsOwn(
+      _ reader: CachingReader, _ url: String, count: Int, after first: CachedBytes, writes: DataWritesHeld
+    ) async throws {
+      let alone = try await reader.read(url, range: .bounded(0..<Int64(count)))
+      let later = try await reader.read(url, range: .bounded(0..<Int64(count)), after: first)
+      #expect(alone.cachedBytesAtOpen == Int64(count), "a read of its own: received before it opened")
+      #expect(later.cachedBytesAtOpen == 0, "a later read of the request: of a version it did not begin with")
+      #expect(writes.returned == 0, "the writes were held while the reads opened")
+      alone.close()
+      later.close()
+    }
+
     /// A later read of one request whose object another read reset after the request's first read reported its
     /// version goes by what was at hand when the request began: nothing of the new version, though a read of
     /// its own takes the bytes another read's flight received and is still writing as at hand.
@@ -301,14 +316,9 @@ extension FaultTests {
           other.close()
           guard writes.keep(), writes.returned == 0 else { return false }  // written first: another object
           #expect(other.bytesFromOrigin == Int64(count), "the other read fetched them")
-          let alone = try await reader.read(url, range: .bounded(0..<Int64(count)))
-          let later = try await reader.read(url, range: .bounded(0..<Int64(count)), after: first)
           #expect(first.cachedBytesAtOpen == 0)
-          #expect(alone.cachedBytesAtOpen == Int64(count), "a read of its own: received before it opened")
-          #expect(later.cachedBytesAtOpen == 0, "reset since its request began: nothing at hand")
-          #expect(writes.returned == 0, "the writes were held while the reads opened")
-          alone.close()
-          later.close()
+          try await Self.expectAtHandOnlyForAReadOfItsOwn(
+            reader, url, count: count, after: first, writes: writes)
           return true
         }
       }
@@ -343,15 +353,10 @@ extension FaultTests {
           #expect(data == Data(TestOrigin.bytes(name: object.name, size: count, range: 0..<count)))
           first.close()
           guard writes.keep(), writes.returned == 0 else { return false }  // written first: another object
-          let alone = try await reader.read(url, range: .bounded(0..<Int64(count)))
-          let later = try await reader.read(url, range: .bounded(0..<Int64(count)), after: first)
           #expect(first.cachedBytesAtOpen == 0, "the old version's bytes were not at hand for it")
           #expect(first.bytesFromOrigin == Int64(count) && first.bytesFromCache == 0)
-          #expect(alone.cachedBytesAtOpen == Int64(count), "a read of its own: received before it opened")
-          #expect(later.cachedBytesAtOpen == 0, "the request's own first read brought them")
-          #expect(writes.returned == 0, "the writes were held while the reads opened")
-          alone.close()
-          later.close()
+          try await Self.expectAtHandOnlyForAReadOfItsOwn(
+            reader, url, count: count, after: first, writes: writes)
           return true
         }
       }
