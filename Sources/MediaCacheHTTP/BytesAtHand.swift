@@ -11,7 +11,9 @@ struct BytesAtHand: Sendable {
 
   /// The manifest the read went by. Its version is the one a later read of the same request compares with.
   let manifest: Manifest
-  /// The manifest's bytes, and those of its version that this process's flights were still writing.
+  /// For a read of its own, the manifest's bytes and those of its version that this process's flights were
+  /// still writing; for a later read of one request, those of the first read's still at hand; empty where the
+  /// object's version changed since the read (or the request) began.
   let ranges: ByteRangeSet
 
   /// For a read of its own: `manifest`'s bytes and, of `inFlight` (looked at before the manifest: once their
@@ -29,7 +31,8 @@ struct BytesAtHand: Sendable {
   /// or still being written, count as fetched: of what its first read found (`first`), what is still at hand
   /// (cached, or being written) at the version that read opened at; nothing once the object's version changed
   /// since (a reset, most likely by the request's own flight, whose answer had other validators: the new
-  /// version's bytes all came after the request began).
+  /// version's bytes all came after the request began; where another process replaced the object, its bytes
+  /// are counted as fetched though they were on disk: the rule errs that way, never towards a false hit).
   init(manifest: Manifest, inFlight: [InFlight], after first: BytesAtHand) {
     guard manifest.versionTag == first.manifest.versionTag else {
       self.init(manifest: manifest, ranges: ByteRangeSet())

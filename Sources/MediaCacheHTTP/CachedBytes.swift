@@ -18,9 +18,10 @@ public final class CachedBytes: AsyncSequence, Sendable {
   /// The length learned when the read was resolved, for when the cache has not recorded it yet.
   private let lengthHint: Int64?
   /// What was cached, or received and being written, when the read opened (for a later read of one request,
-  /// when the request began: `CachingReader.read(_:range:priority:after:)`): bytes outside it count as fetched
-  /// from the origin for this read, even when a flight wrote them to the cache before this reader got to them.
-  /// Made once: every piece delivered is counted against it.
+  /// when the request began: `CachingReader.read(_:range:priority:after:)`), of the version it delivers
+  /// (nothing, where the object was reset while it opened): bytes outside it count as fetched from the origin
+  /// for this read, even when a flight wrote them to the cache before this reader got to them. Made once:
+  /// every piece delivered is counted against it.
   let atHandAtOpen: BytesAtHand
   /// Who waits for this read's bytes: the flights it starts or joins are scheduled accordingly.
   let priority: ReadPriority

@@ -205,7 +205,7 @@ public final class CachingReader: Sendable {
     try await read(url, range: range, priority: priority, after: nil)
   }
 
-  /// `read(_:range:priority:)`, as a later read of one request (`earlier`, its first, already closed: the
+  /// `read(_:range:priority:)`, as a later read of one request (`earlier`, its read before, already closed: the
   /// proxy reads the whole object after an `If-Range` that does not match or an open range of unknown length,
   /// a playlist whole, a response begun again after its object changed): it goes by what was at hand when the
   /// request began (`BytesAtHand`), so the bytes the request's own first read brought, written or still being
