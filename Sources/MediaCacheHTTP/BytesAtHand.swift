@@ -9,8 +9,8 @@ struct BytesAtHand: Sendable {
   /// (`FlightState.bytesBeingWritten`), and the object version they are written under.
   typealias InFlight = (range: Range<Int64>, version: UInt32)
 
-  /// The manifest the read went by. Its version is the one a later read of the same request compares with.
-  let manifest: Manifest
+  /// The object version the read went by: the one a later read of the same request compares with.
+  let version: UInt32
   /// For a read of its own, the manifest's bytes and those of its version that this process's flights were
   /// still writing; for a later read of one request, those of the first read's still at hand; empty where the
   /// object's version changed since the read (or the request) began.
@@ -22,7 +22,7 @@ struct BytesAtHand: Sendable {
   init(manifest: Manifest, inFlight: [InFlight]) {
     var ranges = manifest.presentByteRanges
     for bytes in inFlight where bytes.version == manifest.versionTag { ranges.insert(bytes.range) }
-    self.init(manifest: manifest, ranges: ranges)
+    self.init(version: manifest.versionTag, ranges: ranges)
   }
 
   /// For a later read of one request (the proxy's whole object after an `If-Range` that does not match or an
@@ -34,25 +34,24 @@ struct BytesAtHand: Sendable {
   /// version's bytes all came after the request began; where another process replaced the object, its bytes
   /// are counted as fetched though they were on disk: the rule errs that way, never towards a false hit).
   init(manifest: Manifest, inFlight: [InFlight], after first: BytesAtHand) {
-    guard manifest.versionTag == first.manifest.versionTag else {
-      self.init(manifest: manifest, ranges: ByteRangeSet())
+    guard manifest.versionTag == first.version else {
+      self.init(version: manifest.versionTag, ranges: ByteRangeSet())
       return
     }
     // An object removed and fetched again between the reads starts at the same version (0): only what is
     // still at hand of what was counts. (First's ranges less those not at hand now: the intersection.)
     let now = BytesAtHand(manifest: manifest, inFlight: inFlight).ranges
-    self.init(manifest: first.manifest, ranges: first.ranges.subtracting(first.ranges.subtracting(now)))
+    self.init(version: first.version, ranges: first.ranges.subtracting(first.ranges.subtracting(now)))
   }
 
   /// What a read that found this at hand goes by when its object was reset, to `manifest`, while it opened
   /// (its length unknown, the flight that learned it got another version): nothing of the new version.
   func reset(to manifest: Manifest) -> BytesAtHand {
-    manifest.versionTag == self.manifest.versionTag
-      ? self : BytesAtHand(manifest: manifest, ranges: ByteRangeSet())
+    manifest.versionTag == version ? self : BytesAtHand(version: manifest.versionTag, ranges: ByteRangeSet())
   }
 
-  private init(manifest: Manifest, ranges: ByteRangeSet) {
-    self.manifest = manifest
+  private init(version: UInt32, ranges: ByteRangeSet) {
+    self.version = version
     self.ranges = ranges
   }
 }
