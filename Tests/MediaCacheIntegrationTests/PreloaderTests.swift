@@ -203,9 +203,19 @@ struct PreloaderTests {
         bytes.close()
         let seconds = (ContinuousClock.now - began) / .seconds(1)
         #expect(count == target)
+        // The same 256 KiB of another object, read by a player alone while the other still waits: what the
+        // joining player's take unheld on this machine now (a local run with the whole suite beside it took
+        // 1.35 s where 0.3 s is usual, against the fixed bound of 1.2 s this replaced).
+        let controlStart = ContinuousClock.now
+        let control = try await reader.read(
+          origin.url(.slow, "joined-control", size: 4 << 20, query: "delay-ms=20"),
+          range: .bounded(0..<(256 << 10)))
+        for try await _ in control {}
+        control.close()
+        let alone = (ContinuousClock.now - controlStart) / .seconds(1)
         // 256 KiB at the origin's 800 KiB/s take a third of a second (about 0.3 s measured); held by the pause
-        // (2 s at most per part) it took 1.6 to 1.9 s.
-        #expect(seconds < 1.2, "the joining player took \(seconds) s")
+        // (2 s at most per part) it took 1.6 to 1.9 s: at least 1.3 s more than alone.
+        #expect(seconds < alone + 0.9, "the joining player took \(seconds) s, a player alone \(alone) s")
       }
     }
   }
