@@ -107,6 +107,42 @@ import Testing
     }
   }
 
+  /// The library's own `read(_:)` reads a chunk between the object's first and last as the proxy does: whole
+  /// and checked the first time, then only the blocks that hold the range.
+  @Test func readReadsAMiddleChunkWholeOnceThenByItsBlocks() async throws {
+    let chunk = 256 << 10
+    try await withStore(chunkSize: chunk) { store in
+      let data = try Self.written(store, chunkSize: chunk, chunks: 4)
+      let path = store.paths(for: Self.id).data
+      let manager = try FileHandleAssetDataManager(store: store, id: Self.id)
+      defer { try? manager.close() }
+      // Chunk 1: read (whole) and checked, then damaged in its block 12, which a range in blocks 2 to 3 does
+      // not read: still served, from its blocks. A range in block 12 finds the damage and drops the chunk.
+      let inChunk1: Range<Int64> = 300_000..<320_000
+      #expect(try manager.read(inChunk1) == data[inChunk1.asInts])
+      try flipByte(atPath: path, offset: 262_144 + 200_000)
+      #expect(try manager.read(inChunk1) == data[inChunk1.asInts])
+      expectStoreError({ _ = try manager.read(262_144 + 199_000..<262_144 + 201_000) }) {
+        $0.code == .corruptChunk && $0.chunk == 1
+      }
+      #expect(!manager.manifest.isPresent(1))
+      expectStoreError({ _ = try manager.read(inChunk1) }) { $0.code == .notCached }
+      // Chunk 2, damaged before any read: its first read checks it whole, so the same kind of range fails.
+      try flipByte(atPath: path, offset: 2 * 262_144 + 200_000)
+      expectStoreError({ _ = try manager.read(2 * 262_144 + 40_000..<2 * 262_144 + 60_000) }) {
+        $0.code == .corruptChunk && $0.chunk == 2
+      }
+      // Across chunks 2 and 3 after the drop: not cached; across 0 and 1 (an edge): chunk 1 is gone.
+      expectStoreError({ _ = try manager.read(3 * 262_144 - 10..<3 * 262_144 + 10) }) {
+        $0.code == .notCached
+      }
+      expectStoreError({ _ = try manager.read(262_144 - 10..<262_144 + 10) }) { $0.code == .notCached }
+      // Chunk 3 (not the last: a short fifth chunk follows) across its end into the last one.
+      let across: Range<Int64> = 4 * 262_144 - 5000..<4 * 262_144 + 1000
+      #expect(try manager.read(across) == data[across.asInts])
+    }
+  }
+
   @Test func aBadChunkReadWholeIsDroppedAndNoByteOfItIsReturned() async throws {
     try await withStore(chunkSize: 4096) { store in
       _ = try Self.written(store, chunkSize: 4096)

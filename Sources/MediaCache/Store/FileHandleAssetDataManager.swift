@@ -311,6 +311,10 @@ public final class FileHandleAssetDataManager: Sendable {
 
   /// The bytes of `range`, every chunk CRC-verified. For small ranges; use `bytes(in:)` for large ones.
   ///
+  /// A chunk is read and checked whole the first time (its first and last chunks are then kept in memory for a
+  /// while, `VerifiedChunkCache`); later reads of a chunk between them read and check only the 16 KiB blocks
+  /// that hold the range, against the block CRCs kept when it was checked whole (`BlockCRCTable`).
+  ///
   /// Throws `StoreError.notCached` (with the missing ranges) if any byte is not cached,
   /// `StoreError.outOfBounds` past a known length, `StoreError.corruptChunk` if a chunk fails its CRC (the chunk
   /// is dropped from the manifest so it can be fetched again).
@@ -326,10 +330,10 @@ public final class FileHandleAssetDataManager: Sendable {
 
   /// Plans a verified read of `range` (not empty): which bytes of the chunks holding it are read, and checked
   /// how (whole chunks against their manifest CRCs, or 16 KiB blocks against the CRCs kept when their chunk
-  /// was last verified whole). Throws as `read(_:)` does when a byte is not cached, and `notCached` as well
-  /// when a byte is only in a span (bytes of an incomplete chunk, which `read(_:)` serves). May read the
-  /// manifest from disk (when the object's view lacks bytes another process may have committed), unless
-  /// `readingManifest` is false: then it makes no system call and throws `notCached` instead.
+  /// was last verified whole; the span holding them, whole, for bytes of an incomplete chunk). Throws as
+  /// `read(_:)` does when a byte is not cached. May read the manifest from disk (when the object's view lacks
+  /// bytes another process may have committed), unless `readingManifest` is false: then it makes no system
+  /// call and throws `notCached` instead.
   package func planVerifiedRead(_ range: Range<Int64>, readingManifest: Bool = true) throws
     -> VerifiedReadPlan
   {

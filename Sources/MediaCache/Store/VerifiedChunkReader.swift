@@ -21,10 +21,23 @@ struct VerifiedChunkReader: Sendable {
   /// See `FileHandleAssetDataManager.read(_:)`.
   func read(_ range: Range<Int64>) throws -> Data {
     let chunkSize = try checkCached(range)
-    noteAccess()
-    guard !range.isEmpty else { return Data() }
+    guard !range.isEmpty else {
+      noteAccess()
+      return Data()
+    }
     let first = Int(range.lowerBound / chunkSize)
     let last = Int((range.upperBound - 1) / chunkSize)
+    guard touchesEdge(first...last) else {
+      // Only the 16 KiB blocks holding the range, of chunks verified whole since they were written (the first
+      // read of a chunk reads and checks it whole, keeping its blocks' CRCs: `BlockCRCTable`), as a server's
+      // read does.
+      let plan = try planVerifiedRead(range, readingManifest: true)
+      var data = Data(count: plan.extent.count)
+      try data.withUnsafeMutableBytes { try readVerified(plan, into: $0) }
+      return plan.extent == range ? data : data.subdata(in: plan.offset..<plan.offset + Int(range.count))
+    }
+    // An object's first or last chunk, which players read again and again: through `VerifiedChunkCache`.
+    noteAccess()
     if first == last, range.lowerBound == Int64(first) * chunkSize, spanHolding(range.lowerBound) == nil {
       // One chunk from its start (the common piece of a streamed read): no copy when it is the whole chunk.
       let data = try settle(try unverifiedChunk(first))
@@ -66,6 +79,12 @@ struct VerifiedChunkReader: Sendable {
     }
     bytes.piece = offset..<min(pieceEnd, bytes.range.upperBound)
     return bytes
+  }
+
+  /// Whether `chunks` holds the object's first chunk or its last (when its length is known).
+  private func touchesEdge(_ chunks: ClosedRange<Int>) -> Bool {
+    chunks.lowerBound == 0
+      || view.withLock { view in view.manifest.chunkCount.map { chunks.upperBound >= $0 - 1 } ?? false }
   }
 
   /// The bytes of the whole chunks that hold `range` (not empty): the most `readVerified(_:into:)` reads.
