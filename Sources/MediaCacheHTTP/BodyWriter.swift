@@ -20,7 +20,7 @@ final class BodyWriter: HTTPClientResponseDelegate, @unchecked Sendable {
   // completed, which happens on the loop after the last write completed.
   typealias Response = Void
 
-  private let session: ObjectSession
+  let session: ObjectSession
   private let flight: Flight
   private let url: String
   private let requestedStart: Int64

@@ -57,6 +57,11 @@ public final class OriginClient: Sendable {
     public var headTimeout: Duration = .seconds(30)
     /// Redirects followed at most.
     public var maxRedirects = 5
+    /// The hosts a redirect may lead to (lower-case names or addresses; nil, the default: any). A redirect to
+    /// another host fails the request with `OriginError.redirectNotAllowed` before it is followed: a proxy
+    /// that fetches only from some hosts (`ProxyServer.Configuration.allowedHosts`, `--allow-host`) sets the
+    /// same hosts here, so that an origin's redirect cannot take it elsewhere.
+    public var allowedRedirectHosts: Set<String>?
     /// `User-Agent` sent.
     public var userAgent = "MediaCache/1"
     /// PEM files (bundles) of certificates trusted for HTTPS origins in addition to the system's roots: a

@@ -19,6 +19,7 @@ public struct OriginError: Error, Sendable, Equatable, CustomStringConvertible {
     case truncatedBody(expected: Int64, received: Int64, attempts: Int)
     case unsupportedContentEncoding(encoding: String)
     case tooManyRedirects
+    case redirectNotAllowed(location: String)
     case connectionFailed(reason: String, attempts: Int)
     case timedOut(reason: String, attempts: Int)
     case inconsistentResponse(reason: String)
@@ -111,6 +112,10 @@ public struct OriginError: Error, Sendable, Equatable, CustomStringConvertible {
   public static func tooManyRedirects(url: String) -> OriginError {
     OriginError(url: url, kind: .tooManyRedirects)
   }
+  /// An error of code `redirectNotAllowed`: the origin redirected `url` to `location`.
+  public static func redirectNotAllowed(url: String, location: String) -> OriginError {
+    OriginError(url: url, kind: .redirectNotAllowed(location: location))
+  }
   /// An error of code `connectionFailed`.
   public static func connectionFailed(url: String, reason: String, attempts: Int) -> OriginError {
     OriginError(url: url, kind: .connectionFailed(reason: reason, attempts: attempts))
@@ -167,6 +172,8 @@ public struct OriginError: Error, Sendable, Equatable, CustomStringConvertible {
     case .unsupportedContentEncoding(let encoding):
       "\(url): origin sent Content-Encoding \(encoding) although identity was asked for"
     case .tooManyRedirects: "\(url): too many redirects"
+    case .redirectNotAllowed(let location):
+      "\(url): origin redirected to \(location.prefix(200)), whose host is not an allowed host"
     case .connectionFailed(let reason, let attempts):
       "\(url): \(reason) (after \(attempts) attempt\(attempts == 1 ? "" : "s"))"
     case .timedOut(let reason, let attempts):
@@ -225,6 +232,9 @@ extension OriginError {
     case unsupportedContentEncoding
     /// More redirects than allowed, or a redirect cycle.
     case tooManyRedirects
+    /// A redirect to a host the client may not fetch from (`OriginClient.Configuration.allowedRedirectHosts`),
+    /// not followed.
+    case redirectNotAllowed
     /// Connecting or reading failed (after the retries).
     case connectionFailed
     /// Connecting took longer than the connect timeout, or the origin sent nothing for the idle timeout (after

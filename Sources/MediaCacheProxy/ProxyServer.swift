@@ -27,7 +27,9 @@ public final class ProxyServer: Sendable {
     public var host: String
     /// Port to bind; 0 picks a free one (see the endpoint given to `run`'s `onListening`).
     public var port: Int
-    /// Origin hosts the proxy fetches from (case-insensitive); nil allows any host.
+    /// Origin hosts the proxy fetches from (case-insensitive); nil allows any host. Redirects are followed by
+    /// the reader's `OriginClient`: give it the same hosts (`OriginClient.Configuration.allowedRedirectHosts`)
+    /// so that an origin's redirect cannot lead elsewhere (`mediacache proxy --allow-host` does).
     public var allowedHosts: Set<String>?
     /// Seconds a client connection may go without sending a complete request head (an idle keep-alive
     /// connection, or one sending its head byte by byte) before it is closed. A response being written is

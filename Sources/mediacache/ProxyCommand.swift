@@ -210,6 +210,9 @@ struct ProxyCommand: AsyncParsableCommand {
         connectTimeout: .seconds(connectTimeout), idleTimeout: .seconds(idleTimeout),
         headTimeout: .seconds(headTimeout))
       clientConfiguration.isSharedCache = !privateCache
+      // An origin's redirect may not lead to a host --allow-host leaves out.
+      clientConfiguration.allowedRedirectHosts =
+        allowedHosts.isEmpty ? nil : Set(allowedHosts.map { $0.lowercased() })
       clientConfiguration.freshness = FreshnessPolicy(
         ignoresCacheControl: ignoreCacheControl, defaultTTL: defaultTTL.map { .seconds($0) })
       let client = try origin.client(clientConfiguration)

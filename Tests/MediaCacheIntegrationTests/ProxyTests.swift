@@ -148,6 +148,24 @@ import Testing
     }
   }
 
+  /// `--allow-host` holds for where an origin redirects too: a redirect to another host is not followed.
+  @Test func aRedirectToAHostNotAllowedIsNotFollowed() async throws {
+    try await withProxy(arguments: ["--allow-host", "127.0.0.1"]) { fixture in
+      let refused = try await fixture.request(
+        fixture.path(fixture.origin.url(.redirect, "elsewhere", size: 10, query: "host=localhost")))
+      let body = String(decoding: refused.body, as: UTF8.self)
+      #expect(refused.status == 502, "\(body)")
+      #expect(
+        body.contains("redirected to http://localhost:") && body.contains("not an allowed host"), "\(body)")
+      #expect(fixture.origin.requests(for: "elsewhere").map(\.mode) == ["redirect"])
+      // A redirect to an allowed host is followed.
+      let followed = try await fixture.request(
+        fixture.path(fixture.origin.url(.redirect, "here", size: 10)))
+      #expect(followed.status == 200)
+      #expect(fixture.origin.requests(for: "here").map(\.mode) == ["redirect", "normal"])
+    }
+  }
+
   @Test func refusesOtherSchemesHostsAndMethods() async throws {
     try await withProxy(arguments: ["--allow-host", "127.0.0.1"]) { fixture in
       for target in [

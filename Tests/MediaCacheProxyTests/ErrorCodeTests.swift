@@ -55,6 +55,7 @@ import Testing
       (.truncatedBody(url: "u", expected: 2, received: 1, attempts: 1), .truncatedBody),
       (.unsupportedContentEncoding(url: "u", encoding: "gzip"), .unsupportedContentEncoding),
       (.tooManyRedirects(url: "u"), .tooManyRedirects),
+      (.redirectNotAllowed(url: "u", location: "http://h/x"), .redirectNotAllowed),
       (.connectionFailed(url: "u", reason: "r", attempts: 1), .connectionFailed),
       (.timedOut(url: "u", reason: "r", attempts: 2), .timedOut),
       (.inconsistentResponse(url: "u", reason: "r"), .inconsistentResponse),
@@ -142,6 +143,10 @@ import Testing
         "u: origin sent Content-Encoding gzip although identity was asked for"
       ),
       (.tooManyRedirects(url: "u"), "u", "u: too many redirects"),
+      (
+        .redirectNotAllowed(url: "u", location: "http://h/x"), "u",
+        "u: origin redirected to http://h/x, whose host is not an allowed host"
+      ),
       (.connectionFailed(url: "u", reason: "r", attempts: 1), "u", "u: r (after 1 attempt)"),
       (.timedOut(url: "u", reason: "r", attempts: 2), "u", "u: timed out: r (after 2 attempts)"),
       (.inconsistentResponse(url: "u", reason: "r"), "u", "u: r"),

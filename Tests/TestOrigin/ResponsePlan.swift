@@ -243,11 +243,13 @@ enum ResponsePlanner {
     switch mode {
     case .redirect:
       let hops = max(1, queryInt("hops") ?? 1)
-      var items = query.filter { $0.0 != "hops" && $0.0 != "size" }.map { "\($0.0)=\($0.1)" }
+      var items = query.filter { !["hops", "size", "host"].contains($0.0) }.map { "\($0.0)=\($0.1)" }
       items.insert("size=\(queryInt("size") ?? size)", at: 0)
       let nextMode: TestOrigin.Mode = hops > 1 ? .redirect : .normal
       if hops > 1 { items.append("hops=\(hops - 1)") }
-      let authority = localHost.contains(":") ? "[\(localHost)]:\(localPort)" : "\(localHost):\(localPort)"
+      // `host=NAME`: the redirect names this origin by another host name (its port the same).
+      let host = query.first { $0.0 == "host" }?.1 ?? localHost
+      let authority = host.contains(":") ? "[\(host)]:\(localPort)" : "\(host):\(localPort)"
       plan.status = .found
       plan.headers.add(
         name: "Location",

@@ -49,7 +49,8 @@ public final class TestOrigin: Sendable {
     /// each piece; with `?burst=B`, the first B bytes go out without a delay.
     case slow
     /// 302 to the `normal` URL of the same object (absolute `Location`), or with `?hops=N` a chain of N
-    /// redirects (`redirect` with hops N-1, ..., then `normal`). Other query items are kept.
+    /// redirects (`redirect` with hops N-1, ..., then `normal`); `host=NAME` names the origin by another host
+    /// name in the `Location`. Other query items are kept.
     case redirect
     /// Ignores Range and Accept-Encoding: 200 with `Content-Encoding: gzip` and a real gzip stream of the
     /// object bytes (deflate stored blocks; `TestOrigin.gzipBody`), `Accept-Ranges: none`.
