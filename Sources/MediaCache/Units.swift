@@ -23,7 +23,17 @@ package enum HumanUnits {
     return Int64(bytes.rounded(.down))
   }
 
-  /// Seconds from a number with a suffix d, h, m or s (plain numbers are seconds). Nil for anything else.
+  /// The longest duration a command accepts, in seconds (about 31,700 years): larger ones, which `Duration`
+  /// cannot hold past ~1.7e20 s, are refused rather than trapping.
+  package static let maxDurationSeconds = 1e12
+
+  /// Whether `seconds` is a duration a command accepts: finite, not negative, at most `maxDurationSeconds`.
+  package static func isDuration(_ seconds: Double) -> Bool {
+    seconds.isFinite && seconds >= 0 && seconds <= maxDurationSeconds
+  }
+
+  /// Seconds from a number with a suffix d, h, m or s (plain numbers are seconds), at most
+  /// `maxDurationSeconds`. Nil for anything else.
   package static func parseDuration(_ text: String) -> Double? {
     var body = Substring(text.trimmingCharacters(in: .whitespaces).lowercased())
     let units: [Character: Double] = ["d": 86400, "h": 3600, "m": 60, "s": 1]
@@ -32,7 +42,7 @@ package enum HumanUnits {
       unit = value
       body = body.dropLast()
     }
-    guard !body.isEmpty, let number = Double(body), number >= 0, number.isFinite else { return nil }
+    guard !body.isEmpty, let number = Double(body), isDuration(number * unit) else { return nil }
     return number * unit
   }
 }

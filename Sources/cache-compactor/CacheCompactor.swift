@@ -80,12 +80,17 @@ struct CacheCompactor: ParsableCommand {
       func duration(_ text: String?, _ name: String) throws -> Double? {
         guard let text else { return nil }
         guard let value = HumanUnits.parseDuration(text) else {
-          throw ValidationError("--\(name) '\(text)' is not a duration (use 90d, 12h, 30m, 45s)")
+          throw ValidationError(
+            "--\(name) '\(text)' is not a duration (use 90d, 12h, 30m, 45s; at most 1e12 s)")
         }
         return value
       }
       let interval = try duration(interval, "interval")
       if let interval, interval <= 0 { throw ValidationError("--interval must be positive") }
+      // A pass given no time at all would end before it began, every time.
+      if let time = try duration(maxPassTime, "max-pass-time"), time <= 0 {
+        throw ValidationError("--max-pass-time must be positive")
+      }
       let policy = CompactionPolicy(
         maxSize: try size(maxSize, "max-size"), maxAge: try duration(maxAge, "max-age").map { .seconds($0) },
         minFree: try size(minFree, "min-free"), keepHeads: try keepHeadsWindow,
@@ -128,7 +133,8 @@ struct CacheCompactor: ParsableCommand {
         case "min-free": policy.minFree = try size()
         case "max-age":
           guard let seconds = HumanUnits.parseDuration(value) else {
-            throw ValidationError("--namespace \(name): max-age '\(value)' is not a duration (use 90d, 12h)")
+            throw ValidationError(
+              "--namespace \(name): max-age '\(value)' is not a duration (use 90d, 12h; at most 1e12 s)")
           }
           policy.maxAge = .seconds(seconds)
         case "keep-heads":

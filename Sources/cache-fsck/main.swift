@@ -44,7 +44,10 @@ struct CacheFsck: ParsableCommand {
 
   func validate() throws {
     if checkOnly && repair { throw ValidationError("-n/--check and --repair exclude each other") }
-    if tmpGrace < 0 { throw ValidationError("--tmp-grace must not be negative") }
+    guard HumanUnits.isDuration(tmpGrace) else {
+      throw ValidationError(
+        "--tmp-grace must be 0 to \(Int(HumanUnits.maxDurationSeconds)) seconds, not \(tmpGrace)")
+    }
   }
 
   static func main() {

@@ -148,8 +148,12 @@ struct ProxyCommand: AsyncParsableCommand {
   func validate() throws {
     guard (0...65535).contains(port) else { throw ValidationError("--port must be 0...65535") }
     if let maxSize, maxSize.bytes <= 0 { throw ValidationError("--max-size must be positive") }
-    guard connectTimeout > 0, idleTimeout > 0, headTimeout > 0, clientTimeout > 0 else {
-      throw ValidationError("timeouts must be positive")
+    for (name, value) in [
+      ("connect", connectTimeout), ("idle", idleTimeout), ("head", headTimeout), ("client", clientTimeout),
+    ] where !(value > 0 && HumanUnits.isDuration(value)) {
+      throw ValidationError(
+        "--\(name)-timeout must be positive and at most \(Int(HumanUnits.maxDurationSeconds)) seconds, not \(value)"
+      )
     }
     guard (0...20).contains(retries) else { throw ValidationError("--retries must be 0...20") }
     guard ProxyServer.Configuration.isValidCacheStatusName(cacheStatusName) else {

@@ -41,7 +41,8 @@ struct PurgeCommand: AsyncParsableCommand {
   /// Seconds from `86400`, `90d`, `12h`, `30m` or `45s`.
   static func parseAge(_ text: String) throws -> Double {
     guard let seconds = HumanUnits.parseDuration(text) else {
-      throw ValidationError("'\(text)' is not a duration (use seconds, or 90d, 12h, 30m, 45s)")
+      throw ValidationError(
+        "'\(text)' is not a duration (use seconds, or 90d, 12h, 30m, 45s; at most 1e12 s)")
     }
     return seconds
   }

@@ -105,6 +105,8 @@ import Testing
       (["--max-size", "99999999T"], "too large"),
       (["--max-size", "1e9"], "unknown unit"),
       (["--max-age", "soon"], "'soon' is not a duration"),
+      // Past what `Duration` holds: refused, where it trapped (SIGILL).
+      (["--max-age", "1e30"], "'1e30' is not a duration"), (["--max-age", "inf"], "'inf' is not a duration"),
       ([], "give --max-size SIZE, --max-age SECONDS or both"),
     ]
     for (arguments, message) in cases {
@@ -123,6 +125,21 @@ import Testing
     let foreign = try await run(mediacache, ["purge", "--cache", dir.file("foreign"), "--max-size", "1G"])
     #expect(foreign.status == 4)
     #expect(foreign.stderr.contains("not a MediaCache directory"))
+  }
+
+  /// The proxy's timeouts: durations no `Duration` can hold trapped (SIGILL) at start instead of being refused.
+  @Test func proxyRefusesTimeoutsNoDurationHolds() async throws {
+    let dir = try TemporaryDirectory()
+    defer { dir.cleanup() }
+    for arguments in [
+      ["--connect-timeout", "1e30"], ["--client-timeout", "inf"], ["--head-timeout", "nan"],
+      ["--idle-timeout", "0"],
+    ] {
+      let result = try await run(mediacache, ["proxy", "--cache", dir.file("cache")] + arguments)
+      #expect(result.status == 64, "\(arguments): \(result.status) \(result.stderr)")
+      #expect(result.stderr.contains(arguments[0] + " must be positive"), "\(arguments): \(result.stderr)")
+    }
+    #expect(!FileManager.default.fileExists(atPath: dir.file("cache")))
   }
 
   @Test func statsCountsObjectsByState() async throws {

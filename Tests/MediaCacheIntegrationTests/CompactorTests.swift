@@ -291,5 +291,14 @@ struct CompactorTests {
     #expect(try FileManager.default.contentsOfDirectory(atPath: dir.path).sorted() == ["foreign.txt"])
     #expect(try await run(compactor, [dir.path, "--max-age", "soon"]).status == 64)
     #expect(try await run(compactor, [dir.path, "--scrub", "-5M"]).status == 64)
+    // Durations no `Duration` can hold trapped (SIGILL); a pass of no time did nothing, every time.
+    for arguments in [
+      ["--max-age", "1e30d"], ["--max-pass-time", "1e300s"], ["--tmp-grace", "inf"],
+      ["--namespace", "video:max-age=1e300s"], ["--max-pass-time", "0"],
+    ] {
+      let result = try await run(compactor, [dir.path, "--max-size", "1"] + arguments)
+      #expect(result.status == 64, "\(arguments): \(result.status) \(result.stderr)")
+      #expect(result.stderr.contains(arguments[0]), "\(arguments): \(result.stderr)")
+    }
   }
 }

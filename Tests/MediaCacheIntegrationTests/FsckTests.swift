@@ -160,6 +160,8 @@ struct FsckTests {
     for arguments in [
       ["-n", "--repair", cache], ["--check", "--repair", cache], [], ["--tmp-grace", "-1", cache],
       ["--no-such-option", cache], [cache, "extra-argument"],
+      // Durations no `Duration` can hold trapped (SIGILL) instead of being refused.
+      ["--tmp-grace", "nan", cache], ["--tmp-grace", "inf", cache], ["--tmp-grace", "1e30", cache],
     ] {
       let result = try await fsck(arguments)
       #expect(result.status == 16, "\(arguments): \(result.status) \(result.stderr)")
