@@ -90,6 +90,12 @@ import Testing
       CompactionReport.self, try run(mediacache, ["purge", "--cache", cache, "--max-size", "0", "--json"]))
     #expect(all.evictedCount == 1)
     #expect(all.pinnedKept == 1)
+    // Kept by the age limit and then by the size limit: one pinned object, counted once (it was counted twice).
+    let both = try await decodeReport(
+      CompactionReport.self,
+      try run(mediacache, ["purge", "--cache", cache, "--max-size", "0", "--max-age", "0", "--json"]))
+    #expect(both.evictedCount == 0 && both.objectsScanned == 1)
+    #expect(both.pinnedKept == 1)
     #expect(try await run(mediacache, ["status", "--cache", cache, keys[0]]).text.hasPrefix("complete"))
   }
 

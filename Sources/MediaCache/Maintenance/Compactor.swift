@@ -84,6 +84,8 @@ public struct Compactor: Sendable {
       ($0.lastAccess, $0.id) < ($1.lastAccess, $1.id)
     }
 
+    // Objects the age limit tried and kept (pinned, vetoed, busy): counted once, if the size limit tries them too.
+    var keptByAge: Set<ObjectID> = []
     if let maxAge = policy.maxAge {
       for object in byRecency where now - object.lastAccess > maxAge.seconds {
         if mustStop() {
@@ -93,6 +95,8 @@ public struct Compactor: Sendable {
         if evict(object, reason: .age, into: &report) != nil {
           total -= object.diskBytes
           removedIDs.insert(object.id)
+        } else {
+          keptByAge.insert(object.id)
         }
       }
     }
@@ -135,10 +139,14 @@ public struct Compactor: Sendable {
           break
         }
         object.dataBytes = max(0, object.dataBytes - (trimmedBytes[object.id] ?? 0))
+        let counted = (report.pinnedKept, report.vetoed, report.skippedBusy)
         if let bytes = evict(object, reason: .size, into: &report) {
           freed += bytes
           total -= bytes
           removedIDs.insert(object.id)
+        } else if keptByAge.contains(object.id) {
+          // The report counts the objects kept, not the tries.
+          (report.pinnedKept, report.vetoed, report.skippedBusy) = counted
         }
       }
     }
