@@ -288,15 +288,22 @@ public final class CachingReader: Sendable {
         flight = await session.flight(
           for: start, upTo: end, priority: priority, evenIfCached: true, windowed: windowed)
       }
+      var isEmpty = false
       if let flight {
         do {
           _ = try await flight.waitForHead()
+        } catch let error as OriginError where start == 0 && error.kind.isRangeOfEmptyObject {
+          // An origin answers a range of an empty representation with 416 and `bytes */0` (RFC 9110 14.1.1:
+          // no range of it is satisfiable): the object is empty, and a read of it whole is a 200 of no bytes.
+          flight.detach()
+          try await IOExecutor.shared.run { [manager = session.manager] in try manager.setContentLength(0) }
+          isEmpty = true
         } catch {
           flight.detach()
           throw error
         }
       }
-      started = flight
+      started = isEmpty ? nil : flight
       length = session.manager.contentLength ?? length
     }
     do {

@@ -253,3 +253,10 @@ extension OriginError {
     case invalidTrustRoots
   }
 }
+
+extension OriginError.Kind {
+  /// A 416 whose `Content-Range` says the object has no bytes (`bytes */0`).
+  var isRangeOfEmptyObject: Bool {
+    if case .rangeNotSatisfiable(_, length: 0) = self { true } else { false }
+  }
+}
