@@ -129,15 +129,17 @@ public struct StoreError: Error, Sendable, Equatable, CustomStringConvertible {
   public static func io(operation: String, path: FilePath, errno: Errno) -> StoreError {
     StoreError(.io, "\(operation) failed on \(path): \(errno)", path: path, errno: errno)
   }
-  /// The cache directory `path` does not exist.
-  public static func noSuchCache(path: FilePath) -> StoreError {
-    StoreError(.noSuchCache, "\(path) does not exist", path: path)
+  /// The cache directory `path` does not exist, or (`empty`) is an empty directory: no cache there yet.
+  public static func noSuchCache(path: FilePath, empty: Bool = false) -> StoreError {
+    let what = empty ? "is empty: no cache there yet" : "does not exist"
+    return StoreError(.noSuchCache, "\(path) \(what)", path: path)
   }
-  /// `path` holds files but no `FORMAT` marker.
-  public static func notACache(path: FilePath) -> StoreError {
+  /// `path` holds files but no `FORMAT` marker, or (`directory` false) is not a directory.
+  public static func notACache(path: FilePath, directory: Bool = true) -> StoreError {
     StoreError(
       .notACache,
-      "\(path) is not a MediaCache directory (no FORMAT marker, but not empty); refusing to use it",
+      "\(path) is not a MediaCache directory ("
+        + (directory ? "no FORMAT marker, but not empty" : "not a directory") + "); refusing to use it",
       path: path)
   }
   /// `path/FORMAT` says `found`, which this build cannot read.

@@ -155,13 +155,6 @@ struct CacheCompactor: ParsableCommand {
 
   func run() throws {
     let (policy, interval) = try parsedPolicy
-    let store: ShardedStore
-    do {
-      store = try ShardedStore(root: directory, durability: .durable, create: false)
-    } catch {
-      FileHandle.standardError.write(Data("cache-compactor: \(error)\n".utf8))
-      throw ExitCode(1)
-    }
     // The parent may have spawned us with these signals blocked (a test runner's thread, a supervisor).
     var unblock = sigset_t()
     sigemptyset(&unblock)
@@ -170,6 +163,25 @@ struct CacheCompactor: ParsableCommand {
       sigaddset(&unblock, signalNumber)
     }
     pthread_sigmask(SIG_UNBLOCK, &unblock, nil)
+    var store: ShardedStore?
+    repeat {
+      do {
+        store = try ShardedStore(root: directory, durability: .durable, create: false)
+      } catch let error as StoreError
+        where error.code == .noSuchCache && FileManager.default.fileExists(atPath: directory)
+      {
+        // An empty directory (systemd's CacheDirectory= before the proxy's first start): nothing to compact
+        // yet. A compactor with --interval looks again after each interval.
+        FileHandle.standardError.write(Data("cache-compactor: \(error); nothing to do\n".utf8))
+        guard let interval else { return }
+        let wakeAt = Date().addingTimeInterval(interval)
+        while Date() < wakeAt && !stopRequested.load(ordering: .relaxed) { usleep(20_000) }
+      } catch {
+        FileHandle.standardError.write(Data("cache-compactor: \(error)\n".utf8))
+        throw ExitCode(1)
+      }
+    } while store == nil && !stopRequested.load(ordering: .relaxed)
+    guard let store else { return }
     let policies = try namespacePolicies(base: policy)
     var pass = 0
     repeat {

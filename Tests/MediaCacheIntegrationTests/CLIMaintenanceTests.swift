@@ -156,6 +156,14 @@ import Testing
       CacheStatistics.self, try run(mediacache, ["stats", "--cache", cache, "--json"]))
     #expect(empty == CacheStatistics())
     #expect(!FileManager.default.fileExists(atPath: cache))
+    // An empty directory is no cache yet, as a missing one (it was refused as "not empty", exit 4).
+    try FileManager.default.createDirectory(atPath: cache, withIntermediateDirectories: false)
+    let emptyDirectory = try await run(mediacache, ["stats", "--cache", cache, "--json"])
+    #expect(emptyDirectory.status == 0, "\(emptyDirectory.stderr)")
+    #expect(try await decodeReport(CacheStatistics.self, emptyDirectory) == CacheStatistics())
+    #expect(try await run(mediacache, ["ls", "--cache", cache, "--json"]).text == "[]\n")
+    #expect(try FileManager.default.contentsOfDirectory(atPath: cache).isEmpty)
+    try FileManager.default.removeItem(atPath: cache)
 
     try randomBytes(count: 200_000, seed: 12).write(to: URL(fileURLWithPath: dir.file("src")))
     for key in ["a", "b", "c"] {

@@ -289,6 +289,16 @@ struct CompactorTests {
     #expect(foreign.status == 1)
     #expect(foreign.stderr.contains("not a MediaCache directory"))
     #expect(try FileManager.default.contentsOfDirectory(atPath: dir.path).sorted() == ["foreign.txt"])
+    // An empty directory (systemd's CacheDirectory= before the proxy's first start) is no cache yet: nothing
+    // to do, exit 0, nothing made in it (it was refused as "not empty", exit 1); a file is not a directory.
+    let emptyDirectory = dir.file("empty")
+    try FileManager.default.createDirectory(atPath: emptyDirectory, withIntermediateDirectories: false)
+    let empty = try await run(compactor, [emptyDirectory, "--max-size", "1"])
+    #expect(empty.status == 0, "\(empty.stderr)")
+    #expect(empty.stderr.contains("is empty: no cache there yet; nothing to do"), "\(empty.stderr)")
+    #expect(try FileManager.default.contentsOfDirectory(atPath: emptyDirectory).isEmpty)
+    let file = try await run(compactor, [dir.file("foreign.txt"), "--max-size", "1"])
+    #expect(file.status == 1 && file.stderr.contains("(not a directory)"), "\(file.stderr)")
     #expect(try await run(compactor, [dir.path, "--max-age", "soon"]).status == 64)
     #expect(try await run(compactor, [dir.path, "--scrub", "-5M"]).status == 64)
     // Durations no `Duration` can hold trapped (SIGILL); a pass of no time did nothing, every time.

@@ -79,7 +79,7 @@ import Testing
     try await withTemporaryDirectory { directory in
       let path = "\(directory)/file"
       try Data("x".utf8).write(to: URL(fileURLWithPath: path))
-      #expect(throws: StoreError.notACache(path: FilePath(path))) {
+      #expect(throws: StoreError.notACache(path: FilePath(path), directory: false)) {
         try ShardedStore(root: path, chunkSize: 4096)
       }
       #expect(try fileBytes(path) == Data("x".utf8))

@@ -75,7 +75,7 @@ package final class ShardedStore: Sendable {
   private static func prepareRoot(_ root: String, create: Bool) throws {
     let markerPath = "\(root)/\(CacheFormat.fileName)"
     if let info = try FileSystemCalls.status(root, followingSymlink: true) {
-      guard info.isDirectory else { throw StoreError.notACache(path: FilePath(root)) }
+      guard info.isDirectory else { throw StoreError.notACache(path: FilePath(root), directory: false) }
     } else if !create {
       throw StoreError.noSuchCache(path: FilePath(root))
     } else {
@@ -93,7 +93,10 @@ package final class ShardedStore: Sendable {
           path: FilePath(root), found: "mediacache-format \(version.major).\(version.minor)")
       }
     } else if !create {
-      throw StoreError.notACache(path: FilePath(root))
+      // An empty directory (as systemd's CacheDirectory= makes it) holds no cache yet, as a missing one.
+      let isEmpty = try mapIO { try FileSystemCalls.directoryEntries(root) }?.isEmpty ?? false
+      let path = FilePath(root)
+      throw isEmpty ? StoreError.noSuchCache(path: path, empty: true) : .notACache(path: path)
     } else {
       let entries = try FileSystemCalls.directoryEntries(root) ?? []
       let ours: Set<String> = ["objects", "tmp", "groups", "namespaces", "files", Self.usageFileName]
