@@ -151,6 +151,36 @@ struct FsckTests {
     #expect(try snapshot(cache) == before, "a cache of another major version must not be touched")
   }
 
+  /// A second copy of an object's files under another shard is reported whichever order the directory lists
+  /// them in (a copy listed after the object's own replaced it in the checker's view, and was never reported:
+  /// disk no tool would ever free), in a full and a fast check, and left alone by a repair.
+  @Test(arguments: ["00/00", "0c/00", "ff/ff"]) func aStrayCopyOfAnObjectIsReported(_ shard: String)
+    async throws
+  {
+    let dir = try TemporaryDirectory()
+    defer { dir.cleanup() }
+    let cache = dir.file("cache")
+    try copyFixture("clean", to: cache)
+    let id = "0cf9cebdfe4ca243aeeb4685abd76ceeddd59aa0450f27b351e97ca2d1e5ff0d"
+    try FileManager.default.createDirectory(
+      atPath: "\(cache)/objects/\(shard)", withIntermediateDirectories: true)
+    for suffix in ["data", "manifest"] {
+      try FileManager.default.copyItem(
+        atPath: "\(cache)/objects/0c/f9/\(id).\(suffix)", toPath: "\(cache)/objects/\(shard)/\(id).\(suffix)")
+    }
+    let strays = Set(["data", "manifest"].map { "objects/\(shard)/\(id).\($0)" })
+    let before = try snapshot(cache)
+    for arguments in [[cache], [cache, "--fast"], [cache, "--repair"]] {
+      let report = try await fsckJSON(arguments)
+      #expect(report.status == 4, "\(arguments): \(report.raw)")
+      let findings = report.output?.report.findings ?? []
+      #expect(Set(findings.map(\.path)) == strays, "\(arguments): \(findings)")
+      #expect(findings.allSatisfy { $0.kind == .misplacedFile && $0.severity == .error }, "\(arguments)")
+      if arguments.contains("--repair") { #expect(findings.allSatisfy { $0.action == .failed }) }
+    }
+    #expect(try snapshot(cache) == before, "the copies and the object were left as they were")
+  }
+
   @Test func usageErrorsExit16() async throws {
     let dir = try TemporaryDirectory()
     defer { dir.cleanup() }

@@ -275,6 +275,8 @@ public struct CacheChecker: Sendable {
     for walk in walks {
       report.findings += walk.findings
       for file in walk.files {
+        let recorded = file.isData ? objects[file.id]?.data : objects[file.id]?.manifest
+        if let recorded, !keepsSecond(recorded, file, &report) { continue }
         if file.isData {
           objects[file.id, default: ObjectFiles()].data = file.relative
           objects[file.id]!.dataStatus = file.status
@@ -282,7 +284,9 @@ public struct CacheChecker: Sendable {
           objects[file.id, default: ObjectFiles()].manifest = file.relative
         }
       }
-      for (id, evaluation) in walk.evaluations { evaluations[id] = evaluation }
+      for (id, evaluation) in walk.evaluations where evaluations[id]?.placed != true {
+        evaluations[id] = evaluation
+      }
     }
     return (objects, evaluations)
   }
