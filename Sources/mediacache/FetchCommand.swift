@@ -122,12 +122,17 @@ struct FetchCommand: AsyncParsableCommand {
       }
     }
     let mediaCache = reader.cache
-    let manifest = try await mediaCache.manifest(for: url)
-    let wanted: Range<Int64>? = manifest?.contentLength.map { length in
+    // No manifest after a fetch that did not fail: nothing was committed (an empty object whose commit failed
+    // writes no data file first, where a write of bytes would have failed the fetch).
+    guard let manifest = try await mediaCache.manifest(for: url) else {
+      throw fail(
+        "\(url): nothing was cached (the object's manifest could not be committed; see the log)", .failure)
+    }
+    let wanted: Range<Int64>? = manifest.contentLength.map { length in
       guard let range else { return 0..<length }
       return range.start..<min(length, (range.end ?? (length - 1)) + 1)
     }
-    if let manifest, let wanted, !manifest.missingByteRanges(in: wanted).isEmpty {
+    if let wanted, !manifest.missingByteRanges(in: wanted).isEmpty {
       throw StoreError.notCached(manifest.objectID, missing: manifest.missingByteRanges(in: wanted))
     }
     let status = try await mediaCache.status(for: url)

@@ -104,4 +104,29 @@ struct FetchCommandTests {
       ).stdout
         == Data(TestOrigin.bytes(name: "r", size: 1000, range: 100..<200)))
   }
+
+  /// An empty object whose commit fails (the cache's `tmp/` not writable: run as `nobody` through setpriv, as
+  /// root permission bits do not apply) fails the fetch: it said "cached ...: none" and exited 0.
+  @Test func anEmptyObjectNotCommittedFailsTheFetch() async throws {
+    guard getuid() == 0, FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv") else { return }
+    let dir = try TemporaryDirectory()
+    defer { dir.cleanup() }
+    let origin = try await TestOrigin.start()
+    defer { Task { try? await origin.shutdown() } }
+    #expect(chmod(dir.path, 0o755) == 0)
+    let cache = dir.file("c")
+    func fetchAsNobody(_ url: String) async throws -> CommandResult {
+      try await run(
+        "/usr/bin/setpriv",
+        ["--reuid=65534", "--regid=65534", "--clear-groups", mediacache, "fetch", "--cache", cache, url])
+    }
+    try FileManager.default.createDirectory(atPath: cache, withIntermediateDirectories: false)
+    #expect(chown(cache, 65534, 65534) == 0)
+    let first = try await fetchAsNobody(origin.url(.normal, "some", size: 100))
+    #expect(first.status == 0, "\(first.stderr)")
+    #expect(chmod("\(cache)/tmp", 0o555) == 0)
+    let empty = try await fetchAsNobody(origin.url(.normal, "nothing", size: 0))
+    #expect(empty.status == 1, "\(empty.text) \(empty.stderr)")
+    #expect(empty.stderr.contains("nothing was cached"), "\(empty.stderr)")
+  }
 }
