@@ -295,7 +295,7 @@ final class ProxyConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
     responding = Task(executorPreference: IOExecutor.shared) {
       let answered = await ProxyConnectionHandler.answer(
         request, version: head.version, keepAlive: head.isKeepAlive, responder: responder,
-        channel: channel, endsConnection: endsConnection)
+        channel: channel, endsConnection: endsConnection, logged: logged)
       guard let (written, keepAlive, response, writer) = answered else {
         // Cancelled (the client left or the proxy is stopping), or cut mid-body: the status is already sent.
         channel.close(promise: nil)
@@ -320,7 +320,7 @@ final class ProxyConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
   /// it, or nil if the connection must be cut.
   private static func answer(
     _ request: ProxyRequest, version: HTTPVersion, keepAlive: Bool, responder: ProxyResponder,
-    channel: any Channel, endsConnection: @escaping @Sendable () -> Void
+    channel: any Channel, endsConnection: @escaping @Sendable () -> Void, logged: LoggedRequest?
   ) async -> (EventLoopFuture<Void>, keepAlive: Bool, ProxyResponse, ProxyBodyWriter)? {
     // The player's own fields the proxy passes on (`--forward-header`), for every origin request answering
     // this one: its head and its body's.
@@ -330,14 +330,14 @@ final class ProxyConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
       await OriginClient.$forwardedHeaders.withValue(responder.forwardedHeaders(of: request)) {
         await answerForwarding(
           request, version: version, keepAlive: keepAlive, responder: responder, channel: channel,
-          endsConnection: endsConnection)
+          endsConnection: endsConnection, logged: logged)
       }
     }
   }
 
   private static func answerForwarding(
     _ request: ProxyRequest, version: HTTPVersion, keepAlive: Bool, responder: ProxyResponder,
-    channel: any Channel, endsConnection: @Sendable () -> Void
+    channel: any Channel, endsConnection: @Sendable () -> Void, logged: LoggedRequest?
   ) async -> (EventLoopFuture<Void>, keepAlive: Bool, ProxyResponse, ProxyBodyWriter)? {
     var response: ProxyResponse
     do {
@@ -364,6 +364,8 @@ final class ProxyConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
       case .hit(let body): body.send(through: writer)
       }
     } catch {
+      responder.noteCut(
+        error, path: request.path, response: response, bytes: writer.bodyBytes, logged: logged)
       return nil
     }
     // A hit's buffer is NIO's now, and its pool's once written: the response kept for the access log does not

@@ -83,6 +83,19 @@ extension ProxyResponder {
 
   /// Logs a failure at `warning` with its cause, the URLs in it without their queries (on the I/O executor: a
   /// log handler's write blocks).
+  /// A response cut after its head went out: its access-log line (the bytes sent, fewer than its length said)
+  /// whatever the cause, and a warning with the cause when it was the origin's or the cache's, not the client
+  /// leaving (they went unlogged: an operator could not tell which stream was cut, or why).
+  func noteCut(
+    _ error: any Error, path: Substring, response: ProxyResponse, bytes: Int, logged: LoggedRequest?
+  ) {
+    logged?.write(to: server.accessLog, response, bytes: bytes)
+    guard error is OriginError || error is StoreError else { return }
+    logFailure(
+      "response cut after \(bytes) body bytes", "\(error)", url: String(path),
+      errorURL: (error as? OriginError)?.url)
+  }
+
   private func logFailure(_ message: String, _ cause: String, url: String, errorURL: String?) {
     let logger = server.configuration.logger
     guard logger.logLevel <= .warning else { return }

@@ -61,6 +61,34 @@ import Testing
     }
   }
 
+  /// A response cut mid-body by its origin (half the body, then the connection closed; no retry): its request
+  /// line with the bytes sent, and a warning with the cause (both went unlogged), without the query.
+  @Test func aResponseCutMidBodyIsLoggedWithItsCause() async throws {
+    try await withOriginAndProxy(["--log-level", "info", "--retries", "0"]) { origin, proxy, port, _ in
+      let path = "/http/127.0.0.1:\(origin.port)/truncated/cut-log?size=300000&sig=\(signature)"
+      _ = try? await blocking { try rawRequest(port: port, path) }
+      var lines: [Substring] = []
+      for _ in 0..<100 {
+        lines = proxy.errorsSoFar.split(separator: "\n")
+        if lines.contains(where: { $0.contains("msg=request") && $0.contains("cut-log") })
+          && lines.contains(where: { $0.contains("response cut") })
+        {
+          break
+        }
+        try await Task.sleep(for: .milliseconds(50))
+      }
+      let access = try #require(
+        lines.first { $0.contains("msg=request") && $0.contains("cut-log") }, "\(lines)")
+      let field = fields(access)
+      #expect(field["status"] == "200", "\(access)")
+      #expect(Int(field["bytes"] ?? "") ?? 300_000 < 300_000, "\(access)")
+      let warning = try #require(lines.first { $0.contains("response cut") }, "\(lines)")
+      #expect(warning.contains("level=warning") && warning.contains("cut-log"), "\(warning)")
+      #expect(warning.contains("body ended after"), "\(warning)")
+      #expect(!lines.contains { $0.contains(signature) }, "\(lines.filter { $0.contains(signature) })")
+    }
+  }
+
   @Test func theDefaultLevelLogsNoRequestLine() async throws {
     try await withOriginAndProxy { origin, proxy, port, _ in
       let path = "/http/127.0.0.1:\(origin.port)/normal/quiet?size=1000"
