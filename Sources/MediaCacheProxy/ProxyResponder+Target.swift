@@ -92,8 +92,11 @@ extension ProxyResponder {
         .badRequest,
         "missing ?url=<percent-encoded origin URL> (or use the path form /http/HOST/PATH, /https/HOST/PATH)")
     }
-    guard value.utf8.count <= 8192, let url = URL(string: value), let scheme = url.scheme?.lowercased() else {
-      throw Refusal(.badRequest, "the url parameter is not a valid URL")
+    guard value.utf8.count <= 8192 else {
+      throw Refusal(.uriTooLong, "the origin URL is \(value.utf8.count) bytes long; at most 8192 are proxied")
+    }
+    guard let url = URL(string: value), let scheme = url.scheme?.lowercased() else {
+      throw Refusal(.badRequest, "the origin URL is not a valid URL")
     }
     guard scheme == "http" || scheme == "https" else {
       throw Refusal(.forbidden, "only http and https origin URLs are proxied, not \(scheme):")

@@ -203,6 +203,11 @@ import Testing
       #expect(try await fixture.request("/movie.mp4").status == 400)
       #expect(try await fixture.request("/movie.mp4?url=").status == 400)
       #expect(try await fixture.request("/x?url=not%20a%20url").status == 400)
+      // An origin URL past 8192 bytes: 414 saying so (it was a 400 about a url parameter it did not have).
+      let long = try await fixture.request(
+        fixture.path(fixture.origin.url(.normal, String(repeating: "a", count: 9000), size: 10)))
+      #expect(long.status == 414, "\(long.status)")
+      #expect(String(decoding: long.body, as: UTF8.self).contains("at most 8192"))
       let post = try await fixture.request(
         fixture.path(fixture.origin.url(.normal, "m", size: 10)), method: "POST")
       #expect(post.status == 405)
