@@ -68,8 +68,9 @@ struct PurgeCommand: AsyncParsableCommand {
       let report = try await mediaCache.purge()
       if json { try printJSON(report) } else { printOut(Self.summary(report)) }
       if let first = report.errors.first {
-        throw fail(
-          "\(report.errors.count) object(s) could not be evicted; first: \(first)", .failure)
+        // One object may fail twice (its tail's trim, then its eviction): each is counted once.
+        let objects = Set(report.errors.map { $0.prefix { $0 != ":" } }).count
+        throw fail("\(objects) object(s) could not be evicted; first: \(first)", .failure)
       }
     }
   }

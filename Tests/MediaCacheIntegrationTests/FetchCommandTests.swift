@@ -90,6 +90,11 @@ struct FetchCommandTests {
     #expect(gone.status == 1)
     #expect(
       gone.stderr.split(separator: "\n").last?.contains("Content-Encoding gzip") == true, "\(gone.stderr)")
+    // A chunk size out of range is a usage error (it was 1, "invalid configuration", from the cache's open).
+    let chunk = try await run(
+      mediacache,
+      ["fetch", "--cache", dir.file("c"), "--chunk-size", "100", origin.url(.normal, "c", size: 10)])
+    #expect(chunk.status == 64 && chunk.stderr.contains("--chunk-size must be"), "\(chunk.stderr)")
     let scheme = try await run(mediacache, ["fetch", "--cache", dir.file("c"), "file:///etc/passwd"])
     #expect(scheme.status == 1)
     #expect(scheme.stderr.contains("only http and https"))

@@ -90,6 +90,8 @@ import Testing
     ("mediacache-format 2.0\n", "mediacache-format 2.0"),
     ("mediacache-format 0.9", "mediacache-format 0.9"),
     ("something else entirely", "something else entirely"),
+    // Quoted on one line: an error is one line (it was two, the newline quoted as it was).
+    ("garbage\n\t", "garbage\\n\\t"),
   ])
   func anUnknownFormatIsRefused(_ marker: String, _ reported: String) async throws {
     try await withTemporaryDirectory { directory in

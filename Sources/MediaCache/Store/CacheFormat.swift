@@ -22,6 +22,15 @@ package enum CacheFormat {
     return (major, minor)
   }
 
+  /// A marker's first 40 characters as an error quotes them, on one line: control characters (its newline) as
+  /// Swift escapes them.
+  package static func quoted(_ text: String) -> String {
+    String(
+      text.prefix(40).unicodeScalars.map {
+        $0.properties.generalCategory == .control ? $0.escaped(asASCII: true) : String($0)
+      }.joined())
+  }
+
   /// Writes this build's marker into `root`: staged as `.FORMAT.<pid>.<random>`, always fsynced (whatever the
   /// durability setting), renamed to `FORMAT`, then the root fsynced. Two processes doing it at once write the
   /// same text and the last rename wins. The only writer of the marker: a new cache (`ShardedStore`) and

@@ -86,7 +86,7 @@ package final class ShardedStore: Sendable {
     if try FileSystemCalls.status(markerPath) != nil {
       let text = (try? String(contentsOfFile: markerPath, encoding: .utf8)) ?? ""
       guard let version = CacheFormat.parse(text) else {
-        throw StoreError.unsupportedFormat(path: FilePath(root), found: String(text.prefix(40)))
+        throw StoreError.unsupportedFormat(path: FilePath(root), found: CacheFormat.quoted(text))
       }
       guard version.major == CacheFormat.major else {
         throw StoreError.unsupportedFormat(
