@@ -76,6 +76,8 @@ let package = Package(
         // NIOPosix for the one connection that reads the certificate an origin presents when it fails.
         .product(name: "NIOSSL", package: "swift-nio-ssl"),
         .product(name: "NIOPosix", package: "swift-nio"),
+        // `Errno`'s words for a failed connection.
+        .product(name: "SystemPackage", package: "swift-system"),
         // What it does in the background (retries, commits when a read's object closes) is logged here.
         .product(name: "Logging", package: "swift-log"),
         .product(name: "Metrics", package: "swift-metrics"),

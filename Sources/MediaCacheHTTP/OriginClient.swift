@@ -5,6 +5,7 @@ import NIOCore
 import NIOHTTP1
 import NIOSSL
 import Synchronization
+import SystemPackage
 
 /// What the origin said about an object in one response.
 public struct OriginMetadata: Sendable, Equatable {
@@ -259,6 +260,11 @@ public final class OriginClient: Sendable {
       return OriginError.connectionFailed(url: url, reason: reason, attempts: 1)
     case ChannelError.connectTimeout:
       return OriginError.timedOut(url: url, reason: "\(error)", attempts: 1)
+    case let error as IOError:
+      // NIO's own text for a refused connect is "connection reset (error set): Connection refused) (errno:
+      // 111)": the system's words for the errno say it.
+      let reason = "\(Errno(rawValue: error.errnoCode)) (errno \(error.errnoCode))"
+      return OriginError.connectionFailed(url: url, reason: reason, attempts: 1)
     case is CancellationError, is OriginError, is StoreError: return error
     default: return OriginError.connectionFailed(url: url, reason: "\(error)", attempts: 1)
     }

@@ -95,6 +95,10 @@ struct FetchCommandTests {
       mediacache,
       ["fetch", "--cache", dir.file("c"), "--chunk-size", "100", origin.url(.normal, "c", size: 10)])
     #expect(chunk.status == 64 && chunk.stderr.contains("--chunk-size must be"), "\(chunk.stderr)")
+    // A refused connection says so (NIO's own text was "connection reset (error set): Connection refused)").
+    let refused = try await run(mediacache, ["fetch", "--cache", dir.file("c"), "http://127.0.0.1:1/x"])
+    #expect(refused.status == 1)
+    #expect(refused.stderr.contains(": Connection refused (errno "), "\(refused.stderr)")
     let scheme = try await run(mediacache, ["fetch", "--cache", dir.file("c"), "file:///etc/passwd"])
     #expect(scheme.status == 1)
     #expect(scheme.stderr.contains("only http and https"))
