@@ -8,11 +8,12 @@ extension BodyWriter {
   /// head, on the task's event loop, before it decides to redirect; the task failed here is finished, so the
   /// redirect's request is never made.
   func didVisitURL(task: HTTPClient.Task<Void>, _ request: HTTPClient.Request, _ head: HTTPResponseHead) {
-    guard let allowed = session.environment.client.configuration.allowedRedirectHosts,
-      (300..<400).contains(head.status.code), let location = head.headers.first(name: "location"),
-      let target = URL(string: location, relativeTo: request.url)?.absoluteURL
+    guard let hosts = session.environment.client.redirects?.hosts,
+      let target = OriginClient.redirectTarget(
+        status: head.status, headers: head.headers, from: request.url,
+        statuses: OriginClient.followedByAsyncHTTPClient),
+      !OriginClient.mayFollow(to: target, hosts: hosts)
     else { return }
-    if let host = target.host?.lowercased(), allowed.contains(host) { return }
     task.fail(
       reason: OriginError.redirectNotAllowed(url: request.url.absoluteString, location: target.absoluteString)
     )

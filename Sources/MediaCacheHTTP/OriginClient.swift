@@ -98,6 +98,10 @@ public final class OriginClient: Sendable {
   }
 
   let http: HTTPClient
+  /// With `Configuration.allowedRedirectHosts`: those hosts, lower-cased, and a client that follows no
+  /// redirect, for the requests whose redirects are followed here, each hop checked first
+  /// (`execute(_:url:)`; the cache's own fetches are checked in their delegate, `BodyWriter.didVisitURL`).
+  let redirects: (hosts: Set<String>, client: HTTPClient)?
   /// Timeouts, redirects and trust roots of this client.
   public let configuration: Configuration
   /// Why the trust roots could not be loaded, for a client made with `init(configuration:)`: every request
@@ -146,6 +150,13 @@ public final class OriginClient: Sendable {
     // `RequestScheduler` alone (CachingReader's foreground cap and background per-host limit).
     settings.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = RequestScheduler.connectionPoolLimit
     http = HTTPClient(eventLoopGroupProvider: .singleton, configuration: settings)
+    redirects = configuration.allowedRedirectHosts.map { hosts in
+      settings.redirectConfiguration = .disallow
+      return (
+        Set(hosts.map { $0.lowercased() }),
+        HTTPClient(eventLoopGroupProvider: .singleton, configuration: settings)
+      )
+    }
   }
 
   private let isShutDown = Atomic<Bool>(false)
@@ -154,13 +165,17 @@ public final class OriginClient: Sendable {
   public func shutdown() async throws {
     guard !isShutDown.exchange(true, ordering: .acquiringAndReleasing) else { return }
     try await http.shutdown()
+    try await redirects?.client.shutdown()
   }
 
   deinit {
     // A client dropped without `shutdown()` still closes its connections (AsyncHTTPClient traps otherwise).
     if !isShutDown.load(ordering: .acquiring) {
-      let http = self.http
-      Task { try? await http.shutdown() }
+      let (http, other) = (self.http, redirects?.client)
+      Task {
+        try? await http.shutdown()
+        try? await other?.shutdown()
+      }
     }
   }
 
@@ -278,9 +293,17 @@ public final class OriginClient: Sendable {
   var headDeadline: NIODeadline { .now() + TimeAmount(configuration.headTimeout) }
 
   func execute(_ request: HTTPClientRequest, url: String) async throws -> HTTPClientResponse {
+    if let redirects { return try await executeCheckingRedirects(request, url: url, redirects) }
+    return try await executeOnce(request, url: url, on: http)
+  }
+
+  /// One request on `client`, its errors mapped to `OriginError`.
+  func executeOnce(_ request: HTTPClientRequest, url: String, on client: HTTPClient) async throws
+    -> HTTPClientResponse
+  {
     do {
       // The deadline covers the head only: `execute` returns once the head is in, and the body is read later.
-      return try await http.execute(request, deadline: headDeadline)
+      return try await client.execute(request, deadline: headDeadline)
     } catch let error as HTTPClientError where error == .deadlineExceeded {
       throw headTimedOut(url)
     } catch {

@@ -148,6 +148,29 @@ import Testing
     }
   }
 
+  /// The proxy's requests beside the cache's fetches follow their redirects under the same check: a stale
+  /// copy's revalidation, and a pass-through (a response the cache may not store). They were followed by
+  /// AsyncHTTPClient to any host.
+  @Test func redirectsOfRevalidationsAndPassThroughsAreCheckedToo() async throws {
+    try await withProxy(arguments: ["--allow-host", "127.0.0.1"]) { fixture in
+      let stale = fixture.path(
+        fixture.origin.url(.normal, "stale-r", size: 10, query: "cache-control=max-age%3D1"))
+      let passed = fixture.path(
+        fixture.origin.url(.normal, "passed-r", size: 10, query: "cache-control=no-store"))
+      #expect(try await fixture.request(stale).status == 200)
+      #expect(try await fixture.request(passed).status == 200)
+      try await Task.sleep(for: .seconds(2))  // the first copy is stale now
+      fixture.origin.setFault(.redirects(toHost: "localhost"))
+      defer { fixture.origin.setFault(nil) }
+      for name in ["stale-r", "passed-r"] {
+        let before = fixture.origin.requests(for: name).count
+        let response = try await fixture.request(name == "stale-r" ? stale : passed)
+        let asked = fixture.origin.requests(for: name).count - before
+        #expect(asked == 1, "\(name): \(asked) requests, the redirect was followed (\(response.status))")
+      }
+    }
+  }
+
   /// An origin that answers the cache's first range of an empty file with 416 and `bytes */0` (RFC 9110; S3,
   /// Go's file server): the object is empty, a GET of it a 200 of no bytes (it was the origin's 416).
   @Test func anEmptyObjectWhoseOriginRefusesRangesIsA200OfNoBytes() async throws {

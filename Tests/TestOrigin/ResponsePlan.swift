@@ -276,6 +276,12 @@ enum ResponsePlanner {
       plan.resets = true
       return plan
     }
+    if case .redirects(let host) = fault {
+      plan.status = .found
+      plan.headers.add(name: "Location", value: "http://\(host):\(localPort)\(head.uri)")
+      plan.headers.add(name: "Content-Length", value: "0")
+      return plan
+    }
 
     let etag: String? = mode == .lastmod ? nil : TestOrigin.etag(name: name, version: version)
     let lastModified = TestOrigin.lastModified(version: version)

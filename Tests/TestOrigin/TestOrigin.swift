@@ -190,6 +190,8 @@ public final class TestOrigin: Sendable {
     case slowBodies(delayMilliseconds: Int)
     /// The connection closed once the request is read, with no response (recorded with status 0).
     case connectionResets
+    /// A 302 to the same target on host `toHost` (the port the same).
+    case redirects(toHost: String)
 
     /// `server-errors`, `cut-bodies`, `slow-bodies` or `connection-resets`.
     public var description: String {
@@ -198,6 +200,7 @@ public final class TestOrigin: Sendable {
       case .cutBodies: "cut-bodies"
       case .slowBodies: "slow-bodies"
       case .connectionResets: "connection-resets"
+      case .redirects(let host): "redirects to \(host)"
       }
     }
   }
