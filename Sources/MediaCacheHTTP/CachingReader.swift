@@ -294,9 +294,10 @@ public final class CachingReader: Sendable {
           _ = try await flight.waitForHead()
         } catch let error as OriginError where start == 0 && error.kind.isRangeOfEmptyObject {
           // An origin answers a range of an empty representation with 416 and `bytes */0` (RFC 9110 14.1.1:
-          // no range of it is satisfiable): the object is empty, and a read of it whole is a 200 of no bytes.
+          // no range of it is satisfiable): the object is empty now, and a read of it whole is a 200 of no
+          // bytes. Not recorded: the 416 carries nothing to judge its freshness by, and a file empty for a
+          // moment (a segment being written) must not stay empty in the cache; the next read asks again.
           flight.detach()
-          try await IOExecutor.shared.run { [manager = session.manager] in try manager.setContentLength(0) }
           isEmpty = true
         } catch {
           flight.detach()
@@ -304,7 +305,7 @@ public final class CachingReader: Sendable {
         }
       }
       started = isEmpty ? nil : flight
-      length = session.manager.contentLength ?? length
+      length = isEmpty ? 0 : session.manager.contentLength ?? length
     }
     do {
       return (try bounds(of: range, length: length, url: session.url), started, length)

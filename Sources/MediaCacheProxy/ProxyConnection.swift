@@ -297,7 +297,7 @@ final class ProxyConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
         request, version: head.version, keepAlive: head.isKeepAlive, responder: responder,
         channel: channel, endsConnection: endsConnection, logged: logged)
       guard let (written, keepAlive, response, writer) = answered else {
-        // Cancelled (the client left or the proxy is stopping), or cut mid-body: the status is already sent.
+        // Cancelled (the client left or the proxy is stopping), or cut (logged: `ProxyResponder.noteCut`).
         channel.close(promise: nil)
         connections.responseEnded()
         return
@@ -365,7 +365,7 @@ final class ProxyConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
       }
     } catch {
       responder.noteCut(
-        error, path: request.path, response: response, bytes: writer.bodyBytes, logged: logged)
+        error, path: request.path, response: response, writer: writer, logged: logged)
       return nil
     }
     // A hit's buffer is NIO's now, and its pool's once written: the response kept for the access log does not

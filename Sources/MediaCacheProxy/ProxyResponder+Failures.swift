@@ -83,17 +83,20 @@ extension ProxyResponder {
 
   /// Logs a failure at `warning` with its cause, the URLs in it without their queries (on the I/O executor: a
   /// log handler's write blocks).
-  /// A response cut after its head went out: its access-log line (the bytes sent, fewer than its length said)
-  /// whatever the cause, and a warning with the cause when it was the origin's or the cache's, not the client
-  /// leaving (they went unlogged: an operator could not tell which stream was cut, or why).
+  /// A response cut while its body was being written: its access-log line whatever the cause, and a warning
+  /// with the cause when it was the origin's or the cache's, not the client leaving (they went unlogged). The
+  /// head goes out with the first body bytes: cut before them, the client got no response, only the closed
+  /// connection, and the line says 502 (the origin or the cache failed) or 499 (the client left), as nginx's.
   func noteCut(
-    _ error: any Error, path: Substring, response: ProxyResponse, bytes: Int, logged: LoggedRequest?
+    _ error: any Error, path: Substring, response: ProxyResponse, writer: ProxyBodyWriter,
+    logged: LoggedRequest?
   ) {
-    logged?.write(to: server.accessLog, response, bytes: bytes)
-    guard error is OriginError || error is StoreError else { return }
-    logFailure(
-      "response cut after \(bytes) body bytes", "\(error)", url: String(path),
-      errorURL: (error as? OriginError)?.url)
+    let failed = error is OriginError || error is StoreError
+    let status = writer.headSent ? response.status : HTTPResponse.Status(code: failed ? 502 : 499)
+    logged?.write(to: server.accessLog, status: status, bytes: writer.bodyBytes, record: response.access)
+    guard failed else { return }
+    let when = writer.headSent ? "after \(writer.bodyBytes) body bytes" : "before its head was sent"
+    logFailure("response cut \(when)", "\(error)", url: String(path), errorURL: (error as? OriginError)?.url)
   }
 
   private func logFailure(_ message: String, _ cause: String, url: String, errorURL: String?) {

@@ -40,6 +40,8 @@ final class ProxyBodyWriter: @unchecked Sendable {
   private var ended = false
   /// Body bytes handed to NIO so far (for the access log).
   private(set) var bodyBytes = 0
+  /// Whether the head was handed to NIO (it goes with the first body bytes, or the end).
+  var headSent: Bool { head == nil }
   /// The write that ended the response.
   private var last: EventLoopFuture<Void>?
   /// Bytes handed to NIO and not yet written to the socket before a write waits: two cache chunks, or the many

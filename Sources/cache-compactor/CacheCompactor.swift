@@ -164,6 +164,7 @@ struct CacheCompactor: ParsableCommand {
     }
     pthread_sigmask(SIG_UNBLOCK, &unblock, nil)
     var store: ShardedStore?
+    var toldEmpty = false
     repeat {
       do {
         store = try ShardedStore(root: directory, durability: .durable, create: false)
@@ -172,7 +173,10 @@ struct CacheCompactor: ParsableCommand {
       {
         // An empty directory (systemd's CacheDirectory= before the proxy's first start): nothing to compact
         // yet. A compactor with --interval looks again after each interval.
-        FileHandle.standardError.write(Data("cache-compactor: \(error); nothing to do\n".utf8))
+        if !toldEmpty {
+          FileHandle.standardError.write(Data("cache-compactor: \(error); nothing to do\n".utf8))
+        }
+        toldEmpty = true
         guard let interval else { return }
         let wakeAt = Date().addingTimeInterval(interval)
         while Date() < wakeAt && !stopRequested.load(ordering: .relaxed) { usleep(20_000) }

@@ -126,11 +126,17 @@ struct FetchCommand: AsyncParsableCommand {
       }
     }
     let mediaCache = reader.cache
-    // No manifest after a fetch that did not fail: nothing was committed (an empty object whose commit failed
-    // writes no data file first, where a write of bytes would have failed the fetch).
     guard let manifest = try await mediaCache.manifest(for: url) else {
+      // An empty object an origin answers with `416 bytes */0` is not stored (`CachingReader`): nothing to
+      // cache. Any other fetch that did not fail and left no manifest committed nothing (an empty object
+      // whose commit failed writes no data file first, where a write of bytes would have failed the fetch).
+      if last?.totalBytes == 0 && last?.fetchedBytes == 0 {
+        printOut("cached \(url): empty (the origin has no bytes of it; nothing stored)")
+        return
+      }
       throw fail(
-        "\(url): nothing was cached (the object's manifest could not be committed; see the log)", .failure)
+        "\(url): nothing of it is cached after the fetch (its commit failed, or another process removed it)",
+        .failure)
     }
     let wanted: Range<Int64>? = manifest.contentLength.map { length in
       guard let range else { return 0..<length }

@@ -114,9 +114,9 @@ struct FetchCommandTests {
         == Data(TestOrigin.bytes(name: "r", size: 1000, range: 100..<200)))
   }
 
-  /// An empty object whose commit fails (the cache's `tmp/` not writable: run as `nobody` through setpriv, as
-  /// root permission bits do not apply) fails the fetch: it said "cached ...: none" and exited 0.
-  @Test func anEmptyObjectNotCommittedFailsTheFetch() async throws {
+  /// A fetch whose commit fails (the cache's `tmp/` not writable: run as `nobody` through setpriv, as root
+  /// permission bits do not apply) fails; an empty object is said to be so.
+  @Test func fetchesIntoACacheWhoseTmpIsNotWritable() async throws {
     guard getuid() == 0, FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv") else { return }
     let dir = try TemporaryDirectory()
     defer { dir.cleanup() }
@@ -134,8 +134,18 @@ struct FetchCommandTests {
     let first = try await fetchAsNobody(origin.url(.normal, "some", size: 100))
     #expect(first.status == 0, "\(first.stderr)")
     #expect(chmod("\(cache)/tmp", 0o555) == 0)
-    let empty = try await fetchAsNobody(origin.url(.normal, "nothing", size: 0))
-    #expect(empty.status == 1, "\(empty.text) \(empty.stderr)")
-    #expect(empty.stderr.contains("nothing was cached"), "\(empty.stderr)")
+    // Bytes to write: their file cannot be made in `tmp/`, exit 1 saying so.
+    let uncommitted = try await fetchAsNobody(origin.url(.normal, "written", size: 5000))
+    #expect(uncommitted.status == 1, "\(uncommitted.text) \(uncommitted.stderr)")
+    #expect(uncommitted.stderr.contains("Permission denied"), "\(uncommitted.stderr)")
+    // An empty object answered with 200 and no bytes (`norange`), whose commit fails: said to be empty, and
+    // that nothing was stored (it said "cached ...: none").
+    let empty = try await fetchAsNobody(origin.url(.norange, "nothing-200", size: 0))
+    #expect(empty.status == 0, "\(empty.text) \(empty.stderr)")
+    #expect(empty.text.contains("empty (the origin has no bytes of it; nothing stored)"), "\(empty.text)")
+    // One answering `416 bytes */0` (`normal`): empty, and nothing to store, so nothing to commit.
+    let refused = try await fetchAsNobody(origin.url(.normal, "nothing", size: 0))
+    #expect(refused.status == 0, "\(refused.text) \(refused.stderr)")
+    #expect(refused.text.contains("empty (the origin has no bytes of it; nothing stored)"), "\(refused.text)")
   }
 }

@@ -92,10 +92,11 @@ public struct Compactor: Sendable {
           report.incomplete = true
           break
         }
+        let counted = (report.pinnedKept, report.vetoed, report.skippedBusy)
         if evict(object, reason: .age, into: &report) != nil {
           total -= object.diskBytes
           removedIDs.insert(object.id)
-        } else {
+        } else if counted != (report.pinnedKept, report.vetoed, report.skippedBusy) {
           keptByAge.insert(object.id)
         }
       }

@@ -93,10 +93,11 @@ package final class ShardedStore: Sendable {
           path: FilePath(root), found: "mediacache-format \(version.major).\(version.minor)")
       }
     } else if !create {
-      // An empty directory (as systemd's CacheDirectory= makes it) holds no cache yet, as a missing one.
-      let isEmpty = try mapIO { try FileSystemCalls.directoryEntries(root) }?.isEmpty ?? false
+      // An empty directory (systemd's CacheDirectory=; or a marker being staged in it) is no cache yet.
+      let entries = try mapIO { try FileSystemCalls.directoryEntries(root) }
+      let isEmpty = entries?.allSatisfy { $0.hasPrefix(".FORMAT.") }
       let path = FilePath(root)
-      throw isEmpty ? StoreError.noSuchCache(path: path, empty: true) : .notACache(path: path)
+      throw isEmpty ?? false ? StoreError.noSuchCache(path: path, empty: true) : .notACache(path: path)
     } else {
       let entries = try FileSystemCalls.directoryEntries(root) ?? []
       let ours: Set<String> = ["objects", "tmp", "groups", "namespaces", "files", Self.usageFileName]
