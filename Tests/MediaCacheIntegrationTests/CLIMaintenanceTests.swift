@@ -160,7 +160,7 @@ import Testing
     try FileManager.default.createDirectory(atPath: cache, withIntermediateDirectories: false)
     let emptyDirectory = try await run(mediacache, ["stats", "--cache", cache, "--json"])
     #expect(emptyDirectory.status == 0, "\(emptyDirectory.stderr)")
-    #expect(try await decodeReport(CacheStatistics.self, emptyDirectory) == CacheStatistics())
+    #expect(try decodeReport(CacheStatistics.self, emptyDirectory) == CacheStatistics())
     #expect(try await run(mediacache, ["ls", "--cache", cache, "--json"]).text == "[]\n")
     #expect(try FileManager.default.contentsOfDirectory(atPath: cache).isEmpty)
     try FileManager.default.removeItem(atPath: cache)
