@@ -78,10 +78,7 @@ struct FetchCommand: AsyncParsableCommand {
     if hls && range != nil { throw ValidationError("--range cannot be combined with --hls") }
     if variant != nil && !hls { throw ValidationError("--variant needs --hls") }
     if let variant, variant < 0 { throw ValidationError("--variant must be 0 or more, not \(variant)") }
-    guard (Manifest.minChunkSize...Manifest.maxChunkSize).contains(chunkSize) else {
-      throw ValidationError(
-        "--chunk-size must be \(Manifest.minChunkSize)...\(Manifest.maxChunkSize) bytes, not \(chunkSize)")
-    }
+    try validateChunkSizeOption(chunkSize)
     try validateDASH()
   }
 

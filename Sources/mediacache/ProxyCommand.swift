@@ -202,10 +202,7 @@ struct ProxyCommand: AsyncParsableCommand {
     guard originRequestWindow >= 0 else {
       throw ValidationError("--origin-request-window must be at least 0, not \(originRequestWindow)")
     }
-    guard (Manifest.minChunkSize...Manifest.maxChunkSize).contains(chunkSize) else {
-      throw ValidationError(
-        "--chunk-size must be \(Manifest.minChunkSize)...\(Manifest.maxChunkSize) bytes, not \(chunkSize)")
-    }
+    try validateChunkSizeOption(chunkSize)
   }
 
   func run() async throws {

@@ -20,11 +20,13 @@ struct VerifiedChunkReader: Sendable {
 
   /// See `FileHandleAssetDataManager.read(_:)`.
   func read(_ range: Range<Int64>) throws -> Data {
-    let chunkSize = try checkCached(range)
     guard !range.isEmpty else {
+      _ = try checkCached(range)
       noteAccess()
       return Data()
     }
+    // The chunk size only decides the path here; each path checks the range (`checkCached`) once.
+    let chunkSize = Int64(view.withLock { $0.manifest.chunkSize })
     let first = Int(range.lowerBound / chunkSize)
     let last = Int((range.upperBound - 1) / chunkSize)
     guard touchesEdge(first...last) else {
@@ -37,6 +39,7 @@ struct VerifiedChunkReader: Sendable {
       return plan.extent == range ? data : data.subdata(in: plan.offset..<plan.offset + Int(range.count))
     }
     // An object's first or last chunk, which players read again and again: through `VerifiedChunkCache`.
+    _ = try checkCached(range)
     noteAccess()
     if first == last, range.lowerBound == Int64(first) * chunkSize, spanHolding(range.lowerBound) == nil {
       // One chunk from its start (the common piece of a streamed read): no copy when it is the whole chunk.
