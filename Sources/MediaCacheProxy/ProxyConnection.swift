@@ -100,6 +100,10 @@ final class ProxyConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
       // sends a head (or a body) and then nothing is closed like an idle one.
       self.head = head
       armIdleTimer(context)
+      if !closing, ProxyRequest.expectsContinue(head) {
+        let interim = HTTPResponseHead(version: head.version, status: .continue)
+        context.writeAndFlush(wrapOutboundOut(.head(interim)), promise: nil)
+      }
     case .body(let part):
       armIdleTimer(context)
       // GET and HEAD bodies mean nothing here; another method's is kept up to its bound (`PUT /preload`).

@@ -1,5 +1,6 @@
 import Foundation
 import HTTPTypes
+import MediaCache
 import MediaCacheStreaming
 import NIOCore
 import NIOHTTP1
@@ -22,6 +23,9 @@ struct ProxyRequest: Sendable {
   /// What the target names, as the connection's event loop resolved it (`ProxyResponder.resolvedTarget`):
   /// the task answering the request then neither parses and checks the origin URL again nor hashes its key.
   var resolvedTarget: LoopTargetMemo.Target?
+  /// Why the request's `Host` fields make it a bad request (RFC 9112 §3.2: an HTTP/1.1 request has exactly
+  /// one), or nil.
+  var hostProblem: String?
 
   /// The longest request body kept.
   static let maxBodyBytes = 64 << 10
@@ -37,6 +41,28 @@ struct ProxyRequest: Sendable {
       if let name = HTTPField.Name(name) { fields.append(HTTPField(name: name, value: value)) }
     }
     headers = fields
+    hostProblem = Self.hostProblem(head)
+  }
+
+  /// Why `head`'s `Host` fields make it a bad request, or nil: an HTTP/1.1 request without one or with more
+  /// than one (HTTP/1.0 may leave it out).
+  static func hostProblem(_ head: HTTPRequestHead) -> String? {
+    guard head.version.major > 1 || head.version.minor >= 1 else { return nil }
+    switch head.headers["host"].count {
+    case 1: return nil
+    case 0: return "an HTTP/1.1 request must have a Host field"
+    default: return "the request has more than one Host field"
+    }
+  }
+
+  /// Whether the client waits for `100 Continue` before sending the request's content: an HTTP/1.1 request
+  /// with content and `Expect: 100-continue` (RFC 9110 §10.1.1).
+  static func expectsContinue(_ head: HTTPRequestHead) -> Bool {
+    guard head.version.major > 1 || head.version.minor >= 1,
+      head.headers["expect"].contains(where: { $0.trimmingSpaces().lowercased() == "100-continue" })
+    else { return false }
+    return head.headers["transfer-encoding"].first != nil
+      || head.headers["content-length"].contains(where: { $0.trimmingSpaces() != "0" })
   }
 
   /// The first value of query parameter `name`, percent-decoded (kept as sent if it does not decode); nil

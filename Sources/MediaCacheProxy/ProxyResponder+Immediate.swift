@@ -32,7 +32,7 @@ extension ProxyResponder {
   /// and check of its URL and the hash of its key.
   func hitNow(_ request: ProxyRequest, targets: LoopTargetMemo) -> LoopHit? {
     // (`resolvedTarget` is nil for the proxy's own endpoints and for targets it refuses.)
-    guard request.method == .GET, request.headers[.ifRange] == nil,
+    guard request.method == .GET, request.hostProblem == nil, request.headers[.ifRange] == nil,
       !ConditionalRequest.isConditional(request.headers), let target = request.resolvedTarget
     else { return nil }
     let requested = RangeHeader(request.headers[.range]).requested
@@ -45,12 +45,15 @@ extension ProxyResponder {
   /// `hitNow(_:targets:)`: `.answered` with the hit, counted as started; `.declined` where that would return nil too (a
   /// conditional or `If-Range`, or what the cache holds cannot be given now), so the caller need not ask it;
   /// `.undecided` for what this does not decide (another method, a target not remembered, `Range` sent more
-  /// than once or with spaces around its value), where the caller goes on as without it.
+  /// than once or with spaces around its value, `Host` missing or repeated), where the caller goes on as
+  /// without it.
   func hitNow(_ head: HTTPRequestHead, targets: LoopTargetMemo) -> LoopHitAttempt {
     guard head.method == .GET, let known = targets.target(for: head.uri) else { return .undecided }
     var range: String?
+    var hosts = 0
     for (name, value) in head.headers {
       switch LoopHitField(name) {
+      case .host?: hosts += 1
       case .range?:
         // `HTTPField` trims spaces and tabs around a value, and NIO's parser keeps those after it: left to the
         // whole request's path (as is `Range` sent twice).
@@ -61,6 +64,10 @@ extension ProxyResponder {
       case .declining?: return .declined
       case nil: continue
       }
+    }
+    // A request whose `Host` fields make it a bad one is refused by the whole request's path.
+    guard hosts == 1 || (head.version.major == 1 && head.version.minor == 0 && hosts == 0) else {
+      return .undecided
     }
     let requested = RangeHeader(range).requested
     guard let hit = hitNow(known, requested, uri: head.uri, targets: targets) else { return .declined }
@@ -181,7 +188,10 @@ enum LoopHitAttempt {
 private enum LoopHitField {
   /// `Range`.
   case range
-  /// `If-Range`, `If-None-Match` or `If-Modified-Since`: a loop does not answer the request.
+  /// `Host`.
+  case host
+  /// `If-Range`, `If-None-Match`, `If-Modified-Since`, `If-Match` or `If-Unmodified-Since`: a loop does not
+  /// answer the request.
   case declining
 
   /// The field `name` is, or nil for any other.
@@ -189,10 +199,12 @@ private enum LoopHitField {
     var name = name
     let found: LoopHitField? = name.withUTF8 { bytes in
       switch bytes.count {
+      case 4: Self.matches(bytes, "host") ? .host : nil
       case 5: Self.matches(bytes, "range") ? .range : nil
-      case 8: Self.matches(bytes, "if-range") ? .declining : nil
+      case 8: Self.matches(bytes, "if-range") || Self.matches(bytes, "if-match") ? .declining : nil
       case 13: Self.matches(bytes, "if-none-match") ? .declining : nil
       case 17: Self.matches(bytes, "if-modified-since") ? .declining : nil
+      case 19: Self.matches(bytes, "if-unmodified-since") ? .declining : nil
       default: nil
       }
     }

@@ -27,6 +27,7 @@ struct ProxyResponder: Sendable {
   }
 
   private func handle(_ request: ProxyRequest) async throws -> ProxyResponse {
+    if let problem = request.hostProblem { throw Refusal(.badRequest, problem) }
     if server.upstreamMap == nil {
       if let response = try await ownEndpoint(request) { return response }
     } else if Upstream.isAdminPath(request.path) {
@@ -121,6 +122,12 @@ struct ProxyResponder: Sendable {
         revalidation: bytes.revalidation, after: bytes)
     }
 
+    if ConditionalRequest.preconditionFails(
+      request.headers, etag: bytes.etag, lastModified: bytes.lastModified)
+    {
+      bytes.close()
+      throw Refusal(.preconditionFailed, "the cached representation does not meet the request's precondition")
+    }
     if ConditionalRequest.notModified(request.headers, etag: bytes.etag, lastModified: bytes.lastModified) {
       bytes.close()
       return notModified(bytes, use: use)

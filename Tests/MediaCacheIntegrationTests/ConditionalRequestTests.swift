@@ -74,4 +74,56 @@ import Testing
       #expect(await proxy.stop().status == 0)
     }
   }
+  /// `If-Match` and `If-Unmodified-Since` (RFC 9110 §13.1.1, §13.1.4, in the order of §13.2.2) evaluated on the
+  /// copy the cache would send, as nginx evaluates them on a cached response: a client whose copy is another
+  /// gets `412 Precondition Failed`, without the origin being asked; a match is served as without the field.
+  @Test func preconditionsOfTheClientsCopyAreEvaluatedOnTheCachedOne() async throws {
+    try await withTemporaryDirectory { directory in
+      let origin = try await TestOrigin.start()
+      defer { Task { try? await origin.shutdown() } }
+      let proxy = try await ProxyProcess(cache: "\(directory)/cache")
+      let size = 200_000
+      let path = ProxyServer.proxyPath(for: origin.url(.normal, "match", size: size))
+      let etag = TestOrigin.etag(name: "match")
+      let lastModified = TestOrigin.lastModified()
+      let earlier = "Sun, 31 Dec 2023 23:59:59 GMT"
+      let bytes = TestOrigin.bytes(name: "match", size: size)
+      func get(_ headers: [(String, String)], method: String = "GET") async throws -> RawHTTPResponse {
+        try await blocking { try proxy.request(path, method: method, headers: headers) }
+      }
+      // Another version's tag on a miss: the origin is asked, the cache's copy then decides.
+      #expect(try await get([("If-Match", "\"other\"")]).status == 412)
+      let whole = try await get([])
+      #expect(whole.status == 200 && sameBytes(whole.body, bytes).equal)
+      let requests = origin.requests(for: "match").count
+
+      let cases: [(headers: [(String, String)], status: Int, what: String)] = [
+        ([("If-Match", etag)], 200, "its ETag"),
+        ([("If-Match", "\"other\", \(etag)")], 200, "its ETag in a list"),
+        ([("If-Match", "*")], 200, "*"),
+        ([("If-Match", "\"other\"")], 412, "another ETag"),
+        ([("If-Match", "W/\(etag)")], 412, "its tag, weak (If-Match compares strongly)"),
+        ([("If-Match", "\"other\""), ("Range", "bytes=0-99")], 412, "another ETag with a Range"),
+        ([("If-Match", etag), ("Range", "bytes=0-99")], 206, "its ETag with a Range"),
+        ([("If-Unmodified-Since", lastModified)], 200, "its Last-Modified"),
+        ([("If-Unmodified-Since", earlier)], 412, "an earlier date"),
+        ([("If-Unmodified-Since", "yesterday")], 200, "a date that does not parse"),
+        ([("If-Match", etag), ("If-Unmodified-Since", earlier)], 200, "If-Match decides alone"),
+        ([("If-Match", etag), ("If-None-Match", etag)], 304, "If-Match holds, then If-None-Match"),
+      ]
+      for (headers, status, what) in cases {
+        let response = try await get(headers)
+        #expect(response.status == status, "\(what): \(response.status)")
+        switch status {
+        case 200: #expect(sameBytes(response.body, bytes).equal, "\(what)")
+        case 206: #expect(response.body == Array(bytes[0..<100]), "\(what)")
+        case 412: #expect(response.header("Content-Type") == "text/plain; charset=utf-8", "\(what)")
+        default: #expect(response.bodyCount == 0, "\(what)")
+        }
+      }
+      #expect(try await get([("If-Match", "\"other\"")], method: "HEAD").status == 412)
+      #expect(origin.requests(for: "match").count == requests, "decided on the cached copy")
+      #expect(await proxy.stop().status == 0)
+    }
+  }
 }

@@ -498,6 +498,9 @@ struct ImmediateHitTests {
           ([("Range", "bytes=0-99"), ("IF-RANGE", etag)], false),
           ([("Range", "bytes=0-99"), ("If-Range", "\"other\"")], false),
           ([("If-None-Match", "")], false),
+          ([("IF-MATCH", "\"other\"")], false),
+          ([("Range", "bytes=0-99"), ("If-Match", etag)], false),
+          ([("if-unmodified-since", "Sun, 31 Dec 2023 23:59:59 GMT")], false),
           ([("Range", "bytes=0-99"), ("Connection", "close")], true),
           // Spaces after a value: `HTTPField` trims them; left to the whole request's path, which answers it.
           ([("Range", "bytes=0-99" + String(repeating: " ", count: 4_100))], true),
