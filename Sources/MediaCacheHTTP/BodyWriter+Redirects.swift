@@ -7,7 +7,10 @@ extension BodyWriter {
   /// .allowedRedirectHosts`) before AsyncHTTPClient follows it. AsyncHTTPClient calls this for every response
   /// head, on the task's event loop, before it decides to redirect; the task failed here is finished, so the
   /// redirect's request is never made.
+  ///
+  /// Also notes the URL of each response head (the last is the final response's: `responseURL`).
   func didVisitURL(task: HTTPClient.Task<Void>, _ request: HTTPClient.Request, _ head: HTTPResponseHead) {
+    responseURL = request.url.absoluteString
     guard let hosts = session.environment.client.redirects?.hosts,
       let target = OriginClient.redirectTarget(
         status: head.status, headers: head.headers, from: request.url,

@@ -75,9 +75,9 @@ final class BodyWriter: HTTPClientResponseDelegate, @unchecked Sendable {
   private let sharedWithCredentials: Bool
   /// The player's fields the request forwarded (lowercased names): a `Vary` on one of them forbids storing.
   private let forwarded: Set<String>
-
-  /// Bytes received and not yet written past which the next body part waits.
-  static let maxQueuedBytes = 1 << 20
+  /// The URL of the latest response head AsyncHTTPClient received (`didVisitURL`): the request's, or where a
+  /// redirect led; stored with the object when it is not `url` (`OriginClient.responseURLField`).
+  var responseURL: String?
 
   init(
     session: ObjectSession, flight: Flight, url: String, start: Int64, end: Int64?, stored: Manifest,
@@ -95,18 +95,12 @@ final class BodyWriter: HTTPClientResponseDelegate, @unchecked Sendable {
     self.stored = stored
   }
 
-  /// Ends a body early once the flight's run is complete (the error is not reported as a failure).
-  struct StopReading: Error {}
-
-  /// The longest bytes wait here for more to batch with.
-  static let maxBatchDelay = TimeAmount.milliseconds(5)
-
   func didReceiveHead(task: HTTPClient.Task<Void>, _ head: HTTPResponseHead) -> EventLoopFuture<Void> {
     let parsed: ResponseHead
     do {
       parsed = try OriginClient.interpret(
         status: head.status, headers: head.headers, url: url, start: requestedStart, end: requestedEnd,
-        sharedWithCredentials: sharedWithCredentials, forwarded: forwarded,
+        sharedWithCredentials: sharedWithCredentials, forwarded: forwarded, responseURL: responseURL,
         freshness: session.environment.client.configuration.freshness,
         sharedCache: session.environment.client.configuration.isSharedCache)
     } catch  where error.code == .httpStatus && (head.status.code < 500 || isLastAttempt) {

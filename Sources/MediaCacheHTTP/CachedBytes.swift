@@ -120,6 +120,9 @@ public final class CachedBytes: AsyncSequence, Sendable {
   /// The origin response's end-to-end header fields as the cache stored them (nil: none recorded), for the
   /// version this read delivers.
   public var storedHeaders: StoredHeaders? { shownManifest().storedHeaders }
+  /// The URL the origin's response came from when a redirect led there (nil: the URL read), for the version
+  /// this read delivers: what relative references in a playlist or MPD resolve against.
+  public var responseURL: String? { shownManifest().storedHeaders?.responseURL }
   /// The response's age and freshness now (nil: none recorded), for the version this read delivers.
   public var freshness: ObjectFreshness? {
     session.freshness(of: shownManifest())?.view(at: Date())

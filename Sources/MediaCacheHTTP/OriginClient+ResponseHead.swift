@@ -9,7 +9,7 @@ extension OriginClient {
   /// be, and what the origin said; throws the `OriginError` for anything the cache cannot use.
   static func interpret(
     status: HTTPResponseStatus, headers: HTTPHeaders, url: String, start: Int64, end: Int64?,
-    sharedWithCredentials: Bool = false, forwarded: Set<String> = [],
+    sharedWithCredentials: Bool = false, forwarded: Set<String> = [], responseURL: String? = nil,
     freshness: FreshnessPolicy = FreshnessPolicy(),
     sharedCache: Bool = false
   )
@@ -26,7 +26,7 @@ extension OriginClient {
     if let encoding = headers.first(name: "Content-Encoding"), encoding.lowercased() != "identity" {
       throw .unsupportedContentEncoding(url: url, encoding: encoding)
     }
-    var metadata = metadata(headers)
+    var metadata = metadata(headers, responseURL: responseURL == url ? nil : responseURL)
     let contentLength = headers.first(name: "Content-Length").flatMap { Int64($0) }
     switch status.code {
     case 206:
@@ -58,11 +58,25 @@ extension OriginClient {
     }
   }
 
-  static func metadata(_ headers: HTTPHeaders) -> OriginMetadata {
-    OriginMetadata(
+  /// The metadata of a response with `headers`; `responseURL`, where a redirect led (nil: the request's own
+  /// URL), is stored as `responseURLField`, first (the fields past `StoredHeaders.maxBytes` are dropped).
+  static func metadata(_ headers: HTTPHeaders, responseURL: String? = nil) -> OriginMetadata {
+    var stored = storedFields(headers, receivedAt: Date())
+    if let responseURL {
+      stored = StoredHeaders(
+        receivedAt: stored.receivedAt,
+        fields: [.init(name: responseURLField, value: responseURL)] + stored.fields)
+    }
+    return OriginMetadata(
       length: nil, etag: headers.first(name: "ETag"), lastModified: headers.first(name: "Last-Modified"),
-      contentType: headers.first(name: "Content-Type"), headers: storedFields(headers, receivedAt: Date()))
+      contentType: headers.first(name: "Content-Type"), headers: stored)
   }
+
+  /// The stored field that holds the URL a response came from when a redirect led there, not the request's
+  /// (`CachedBytes.responseURL`): what relative references in a playlist or MPD resolve against, as players
+  /// resolve them against the URL they were redirected to. Never stored from an origin's own fields, never
+  /// sent to a client.
+  package static let responseURLField = "MediaCache-Response-URL"
 
   /// Fields a cache never stores (lowercased): hop-by-hop (RFC 9110 7.6.1), framing (the cache's responses
   /// have their own), the validators and type (the manifest's own fields), `Set-Cookie` (one user's, not for a
@@ -70,6 +84,7 @@ extension OriginClient {
   static let unstoredFields = hopByHopFields.union([
     "content-length", "content-range", "accept-ranges", "content-type", "etag", "last-modified", "set-cookie",
     "set-cookie2", "cache-status", "content-md5", "digest", "content-digest", "repr-digest",
+    responseURLField.lowercased(),
   ])
 
   /// The end-to-end fields of a response worth storing with the object (all but `unstoredFields` and those
@@ -111,5 +126,14 @@ extension OriginClient {
     let bounds = parts[0].split(separator: "-", maxSplits: 1)
     guard bounds.count == 2, let first = Int64(bounds[0]), let last = Int64(bounds[1]) else { return nil }
     return (first, last, total)
+  }
+}
+
+extension StoredHeaders {
+  /// The URL the stored response came from when a redirect led there (`OriginClient.responseURLField`), else
+  /// nil.
+  public var responseURL: String? {
+    let name = OriginClient.responseURLField.lowercased()
+    return fields.first { $0.name.lowercased() == name }?.value
   }
 }

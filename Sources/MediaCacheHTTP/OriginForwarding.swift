@@ -17,6 +17,9 @@ package struct ForwardedResponse: Sendable {
   /// Whether this cache could have stored it (a 200 or 206 that RFC 9111 3 and 3.5 let it store): the URL
   /// need not be relayed any more.
   package var isStorable: Bool
+  /// The URL of the response when a redirect led there, else nil (what relative references in a playlist or
+  /// MPD resolve against).
+  package var url: String? = nil
 }
 
 /// The body of a `ForwardedResponse`, read by one task: streamed from the origin, or read whole already
@@ -77,6 +80,7 @@ extension OriginClient {
     return ForwardedResponse(
       status: Int(response.status.code),
       fields: Self.fields(of: response.headers, without: Self.hopByHopFields),
-      body: ForwardedBody(response.body), isStorable: isStorable)
+      body: ForwardedBody(response.body), isStorable: isStorable,
+      url: response.url.map(\.absoluteString).flatMap { $0 == url ? nil : $0 })
   }
 }

@@ -61,7 +61,7 @@ extension ProxyResponder {
     metrics.noteRequest(hit: bytes.bytesFromOrigin == 0)
     var etag = bytes.etag
     if let rewritten = try rewrittenPlaylist(
-      body, origin: origin, contentType: bytes.contentType, isPathForm: isPathForm)
+      body, origin: origin, base: bytes.responseURL, contentType: bytes.contentType, isPathForm: isPathForm)
     {
       body = rewritten.body
       etag = nil  // the rewritten text is not the origin's representation
@@ -77,11 +77,17 @@ extension ProxyResponder {
 
   /// `body` rewritten for the player (see `respondWithPlaylist`), and whether it is live; nil for a body that is
   /// neither a playlist nor an MPD (served as it is). Throws a `Refusal` (502) for one that cannot be rewritten.
-  func rewrittenPlaylist(_ body: Data, origin: String, contentType: String?, isPathForm: Bool) throws -> (
-    body: Data, isLive: Bool
-  )? {
+  ///
+  /// Relative references resolve against `base`, the URL a redirect led to (nil: `origin`), as a player that
+  /// followed the redirect itself resolves them. The player's own URL is `origin`'s, so where the two differ
+  /// no reference is kept relative: each is resolved and written as a proxy URL (an MPD as in the query form).
+  func rewrittenPlaylist(
+    _ body: Data, origin: String, base: String? = nil, contentType: String?, isPathForm: Bool
+  ) throws -> (body: Data, isLive: Bool)? {
+    let redirected = base.map { $0 != origin } ?? false
+    let base = base ?? origin
     if HLSPlaylist.isPlaylist(contentType: contentType, url: origin, prefix: body.prefix(16)),
-      let text = String(data: body, encoding: .utf8), let playlistURL = URL(string: origin)
+      let text = String(data: body, encoding: .utf8), let playlistURL = URL(string: base)
     {
       do {
         let upstreams = server.upstreamMap
@@ -90,7 +96,7 @@ extension ProxyResponder {
           keeping: { reference in
             // In the reverse-proxy mode a relative path without dot segments resolves through the request's
             // path to the local path of its target, as it does in path form.
-            guard upstreams == nil || !reference.contains("..") else { return false }
+            guard !redirected, upstreams == nil || !reference.contains("..") else { return false }
             return (isPathForm || upstreams != nil) && ProxyPathForm.keepsReference(reference, base: origin)
           }
         ) { target in
@@ -111,9 +117,9 @@ extension ProxyResponder {
       if let upstreams = server.upstreamMap {
         form = .reverseProxy(localPath: { URL(string: $0).flatMap(upstreams.localPath(for:)) })
       } else {
-        form = isPathForm ? .pathForm : .queryForm
+        form = isPathForm && !redirected ? .pathForm : .queryForm
       }
-      let rewritten = try MPDRewriter.rewrite(body, manifestURL: origin, form: form)
+      let rewritten = try MPDRewriter.rewrite(body, manifestURL: base, form: form)
       return (rewritten.body, rewritten.isDynamic)
     } catch  where error.code == .notAnMPD && !MPDRewriter.hasManifestContentType(contentType) {
       // A .mpd path whose body is not an MPD: served as it is.

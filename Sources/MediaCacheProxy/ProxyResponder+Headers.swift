@@ -43,12 +43,14 @@ extension ProxyResponder {
     return headers
   }
 
-  /// Stored fields the proxy sends its own of (lowercased): `headers(...)`.
+  /// Stored fields the proxy sends its own of, or none of (lowercased): `headers(...)`. The URL a redirect led
+  /// to (`OriginClient.responseURLField`) is the cache's own record, not the origin's field.
   static let ownFieldNames: Set<String> = [
     "age", "via", "server", "cache-status", "accept-ranges", "x-content-type-options",
     "content-security-policy",
     "content-length", "content-range", "content-type", "etag", "last-modified", "connection", "keep-alive",
     "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade",
+    OriginClient.responseURLField.lowercased(),
   ]
 
   /// `Via` of the responses the proxy forwards (`ProxyServer.via`, made once).

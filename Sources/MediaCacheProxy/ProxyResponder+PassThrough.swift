@@ -95,7 +95,8 @@ extension ProxyResponder {
       }
       if isPlaylist,
         let rewritten = try rewrittenPlaylist(
-          Data(page.readableBytesView), origin: origin, contentType: contentType, isPathForm: isPathForm)
+          Data(page.readableBytesView), origin: origin, base: forwarded.url, contentType: contentType,
+          isPathForm: isPathForm)
       {
         page = ByteBuffer(bytes: rewritten.body)
         headers[.eTag] = nil  // the rewritten text is not the origin's representation

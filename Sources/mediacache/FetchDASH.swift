@@ -22,9 +22,8 @@ extension FetchCommand {
   }
 
   private func fetchDASH(reader: CachingReader) async throws {
-    guard let mpdURL = URL(string: url) else { throw OriginError.invalidURL(url) }
-    let body = try await Self.readMPD(url, reader: reader)
-    let presentation = try MPDSegments.parse(body, url: mpdURL)
+    let (body, base) = try await Self.readMPD(url, reader: reader)
+    let presentation = try MPDSegments.parse(body, url: base)
     // Live MPDs change under the fetch and their segments expire; what a timeline lists now is a moving
     // window, so the command refuses rather than cache a window that is stale by the time it is played.
     if presentation.isDynamic { throw MPDError.dynamic(url: url) }
@@ -145,9 +144,9 @@ extension FetchCommand {
     return "'\(representation.id)'" + (fields.isEmpty ? "" : " (\(fields.joined(separator: ", ")))")
   }
 
-  /// Reads a whole MPD through the cache (so it is cached too). Refuses more than
-  /// `MPDSegments.maxManifestBytes` without reading past them.
-  static func readMPD(_ url: String, reader: CachingReader) async throws -> Data {
+  /// Reads a whole MPD through the cache (so it is cached too), with the URL its references resolve against
+  /// (where a redirect led). Refuses more than `MPDSegments.maxManifestBytes` without reading past them.
+  static func readMPD(_ url: String, reader: CachingReader) async throws -> (body: Data, base: URL) {
     let limit = MPDSegments.maxManifestBytes
     // Fetched as background work (bounded: one byte past the limit shows an MPD too large), then read from
     // the cache.

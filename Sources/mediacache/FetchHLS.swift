@@ -24,6 +24,8 @@ extension FetchCommand {
     var playlists = [url]
     var mediaURL = playlistURL
     let media: HLSPlaylist.MediaPlaylist
+    // The chosen variant's audio and subtitle renditions (`EXT-X-MEDIA` with a URI): a player needs them too.
+    var renditions: [HLSPlaylist.MediaPlaylist] = []
     switch try await Self.readPlaylist(url, reader: reader) {
     case .media(let list):
       if variant != nil {
@@ -43,19 +45,39 @@ extension FetchCommand {
         )
       }
       media = list
+      for rendition in chosen.audioRenditions + chosen.subtitleRenditions {
+        printOut("rendition: \(rendition.absoluteString)")
+        playlists.append(rendition.absoluteString)
+        guard case .media(let list) = try await Self.readPlaylist(rendition.absoluteString, reader: reader)
+        else {
+          throw fail(
+            "rendition playlist \(rendition.absoluteString) is a master playlist, not a media playlist",
+            .failure)
+        }
+        renditions.append(list)
+      }
     }
-    let uris = media.allURIs.map(\.absoluteString)
+    var uris = media.allURIs.map(\.absoluteString)
+    var seen = Set(uris)
+    for uri in renditions.flatMap(\.allURIs).map(\.absoluteString) where seen.insert(uri).inserted {
+      uris.append(uri)
+    }
+    let prerequisites = ([media] + renditions).flatMap { $0.keys + $0.maps }.map(\.absoluteString)
     let final = try await joiningGroup(playlists + uris, cache: reader.cache) {
       let final = try await Self.prefetchShowingProgress(
-        uris, prerequisites: Set((media.keys + media.maps).map(\.absoluteString)), reader: reader)
+        uris, prerequisites: Set(prerequisites), reader: reader)
       // Everything the player needs is on disk, or the exit status says what is not.
       try await Self.requireComplete(playlists + uris, reader: reader)
       return final
     }
-    let segments = Set(media.segments).count
+    let all = [media] + renditions
+    let segments = Set(all.flatMap(\.segments)).count
+    let keys = all.reduce(0) { $0 + $1.keys.count }
+    let maps = all.reduce(0) { $0 + $1.maps.count }
+    let with = renditions.isEmpty ? "" : " with \(Self.count(renditions.count, "rendition"))"
     printOut(
-      "cached HLS \(mediaURL.absoluteString): \(Self.count(uris.count, "file")) (\(Self.count(segments, "segment")), "
-        + "\(Self.count(media.keys.count, "key")), \(Self.count(media.maps.count, "init section"))), "
+      "cached HLS \(mediaURL.absoluteString)\(with): \(Self.count(uris.count, "file")) "
+        + "(\(Self.count(segments, "segment")), \(Self.count(keys, "key")), \(Self.count(maps, "init section"))), "
         + "\(final.cachedBytes) bytes; fetched \(final.fetchedBytes) bytes from the origin")
   }
 
@@ -94,9 +116,8 @@ extension FetchCommand {
   /// Reads a whole playlist through the cache (so it is cached too) and parses it. Refuses more than
   /// `HLSPlaylist.maxPlaylistBytes` without reading past them.
   static func readPlaylist(_ url: String, reader: CachingReader) async throws -> HLSPlaylist.Playlist {
-    guard let playlistURL = URL(string: url) else { throw OriginError.invalidURL(url) }
     let limit = HLSPlaylist.maxPlaylistBytes
-    let body = try await readWhole(url, limit: limit, reader: reader) {
+    let (body, playlistURL) = try await readWhole(url, limit: limit, reader: reader) {
       HLSError.tooLarge(url: url, bytes: $0, limit: limit)
     }
     guard let text = String(data: body, encoding: .utf8) else {

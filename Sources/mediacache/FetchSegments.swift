@@ -119,7 +119,7 @@ extension FetchCommand {
   /// them: a declared length over the limit, or a body that grows past it, throws `tooLarge(bytes)`.
   static func readWhole(
     _ url: String, limit: Int, reader: CachingReader, tooLarge: (Int) -> any Error
-  ) async throws -> Data {
+  ) async throws -> (body: Data, base: URL) {
     let bytes = try await reader.read(url)
     defer { bytes.close() }
     if let length = bytes.length, length > limit { throw tooLarge(Int(clamping: length)) }
@@ -128,7 +128,9 @@ extension FetchCommand {
       body.append(piece)
       if body.count > limit { throw tooLarge(body.count) }
     }
-    return body
+    // Relative references resolve against where a redirect led, as a player's do.
+    guard let base = URL(string: bytes.responseURL ?? url) else { throw OriginError.invalidURL(url) }
+    return (body, base)
   }
 }
 

@@ -77,6 +77,74 @@ import Testing
     }
   }
 
+  /// A file root with `master.m3u8`: one variant (`video/`) with an `AUDIO` group of two renditions (`fr`
+  /// listed first, `en` the `DEFAULT=YES` one), a `SUBTITLES` group of one, and an audio group no variant
+  /// uses; each media playlist lists two segments of its own (bytes, not media: fetching does not decode).
+  static func makeRenditionsRoot() throws -> TemporaryDirectory {
+    let root = try TemporaryDirectory()
+    func write(_ path: String, _ text: String) throws {
+      let url = URL(fileURLWithPath: root.file(path))
+      try FileManager.default.createDirectory(
+        at: url.deletingLastPathComponent(), withIntermediateDirectories: true)
+      try Data(text.utf8).write(to: url)
+    }
+    try write(
+      "master.m3u8",
+      """
+      #EXTM3U
+      #EXT-X-MEDIA:TYPE=AUDIO,GROUP-ID="aud",NAME="fr",LANGUAGE="fr",URI="audio/fr.m3u8"
+      #EXT-X-MEDIA:TYPE=AUDIO,GROUP-ID="aud",NAME="en",LANGUAGE="en",DEFAULT=YES,URI="audio/en.m3u8"
+      #EXT-X-MEDIA:TYPE=AUDIO,GROUP-ID="unused",NAME="x",URI="audio/unused.m3u8"
+      #EXT-X-MEDIA:TYPE=SUBTITLES,GROUP-ID="subs",NAME="en",URI="subs/en.m3u8"
+      #EXT-X-STREAM-INF:BANDWIDTH=100000,AUDIO="aud",SUBTITLES="subs"
+      video/index.m3u8
+
+      """)
+    for (playlist, segments) in [
+      ("video/index.m3u8", ["v0.ts", "v1.ts"]), ("audio/fr.m3u8", ["fr0.aac", "fr1.aac"]),
+      ("audio/en.m3u8", ["en0.aac", "en1.aac"]), ("audio/unused.m3u8", ["u0.aac", "u1.aac"]),
+      ("subs/en.m3u8", ["s0.vtt", "s1.vtt"]),
+    ] {
+      let directory = String(playlist.split(separator: "/")[0])
+      var text = "#EXTM3U\n#EXT-X-TARGETDURATION:2\n"
+      for (index, segment) in segments.enumerated() {
+        text += "#EXTINF:2.0,\n\(segment)\n"
+        try write("\(directory)/\(segment)", String(repeating: "\(directory) \(index) ", count: 4_000))
+      }
+      try write(playlist, text + "#EXT-X-ENDLIST\n")
+    }
+    return root
+  }
+
+  /// The chosen variant's audio and subtitle renditions are cached with it (a player of the set needs them;
+  /// before, only the video was fetched and an offline player had no sound), and nothing of a group the
+  /// variant does not use.
+  @Test func theChosenVariantsRenditionsAreCachedWithIt() async throws {
+    let root = try Self.makeRenditionsRoot()
+    defer { root.cleanup() }
+    let dir = try TemporaryDirectory()
+    defer { dir.cleanup() }
+    let cache = dir.file("cache")
+    try await withFileOrigin(root: root.path) { origin in
+      let fetched = try await run(
+        mediacache, ["fetch", "--hls", "--cache", cache, origin.url(file: "master.m3u8")])
+      #expect(fetched.status == 0, "\(fetched.stderr)")
+      #expect(
+        fetched.text.contains("with 3 renditions: 8 files (8 segments, 0 keys, 0 init sections)"),
+        "\(fetched.text)")
+      for file in [
+        "video/index.m3u8", "video/v0.ts", "video/v1.ts", "audio/en.m3u8", "audio/en0.aac", "audio/en1.aac",
+        "audio/fr.m3u8", "audio/fr0.aac", "audio/fr1.aac", "subs/en.m3u8", "subs/s0.vtt", "subs/s1.vtt",
+      ] {
+        let state = try await status(cache, origin.url(file: file))
+        #expect(state.stateName == "complete", "\(file): \(state)")
+      }
+      for file in ["audio/unused.m3u8", "audio/u0.aac"] {
+        #expect(origin.requests(for: file).isEmpty, "\(file)")
+      }
+    }
+  }
+
   @Test func variantsWithAKeyAndAnInitSection() async throws {
     let dir = try TemporaryDirectory()
     defer { dir.cleanup() }

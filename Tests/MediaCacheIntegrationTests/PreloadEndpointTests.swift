@@ -61,6 +61,57 @@ import Testing
     }
   }
 
+  /// Preloads `next` (the item after the one being played, `current`) for 2 s through a fresh proxy on
+  /// `cache`, and returns the report once it is done or failed.
+  func preloadNext(_ next: String, after current: String, cache: String) async throws
+    -> Report
+  {
+    let (proxy, port) = try await startProxy(cache: cache, [])
+    defer { proxy.kill() }
+    let body = try String(decoding: JSONEncoder().encode(["items": [current, next]]), as: UTF8.self)
+      .replacingOccurrences(of: "}", with: ",\"current\":0,\"seconds\":[2]}")
+    let put = try await blocking { try preload(port, "PUT", body) }
+    #expect(put.status == 204, "\(String(decoding: put.body, as: UTF8.self))")
+    return try await waitForPreload(port) { $0.items.allSatisfy { ["done", "failed"].contains($0.state) } }
+  }
+
+  /// A playlist behind a redirect is preloaded from where it led: its segments resolve against that URL, as
+  /// a player's would (before, they resolved against the URL asked: a 404, and the item failed).
+  @Test func aPlaylistBehindARedirectIsPreloadedFromWhereItLed() async throws {
+    try await withTemporaryDirectory { directory in
+      try await withFileOrigin { origin in
+        let redirecting = RedirectedManifestTests.redirecting(
+          origin, to: "hls/v0/index.m3u8", as: "index.m3u8")
+        let report = try await preloadNext(
+          redirecting, after: origin.url(file: "faststart.mp4"), cache: "\(directory)/cache")
+        #expect(report.items.map(\.state) == ["done"], "\(report.items)")
+        let segment = origin.requests(for: "hls/v0/seg000.ts")
+        #expect(!segment.isEmpty && segment.allSatisfy { $0.status / 100 == 2 }, "\(origin.allRequests())")
+      }
+    }
+  }
+
+  /// A master playlist's variant is preloaded with the audio a player plays with it: its group's
+  /// `DEFAULT=YES` rendition, from its start (not the other languages).
+  @Test func aVariantIsPreloadedWithItsDefaultAudio() async throws {
+    let root = try FetchHLSCommandTests.makeRenditionsRoot()
+    defer { root.cleanup() }
+    try await withTemporaryDirectory { directory in
+      try await withFileOrigin(root: root.path) { origin in
+        let report = try await preloadNext(
+          origin.url(file: "master.m3u8"), after: origin.url(file: "video/v0.ts"),
+          cache: "\(directory)/cache")
+        #expect(report.items.map(\.state) == ["done"], "\(report.items)")
+        for file in ["audio/en.m3u8", "audio/en0.aac", "video/index.m3u8"] {
+          #expect(!origin.requests(for: file).isEmpty, "\(file): \(origin.allRequests())")
+        }
+        for file in ["audio/fr.m3u8", "audio/fr0.aac", "audio/unused.m3u8"] {
+          #expect(origin.requests(for: file).isEmpty, "\(file)")
+        }
+      }
+    }
+  }
+
   /// `GET /preload` every 50 ms until `isDone` holds of the report (at most 10 s); the last report.
   func waitForPreload(_ port: Int, until isDone: (Report) -> Bool) async throws -> Report {
     var report = Report(items: [])

@@ -251,6 +251,12 @@ enum ResponsePlanner {
       let host = query.first { $0.0 == "host" }?.1 ?? localHost
       let authority = host.contains(":") ? "[\(host)]:\(localPort)" : "\(host):\(localPort)"
       plan.status = .found
+      // `to=PATH`: the redirect leads to this origin's PATH (for example a file's, `/files/...`).
+      if let path = query.first(where: { $0.0 == "to" })?.1, path.hasPrefix("/") {
+        plan.headers.add(name: "Location", value: "http://\(authority)\(path)")
+        plan.headers.add(name: "Content-Length", value: "0")
+        return plan
+      }
       plan.headers.add(
         name: "Location",
         value: "http://\(authority)/\(nextMode.rawValue)/\(name)?\(items.joined(separator: "&"))")

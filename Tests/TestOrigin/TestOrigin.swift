@@ -50,7 +50,8 @@ public final class TestOrigin: Sendable {
     case slow
     /// 302 to the `normal` URL of the same object (absolute `Location`), or with `?hops=N` a chain of N
     /// redirects (`redirect` with hops N-1, ..., then `normal`); `host=NAME` names the origin by another host
-    /// name in the `Location`. Other query items are kept.
+    /// name in the `Location`. Other query items are kept. With `?to=PATH`, one 302 to this origin's PATH
+    /// (for example `/files/hls/index.m3u8`).
     case redirect
     /// Ignores Range and Accept-Encoding: 200 with `Content-Encoding: gzip` and a real gzip stream of the
     /// object bytes (deflate stored blocks; `TestOrigin.gzipBody`), `Accept-Ranges: none`.

@@ -128,7 +128,8 @@ public struct StartPlanner: Sendable {
       source: .estimate(reason: reason))
   }
 
-  /// The playlist at `url`, the variant's playlist for a master one, and the URIs of the first `seconds`.
+  /// The playlist at `url`, the variant's playlist for a master one (and its audio rendition's), and the URIs
+  /// of the first `seconds`.
   private func hlsPlan(_ url: String, seconds: Double) async throws -> Plan {
     var parts = [Part(url: url, ranges: nil)]
     var media: HLSPlaylist.MediaPlaylist
@@ -144,6 +145,15 @@ public struct StartPlanner: Sendable {
           url: variant.uri.absoluteString, line: 1, reason: "a variant's playlist is a master playlist")
       }
       media = playlist
+      // The audio a player plays with it (the group's `DEFAULT=YES` rendition, else its first), from its start.
+      if let audio = variant.audioRenditions.first {
+        parts.append(Part(url: audio.absoluteString, ranges: nil))
+        guard case .media(let rendition) = try await self.playlist(audio.absoluteString) else {
+          throw HLSError.malformedLine(
+            url: audio.absoluteString, line: 1, reason: "an audio rendition's playlist is a master playlist")
+        }
+        parts += rendition.startURIs(seconds: seconds).map { Part(url: $0.absoluteString, ranges: nil) }
+      }
     }
     parts += media.startURIs(seconds: seconds).map { Part(url: $0.absoluteString, ranges: nil) }
     return Plan(url: url, parts: parts, source: .hlsSegments)
@@ -153,7 +163,7 @@ public struct StartPlanner: Sendable {
   private func dashPlan(_ url: String, seconds: Double) async throws -> Plan {
     let limit = MPDSegments.maxManifestBytes
     let read = try await read(url, .bounded(0..<Int64(limit + 1)))
-    guard let mpdURL = URL(string: url) else { throw OriginError.invalidURL(url) }
+    guard let mpdURL = URL(string: read.base) else { throw OriginError.invalidURL(url) }
     let presentation = try MPDSegments.parse(Data(read.bytes), url: mpdURL)
     if presentation.isDynamic { throw MPDError.dynamic(url: url) }
     var parts = [Part(url: url, ranges: nil)]
@@ -232,7 +242,8 @@ public struct StartPlanner: Sendable {
     let limit = HLSPlaylist.maxPlaylistBytes
     let read = try await read(url, .bounded(0..<Int64(limit + 1)))
     if read.bytes.count > limit { throw HLSError.tooLarge(url: url, bytes: read.bytes.count, limit: limit) }
-    guard let text = String(validating: read.bytes, as: UTF8.self), let playlistURL = URL(string: url) else {
+    guard let text = String(validating: read.bytes, as: UTF8.self), let playlistURL = URL(string: read.base)
+    else {
       throw HLSError.notAPlaylist(url: url, firstLine: "(not UTF-8 text)")
     }
     return try HLSPlaylist.parse(text, playlistURL: playlistURL)
@@ -240,12 +251,13 @@ public struct StartPlanner: Sendable {
 
   /// The bytes of `range` of `url` (fewer where the object ends), read at background priority.
   private func read(_ url: String, _ range: RequestedRange) async throws -> (
-    bytes: [UInt8], length: Int64?, contentType: String?
+    bytes: [UInt8], length: Int64?, contentType: String?, base: String
   ) {
     let bytes = try await reader.read(url, range: range, priority: .background)
     defer { bytes.close() }
     var result: [UInt8] = []
     for try await piece in bytes { result += piece }
-    return (result, bytes.length, bytes.contentType)
+    // `base`: what relative references in the bytes resolve against (where a redirect led, as for a player).
+    return (result, bytes.length, bytes.contentType, bytes.responseURL ?? url)
   }
 }

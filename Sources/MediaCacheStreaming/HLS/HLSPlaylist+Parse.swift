@@ -21,9 +21,11 @@ extension HLSPlaylist {
     public var resolution: String?
     /// `CODECS`, as written.
     public var codecs: String?
-    /// The `AUDIO` group's `EXT-X-MEDIA` renditions that have a URI, absolute, in playlist order.
+    /// The `AUDIO` group's `EXT-X-MEDIA` renditions that have a URI, absolute: the `DEFAULT=YES` one first,
+    /// the others in playlist order.
     public var audioRenditions: [URL]
-    /// The `SUBTITLES` group's `EXT-X-MEDIA` renditions that have a URI, absolute, in playlist order.
+    /// The `SUBTITLES` group's `EXT-X-MEDIA` renditions that have a URI, absolute: the `DEFAULT=YES` one
+    /// first, the others in playlist order.
     public var subtitleRenditions: [URL]
 
     /// A variant with these fields.
@@ -141,6 +143,7 @@ extension HLSPlaylist {
       var type: Substring
       var group: Substring
       var uri: URL
+      var isDefault: Bool
     }
     var pending: Pending?
     var variants: [(variant: Variant, audio: Substring?, subtitles: Substring?)] = []
@@ -166,7 +169,8 @@ extension HLSPlaylist {
           if let uri = list.value("URI"),
             let resolved = try resolve(uri, against: playlistURL, line: number)
           {
-            renditions.append(Rendition(type: type, group: group, uri: resolved))
+            renditions.append(
+              Rendition(type: type, group: group, uri: resolved, isDefault: list.value("DEFAULT") == "YES"))
           }
         case "#EXTINF", "#EXT-X-TARGETDURATION":
           throw .malformedLine(
@@ -203,10 +207,12 @@ extension HLSPlaylist {
       throw .malformedLine(
         url: source, line: pending.line, reason: "#EXT-X-STREAM-INF is not followed by a URI line")
     }
+    // A group's `DEFAULT=YES` rendition first (what a player plays without a choice), the rest in order.
+    let ordered = renditions.filter(\.isDefault) + renditions.filter { !$0.isDefault }
     return variants.map { entry in
       var variant = entry.variant
-      variant.audioRenditions = renditions.filter { $0.type == "AUDIO" && $0.group == entry.audio }.map(\.uri)
-      variant.subtitleRenditions = renditions.filter { $0.type == "SUBTITLES" && $0.group == entry.subtitles }
+      variant.audioRenditions = ordered.filter { $0.type == "AUDIO" && $0.group == entry.audio }.map(\.uri)
+      variant.subtitleRenditions = ordered.filter { $0.type == "SUBTITLES" && $0.group == entry.subtitles }
         .map(\.uri)
       return variant
     }

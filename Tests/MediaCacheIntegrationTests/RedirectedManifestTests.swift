@@ -1,0 +1,83 @@
+import Foundation
+import MediaCacheProxy
+import MediaCacheTestOrigin
+import MediaCacheTestSupport
+import Testing
+
+/// A playlist or MPD behind a redirect (a CDN's or a "play URL" API's 302 to an edge or a signed path): its
+/// relative references resolve against the URL the redirect led to, as a player that followed the redirect
+/// itself resolves them, through the proxy in both its request forms, from the cache as on the miss, and in
+/// `mediacache fetch --hls` and `--dash`. Before, they resolved against the URL asked, so every segment was a
+/// 404 and the stream did not play.
+@Suite struct RedirectedManifestTests {
+  let mediacache = binary("mediacache")
+
+  /// The test origin's URL that redirects (one 302) to its file `relativePath`; named `name`, so the URL
+  /// asked ends as the file's does (`.m3u8`, `.mpd`).
+  static func redirecting(_ origin: TestOrigin, to relativePath: String, as name: String) -> String {
+    origin.url(.redirect, name, size: 0, query: "to=/files/\(relativePath)")
+  }
+
+  @Test func ffmpegPlaysAPlaylistBehindARedirectInBothFormsLikeTheLocalFile() async throws {
+    try await withProxy(fileRoot: mediaFixturesDirectory) { fixture in
+      let local = try await frameHashes("\(mediaFixturesDirectory)/hls/v0/index.m3u8")
+      let asked = Self.redirecting(fixture.origin, to: "hls/v0/index.m3u8", as: "index.m3u8")
+      var segmentRequests = 0
+      for round in 0..<2 {  // a miss, then from the cache
+        if round == 1 { segmentRequests = fixture.origin.requests(for: "hls/v0/seg000.ts").count }
+        for path in [fixture.path(asked), ProxyServer.queryFormPath(for: asked)] {
+          let played = try await frameHashes("\(fixture.endpoint)\(path)")
+          #expect(played == local, "round \(round), \(path)")
+          // Every line names a proxied URL of the file the redirect led to, or stays relative to it.
+          let text = String(decoding: try await fixture.request(path).body, as: UTF8.self)
+          for line in text.split(separator: "\n") where !line.hasPrefix("#") {
+            #expect(line.hasPrefix("/http/127.0.0.1:\(fixture.origin.port)/files/hls/v0/seg"), "\(line)")
+          }
+        }
+      }
+      #expect(segmentRequests > 0)
+      #expect(
+        fixture.origin.requests(for: "hls/v0/seg000.ts").count == segmentRequests, "played from the cache")
+      #expect(fixture.origin.allRequests().allSatisfy { $0.status != 404 }, "\(fixture.origin.allRequests())")
+    }
+  }
+
+  @Test func ffmpegPlaysAnMPDBehindARedirectInBothFormsLikeTheLocalFile() async throws {
+    let streams = try await ProxyDASHTests.makeStreams()
+    defer { streams.cleanup() }
+    try await withProxy(fileRoot: streams.path) { fixture in
+      let local = try await frameHashes(streams.file("dash/stream.mpd"))
+      let asked = Self.redirecting(fixture.origin, to: "dash/stream.mpd", as: "stream.mpd")
+      for round in 0..<2 {
+        for path in [fixture.path(asked), ProxyServer.queryFormPath(for: asked)] {
+          #expect(try await frameHashes("\(fixture.endpoint)\(path)") == local, "round \(round), \(path)")
+        }
+      }
+    }
+  }
+
+  @Test func fetchFollowsAPlaylistAndAnMPDBehindARedirect() async throws {
+    let dir = try TemporaryDirectory()
+    defer { dir.cleanup() }
+    try await withFileOrigin { origin in
+      let master = Self.redirecting(origin, to: "hls/master.m3u8", as: "master.m3u8")
+      let fetched = try await run(mediacache, ["fetch", "--hls", "--cache", dir.file("cache"), master])
+      #expect(fetched.status == 0, "\(fetched.stderr)")
+      for file in FetchHLSCommandTests.variantFiles[0] {
+        let requests = origin.requests(for: file)
+        #expect(!requests.isEmpty && requests.allSatisfy { $0.status / 100 == 2 }, "\(file): \(requests)")
+      }
+    }
+    let streams = try await ProxyDASHTests.makeStreams()
+    defer { streams.cleanup() }
+    try await withFileOrigin(root: streams.path) { origin in
+      let mpd = Self.redirecting(origin, to: "dash/stream.mpd", as: "stream.mpd")
+      let fetched = try await run(mediacache, ["fetch", "--dash", "--cache", dir.file("dash-cache"), mpd])
+      #expect(fetched.status == 0, "\(fetched.stderr)")
+      let segments = origin.allRequests().filter {
+        $0.name.hasPrefix("dash/") && $0.name != "dash/stream.mpd"
+      }
+      #expect(!segments.isEmpty && segments.allSatisfy { $0.status / 100 == 2 }, "\(segments)")
+    }
+  }
+}
