@@ -80,7 +80,7 @@ import Testing
   @Test func aPlaylistBehindARedirectIsPreloadedFromWhereItLed() async throws {
     try await withTemporaryDirectory { directory in
       try await withFileOrigin { origin in
-        let redirecting = RedirectedManifestTests.redirecting(
+        let redirecting = ManifestsInTheWildTests.redirecting(
           origin, to: "hls/v0/index.m3u8", as: "index.m3u8")
         let report = try await preloadNext(
           redirecting, after: origin.url(file: "faststart.mp4"), cache: "\(directory)/cache")

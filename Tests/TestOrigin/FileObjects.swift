@@ -165,6 +165,7 @@ enum FilePaths {
     switch name[name.index(after: dot)...].lowercased() {
     case "mp4": return "video/mp4"
     case "m3u8": return "application/vnd.apple.mpegurl"
+    case "m3u": return "audio/x-mpegurl"  // as nginx's mime.types has it
     case "ts": return "video/mp2t"
     case "m4s": return "video/iso.segment"
     default: return "application/octet-stream"

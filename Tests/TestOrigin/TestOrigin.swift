@@ -59,7 +59,7 @@ public final class TestOrigin: Sendable {
     /// `/files/<relative path>` (see `url(file:)`): the file at that path under the origin's file root
     /// (`start(host:port:fileRoot:)`), with exactly the `normal` mode's semantics. ETag and Last-Modified
     /// come from the file's size and modification time; Content-Type from its extension (`.mp4`
-    /// video/mp4, `.m3u8` application/vnd.apple.mpegurl, `.ts` video/mp2t, `.m4s` video/iso.segment, any
+    /// video/mp4, `.m3u8` application/vnd.apple.mpegurl, `.m3u` audio/x-mpegurl, `.ts` video/mp2t, `.m4s` video/iso.segment, any
     /// other application/octet-stream). The path is percent-decoded once; 404 when there is no file root,
     /// no such regular file, or the path is empty, absolute, has an empty, `.` or `..` segment, or leads
     /// (through symlinks too) out of the root. The query is ignored, as are `setVersion` and `setSize`.

@@ -4,12 +4,14 @@ import MediaCacheTestOrigin
 import MediaCacheTestSupport
 import Testing
 
+/// Playlists and MPDs as origins serve them in the wild, through the real binary.
+///
 /// A playlist or MPD behind a redirect (a CDN's or a "play URL" API's 302 to an edge or a signed path): its
 /// relative references resolve against the URL the redirect led to, as a player that followed the redirect
 /// itself resolves them, through the proxy in both its request forms, from the cache as on the miss, and in
 /// `mediacache fetch --hls` and `--dash`. Before, they resolved against the URL asked, so every segment was a
 /// 404 and the stream did not play.
-@Suite struct RedirectedManifestTests {
+@Suite struct ManifestsInTheWildTests {
   let mediacache = binary("mediacache")
 
   /// The test origin's URL that redirects (one 302) to its file `relativePath`; named `name`, so the URL
@@ -78,6 +80,25 @@ import Testing
         $0.name.hasPrefix("dash/") && $0.name != "dash/stream.mpd"
       }
       #expect(!segments.isEmpty && segments.allSatisfy { $0.status / 100 == 2 }, "\(segments)")
+    }
+  }
+
+  /// A plain M3U (a list of URLs without `#EXTM3U`, as a radio's `listen.m3u`) served with an HLS type is
+  /// served as it is, in both forms: a player reads it as a list of URLs (before: a 502, "not an HLS
+  /// playlist").
+  @Test func aPlainM3UWithAnHLSTypeIsServedAsItIs() async throws {
+    let root = try TemporaryDirectory()
+    defer { root.cleanup() }
+    let text = "http://radio.example/stream.mp3\r\nrelative.mp3\r\n"
+    try Data(text.utf8).write(to: URL(fileURLWithPath: root.file("listen.m3u")))
+    try await withProxy(fileRoot: root.path) { fixture in
+      let url = fixture.origin.url(file: "listen.m3u")
+      for path in [fixture.path(url), ProxyServer.queryFormPath(for: url)] {
+        let response = try await fixture.request(path)
+        #expect(response.status == 200, "\(path): \(String(decoding: response.body, as: UTF8.self))")
+        #expect(String(decoding: response.body, as: UTF8.self) == text, "\(path)")
+        #expect(response.header("Content-Type") == "audio/x-mpegurl", "\(path)")
+      }
     }
   }
 }
