@@ -107,7 +107,7 @@ extension ProxyResponder {
           return ProxyServer.proxyPath(for: target.absoluteString)
         }
         return (Data(rewritten.utf8), text.contains("#EXTINF") && !text.contains("#EXT-X-ENDLIST"))
-      } catch where error.code == .notAPlaylist {
+      } catch  where error.code == .notAPlaylist {
         // An HLS type on a body without `#EXTM3U`: a plain M3U (a radio's `listen.m3u`, served as
         // `audio/mpegurl`), a list of URLs a player reads as it is. Served as it is.
         return nil
