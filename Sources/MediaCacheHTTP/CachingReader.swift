@@ -218,7 +218,10 @@ public final class CachingReader: Sendable {
     let session = try await registry.openSession(url, environment: environment)
     do {
       // Stale bytes are revalidated before anything is read (RFC 9111 4.3); a new version resets the object.
-      let revalidation = try await session.revalidateIfStale()
+      var revalidation = try await session.revalidateIfStale()
+      if revalidation == .notNeeded, session.mayHaveGrown(past: range) {
+        revalidation = try await session.revalidateIfStale(evenIfFresh: true)
+      }
       // Bytes still being written are looked at before the manifest: once their write is over, the manifest
       // lists them (a read that opens right after another's response ended, its first bytes handed over while
       // written, finds them in one or the other, and counts them as cached: found by CI, 2026-12-07).

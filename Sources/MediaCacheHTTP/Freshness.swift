@@ -130,6 +130,8 @@ struct Freshness: Sendable, Equatable {
   /// Whether a stale copy may be served when revalidation fails (no `must-revalidate`, `no-cache`, and in a
   /// shared cache no `proxy-revalidate` or `s-maxage`: RFC 9111 4.2.4).
   var mayServeStale: Bool
+  /// Whether `lifetime` is the heuristic's (RFC 9111 4.2.2), the response giving none and no default TTL set.
+  var isHeuristic = false
 
   /// The freshness of a response with `headers` (and `Last-Modified` `lastModified`) under `policy`.
   init(_ headers: StoredHeaders, lastModified: String?, policy: FreshnessPolicy, shared: Bool) {
@@ -150,6 +152,7 @@ struct Freshness: Sendable, Equatable {
     }
     if policy.ignoresCacheControl {
       lifetime = fallback ?? Self.heuristic(lastModified: lastModified, date: date ?? received)
+      isHeuristic = fallback == nil
       mayServeStale = true
       return
     }
@@ -176,6 +179,7 @@ struct Freshness: Sendable, Equatable {
         }
       } else {
         lifetime = fallback ?? Self.heuristic(lastModified: lastModified, date: date ?? received)
+        isHeuristic = fallback == nil
       }
     }
   }

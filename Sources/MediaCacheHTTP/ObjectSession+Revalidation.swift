@@ -29,9 +29,12 @@ extension ObjectSession {
   /// same validators, makes them fresh again (the stored fields updated from it); another version resets the
   /// object (its bytes are fetched again). When the origin cannot be reached or answers 5xx, stale bytes are
   /// served where the response allows it (`Revalidation.staleAfterError`), else the error is thrown.
-  func revalidateIfStale() async throws -> Revalidation {
+  /// `evenIfFresh`: checked whatever the copy's freshness (`mayHaveGrown(past:)`).
+  func revalidateIfStale(evenIfFresh: Bool = false) async throws -> Revalidation {
     let manifest = manager.manifest
-    guard manifest.cachedBytes > 0, let freshness, !freshness.isFresh(at: Date()) else { return .notNeeded }
+    guard manifest.cachedBytes > 0, let freshness, evenIfFresh || !freshness.isFresh(at: Date()) else {
+      return .notNeeded
+    }
     if freshness.mayServeStale, environment.outages.isDown(url) { return .staleAfterError }
     let task = revalidation.withLock { running in
       if let running { return running }
@@ -43,6 +46,15 @@ extension ObjectSession {
       return task
     }
     return try await task.value
+  }
+
+  /// Whether `range` starts at or past the end of a copy fresh only by the heuristic (RFC 9111 4.2.2): the
+  /// origin's file may have grown since (a recording in progress, LL-HLS parts as byte ranges of one file), so
+  /// the copy is revalidated before the read is refused as not satisfiable (416), as it would be when stale.
+  func mayHaveGrown(past range: RequestedRange) -> Bool {
+    guard let length = manager.contentLength, let freshness, freshness.isHeuristic else { return false }
+    if case .bounded(let bounds) = range, bounds.isEmpty { return false }
+    return range.resolved(length: length) == nil
   }
 
   private func revalidate(_ manifest: Manifest, mayServeStale: Bool) async throws -> Revalidation {

@@ -334,6 +334,44 @@ import Testing
     }
   }
 
+  /// A copy fresh only by the heuristic (no `Cache-Control` or `Expires`: RFC 9111 4.2.2, at least two
+  /// minutes) is revalidated before a range past its end is refused: a file still growing at the origin (a
+  /// recording, LL-HLS parts as byte ranges of one file; nginx sends no freshness for static files) gets its
+  /// new bytes, not a 416 from the copy. An unchanged file's 416 stands; explicit freshness is trusted.
+  @Test func aRangePastTheEndOfAHeuristicallyFreshCopyAsksTheOriginFirst() async throws {
+    try await withProxy { origin, proxy, _ in
+      let past = [("Range", "bytes=100000-119999")]
+      let grown = 150_000
+      // Grown (a new entity tag, as nginx's changes with the size): the new bytes.
+      let growing = path(origin, "growing")
+      expectBytes(try await get(proxy, growing), "growing", "before it grew")
+      origin.setSize(name: "growing", to: grown)
+      origin.setVersion(name: "growing", to: 1)
+      let after = try await get(proxy, growing, past)
+      #expect(after.status == 206, "\(after.status)")
+      #expect(
+        after.body == TestOrigin.bytes(name: "growing", size: grown, version: 1, range: 100_000..<120_000))
+      #expect(after.header("Content-Range") == "bytes 100000-119999/\(grown)")
+
+      // Not grown: one conditional request, and the 416 with the copy's length.
+      let still = path(origin, "still")
+      expectBytes(try await get(proxy, still), "still", "whole")
+      let before = origin.requests(for: "still").count
+      let refused = try await get(proxy, still, past)
+      #expect(refused.status == 416 && refused.header("Content-Range") == "bytes */\(Self.size)")
+      #expect(origin.requests(for: "still").count == before + 1, "\(origin.requests(for: "still"))")
+
+      // Explicitly fresh: the copy's length stands, and the origin is not asked.
+      let fixed = path(origin, "fixed", [("cache-control", "max-age=3600")])
+      expectBytes(try await get(proxy, fixed), "fixed", "whole")
+      origin.setSize(name: "fixed", to: grown)
+      origin.setVersion(name: "fixed", to: 1)
+      let asked = origin.requests(for: "fixed").count
+      #expect(try await get(proxy, fixed, past).status == 416)
+      #expect(origin.requests(for: "fixed").count == asked)
+    }
+  }
+
   @Test func freshnessComesFromSMaxAgeMaxAgeExpiresAndAge() async throws {
     // Each object: its query, whether it is still fresh 2 s after it was stored in a shared cache, and in a
     // private one (which ignores s-maxage).
