@@ -145,6 +145,33 @@ import Testing
     #expect(out.contains("#EXT-X-SERVER-CONTROL:CAN-BLOCK-RELOAD=YES,PART-HOLD-BACK=1.0\n"))
   }
 
+  /// The URIs of content steering (`SERVER-URI`), interstitials (`X-ASSET-URI`, `X-ASSET-LIST` of an
+  /// `EXT-X-DATERANGE`) and a Roku image stream are rewritten too (before, in the query form a relative one
+  /// resolved against the proxy, and an absolute one left the proxy); a date range without one is kept.
+  @Test func steeringInterstitialAndImageStreamURIsAreRewritten() throws {
+    let text = """
+      #EXTM3U
+      #EXT-X-CONTENT-STEERING:SERVER-URI="steer.json",PATHWAY-ID="CDN-A"
+      #EXT-X-DATERANGE:ID="ad1",CLASS="com.apple.hls.interstitial",START-DATE="2024-01-01T00:00:00Z",X-ASSET-URI="https://ads.example/ad.m3u8"
+      #EXT-X-DATERANGE:ID="ad2",CLASS="com.apple.hls.interstitial",START-DATE="2024-01-01T00:01:00Z",X-ASSET-LIST="list.json"
+      #EXT-X-DATERANGE:ID="splice",START-DATE="2024-01-01T00:02:00Z",SCTE35-OUT=0xFC302000
+      #EXT-X-IMAGE-STREAM-INF:BANDWIDTH=5000,RESOLUTION=320x180,CODECS="jpeg",URI="images/index.m3u8"
+      #EXT-X-STREAM-INF:BANDWIDTH=100000
+      v.m3u8
+
+      """
+    let out = try HLSPlaylist.rewrite(text, playlistURL: base, transform: marked)
+    for rewritten in [
+      #"SERVER-URI="P(https://cdn.example.com/videos/show/steer.json)",PATHWAY-ID="CDN-A""#,
+      #"X-ASSET-URI="P(https://ads.example/ad.m3u8)""#,
+      #"X-ASSET-LIST="P(https://cdn.example.com/videos/show/list.json)""#,
+      #"URI="P(https://cdn.example.com/videos/show/images/index.m3u8)""#,
+      "#EXT-X-DATERANGE:ID=\"splice\",START-DATE=\"2024-01-01T00:02:00Z\",SCTE35-OUT=0xFC302000\n",
+    ] {
+      #expect(out.contains(rewritten), "\(rewritten)\n\(out)")
+    }
+  }
+
   @Test func lineEndingsByteOrderMarkAndBlankLinesAreKept() throws {
     let text =
       "\u{FEFF}#EXTM3U\r\n#EXT-X-TARGETDURATION:2\r\n\r\n# note\r\n#EXTINF:2,\r\na.ts\r\n#EXTINF:2,\nb.ts\n\n"

@@ -343,6 +343,15 @@ import Testing
       try parse(mpd(#"<Period xmlns:xlink="http://www.w3.org/1999/xlink" xlink:href="http://x/p"/>"#))
     }
     #expect(remote?.description.contains("a remote Period (xlink:href) is not supported") == true)
+    // An element that resolves to zero is no remote one: removed (ISO/IEC 23009-1 5.5.3).
+    let zero = #"xmlns:xlink="http://www.w3.org/1999/xlink" xlink:href="urn:mpeg:dash:resolve-to-zero:2013""#
+    let removed = try parse(
+      mpd(
+        #"<Period id="ad" \#(zero)/><Period id="main"><AdaptationSet \#(zero)/><AdaptationSet>"#
+          + #"<Representation id="v"><SegmentTemplate media="s$Number$.m4s" duration="2"/></Representation>"#
+          + "</AdaptationSet></Period>"))
+    #expect(removed.periods.map(\.id) == ["main"])
+    #expect(removed.periods.first?.adaptationSets.count == 1)
     let badDuration = error { try parse(mpd("", attributes: #"mediaPresentationDuration="4 seconds""#)) }
     #expect(
       badDuration?.description.contains("MPD@mediaPresentationDuration '4 seconds' is not an xs:duration")

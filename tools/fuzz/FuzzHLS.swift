@@ -6,7 +6,7 @@
 // transform (`ProxiedURL.path(for:)`, what `ProxyServer.proxyPath` is) against a fixed origin URL. If the
 // rewrite succeeds:
 //   1. the output has the same lines with the same endings; a line that holds no URI is unchanged byte for
-//      byte; a URI line, or the quoted `URI` attribute of a tag in `HLSPlaylist.uriAttributeTags`, is either
+//      byte; a URI line, or the quoted URI attribute of a tag in `HLSPlaylist.uriAttributes`, is either
 //      unchanged (its target, resolved against the origin playlist, is not http or https) or has exactly that
 //      URI replaced, everything around it kept;
 //   2. every replacement, resolved against the proxied playlist's URL as a player would, is a request to the
@@ -157,7 +157,8 @@ struct URISlot {
 }
 
 /// The URI of a line, if it holds one: a URI line (not blank, not starting with `#` after an optional byte
-/// order mark and spaces), or a tag of `HLSPlaylist.uriAttributeTags` with a quoted `URI` attribute.
+/// order mark and spaces), or a tag of `HLSPlaylist.uriAttributes` with one of its URI attributes, quoted (the
+/// first of those names in the list).
 func uriSlot(_ content: Substring) -> URISlot? {
   var line = content
   if line.unicodeScalars.first == "\u{FEFF}" { line = line.dropFirst() }
@@ -169,14 +170,15 @@ func uriSlot(_ content: Substring) -> URISlot? {
     return URISlot(before: content[..<first], uri: line[first..<end], after: line[end...])
   }
   guard line.hasPrefix("#EXT"), let colon = scalars.firstIndex(of: ":"),
-    HLSPlaylist.uriAttributeTags.contains(String(line[..<colon]))
+    let names = HLSPlaylist.uriAttributes[String(line[..<colon])]
   else { return nil }
-  guard let value = quotedURIAttribute(line[scalars.index(after: colon)...]) else { return nil }
+  guard let value = quotedURIAttribute(line[scalars.index(after: colon)...], names: names) else { return nil }
   return URISlot(before: content[..<value.startIndex], uri: value, after: content[value.endIndex...])
 }
 
-/// The text between the quotes of the `URI` attribute of an attribute list (RFC 8216 §4.2), if it has one.
-func quotedURIAttribute(_ list: Substring) -> Substring? {
+/// The text between the quotes of the first attribute named one of `names` in an attribute list (RFC 8216
+/// §4.2), if it has one.
+func quotedURIAttribute(_ list: Substring, names: Set<String>) -> Substring? {
   let scalars = list.unicodeScalars
   var index = scalars.startIndex
   func skipSpaces() {
@@ -207,7 +209,7 @@ func quotedURIAttribute(_ list: Substring) -> Substring? {
       while index < scalars.endIndex, scalars[index] != "," { scalars.formIndex(after: &index) }
       value = list[start..<index]
     }
-    if name == "URI" { return quoted ? value : nil }
+    if names.contains(String(name)) { return quoted ? value : nil }
     skipSpaces()
     guard index < scalars.endIndex, scalars[index] == "," else { return nil }
     scalars.formIndex(after: &index)

@@ -155,7 +155,8 @@ public enum MPDSegments {
   /// - Throws: `MPDError.tooLarge` above `maxManifestBytes`, `.notUTF8`, `.documentType` for a `<!DOCTYPE`,
   ///   `.processingInstruction`, `.malformed`, `.notAnMPD` when the root is not `<MPD>`, `.invalid` for a value that cannot be used
   ///   (durations, numbers, ranges, missing `Representation@id`, a BaseURL that does not resolve),
-  ///   `.unsupported` for remote (`xlink:href`) periods and adaptation sets.
+  ///   `.unsupported` for remote (`xlink:href`) periods and adaptation sets (those that resolve to zero are
+  ///   removed, as the DASH specification says).
   public static func parse(_ data: Data, url: URL) throws(MPDError) -> Presentation {
     let source = url.absoluteString
     try MPDInputCheck.screen(data, url: source, limit: maxManifestBytes)
@@ -166,7 +167,7 @@ public enum MPDSegments {
     let total = try reader.duration(root, "mediaPresentationDuration")
     let mpdBase = try resolveBase(of: root, against: url, reader: reader)
 
-    let periodElements = root.children("Period")
+    let periodElements = root.children("Period").filter { !resolvesToZero($0) }
     var periods: [Period] = []
     var previousEnd: Double? = 0
     for (index, element) in periodElements.enumerated() {
@@ -201,11 +202,18 @@ public enum MPDSegments {
     return Presentation(url: url, isDynamic: isDynamic, duration: total, periods: periods)
   }
 
+  /// Whether `element` is to be removed: its `xlink:href` is `urn:mpeg:dash:resolve-to-zero:2013` (ISO/IEC
+  /// 23009-1 5.5.3: the element resolves to nothing; an ad break a packager left out, say), which is no remote
+  /// element.
+  static func resolvesToZero(_ element: Element) -> Bool {
+    element["xlink:href"]?.trimmingCharacters(in: .whitespaces) == "urn:mpeg:dash:resolve-to-zero:2013"
+  }
+
   private static func adaptationSets(
     of period: Element, period location: String, base: URL, duration: Double?, url source: String
   ) throws(MPDError) -> [AdaptationSet] {
     var sets: [AdaptationSet] = []
-    for (index, set) in period.children("AdaptationSet").enumerated() {
+    for (index, set) in period.children("AdaptationSet").filter({ !resolvesToZero($0) }).enumerated() {
       let setLocation = "\(location) > AdaptationSet \(index)"
       var reader = AttributeReader(url: source, at: setLocation)
       if set["xlink:href"] != nil {

@@ -6,7 +6,7 @@ extension HLSPlaylist {
   /// The playlist with every URI replaced by `transform(absoluteURL)`, everything else byte for byte as it was.
   ///
   /// Replaced are the URI lines (lines that are not blank and do not start with `#`; whitespace around the URI
-  /// is kept) and the `URI="..."` attribute of the tags in `uriAttributeTags`. Each URI is resolved against
+  /// is kept) and the quoted URI attribute of the tags in `uriAttributes`. Each URI is resolved against
   /// `playlistURL` first; only `http` and `https` targets are replaced, any other (`skd://`, `data:`, `urn:`)
   /// is left exactly as written. Comments, other tags and attributes, their order, blank lines, the line
   /// endings (LF or CRLF, per line), a byte order mark and the presence of a final line ending are kept.
@@ -39,17 +39,17 @@ extension HLSPlaylist {
       case .blank, .comment:
         replaced = nil
       case .tag(let name, let attributes):
-        guard uriAttributeTags.contains(String(name)), let attributes else {
+        guard let names = uriAttributes[String(name)], let attributes else {
           replaced = nil
           break
         }
         let list = try attributeList(attributes, line: line.number, url: source)
-        guard let uri = list.first(where: { $0.name == "URI" }) else {
+        guard let uri = list.first(where: { names.contains(String($0.name)) }) else {
           replaced = nil
           break
         }
         guard uri.isQuoted else {
-          throw .malformedLine(url: source, line: line.number, reason: "URI is not a quoted string")
+          throw .malformedLine(url: source, line: line.number, reason: "\(uri.name) is not a quoted string")
         }
         replaced = try replacement(
           for: uri.value, in: content, line: line.number, playlistURL: playlistURL, keep: keep,

@@ -16,11 +16,19 @@ public enum HLSPlaylist {
     "application/vnd.apple.mpegurl", "application/x-mpegurl", "audio/mpegurl", "audio/x-mpegurl",
   ]
 
-  /// The tags whose `URI="..."` attribute `rewrite` replaces.
-  public static let uriAttributeTags: Set<String> = [
-    "#EXT-X-KEY", "#EXT-X-SESSION-KEY", "#EXT-X-MAP", "#EXT-X-MEDIA", "#EXT-X-I-FRAME-STREAM-INF",
-    "#EXT-X-PART", "#EXT-X-PRELOAD-HINT", "#EXT-X-RENDITION-REPORT", "#EXT-X-SESSION-DATA",
+  /// The tags one of whose quoted attributes holds a URI that `rewrite` replaces, with the names that attribute
+  /// may have: `URI` for most; the content steering manifest's `SERVER-URI`; an interstitial's `X-ASSET-URI` or
+  /// `X-ASSET-LIST` (an `EXT-X-DATERANGE` has one of the two); a Roku image stream's `URI`. A line's first
+  /// attribute of one of those names is its URI.
+  public static let uriAttributes: [String: Set<String>] = [
+    "#EXT-X-KEY": ["URI"], "#EXT-X-SESSION-KEY": ["URI"], "#EXT-X-MAP": ["URI"], "#EXT-X-MEDIA": ["URI"],
+    "#EXT-X-I-FRAME-STREAM-INF": ["URI"], "#EXT-X-PART": ["URI"], "#EXT-X-PRELOAD-HINT": ["URI"],
+    "#EXT-X-RENDITION-REPORT": ["URI"], "#EXT-X-SESSION-DATA": ["URI"], "#EXT-X-IMAGE-STREAM-INF": ["URI"],
+    "#EXT-X-CONTENT-STEERING": ["SERVER-URI"], "#EXT-X-DATERANGE": ["X-ASSET-URI", "X-ASSET-LIST"],
   ]
+
+  /// The tags of `uriAttributes`.
+  public static let uriAttributeTags: Set<String> = Set(uriAttributes.keys)
 
   // MARK: Recognising
 
