@@ -265,13 +265,16 @@ extension OriginClient {
         {
           throw OriginError.notStorable(url: url, reason: reason)
         }
-        answer = .notModified(Self.storedFields(response.headers, receivedAt: Date()))
+        // Where a redirect led this time (none: the copy's record of an earlier one goes).
+        answer = .notModified(
+          Self.storedFields(response.headers, receivedAt: Date()).settingResponseURL(
+            Self.redirected(response, from: url)))
       } else {
         answer = .modified(
           try Self.interpret(
             status: response.status, headers: response.headers, url: url, start: 0, end: 1,
             sharedWithCredentials: fields.sharedWithCredentials, forwarded: fields.forwarded,
-            freshness: configuration.freshness,
+            responseURL: Self.redirected(response, from: url), freshness: configuration.freshness,
             sharedCache: configuration.isSharedCache))
       }
       ReaderMetrics.noteRequest(duration: .now - started, error: nil)

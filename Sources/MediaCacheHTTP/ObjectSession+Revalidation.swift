@@ -51,8 +51,12 @@ extension ObjectSession {
   /// Whether `range` starts at or past the end of a copy fresh only by the heuristic (RFC 9111 4.2.2): the
   /// origin's file may have grown since (a recording in progress, LL-HLS parts as byte ranges of one file), so
   /// the copy is revalidated before the read is refused as not satisfiable (416), as it would be when stale.
+  /// At most once a second an object: a copy checked less than a second ago (a 304 makes its age 0) keeps its
+  /// 416, so a client asking past the end in a loop does not make each request an origin round trip.
   func mayHaveGrown(past range: RequestedRange) -> Bool {
-    guard let length = manager.contentLength, let freshness, freshness.isHeuristic else { return false }
+    guard let length = manager.contentLength, let freshness, freshness.isHeuristic,
+      freshness.age(at: Date()) >= 1
+    else { return false }
     if case .bounded(let bounds) = range, bounds.isEmpty { return false }
     return range.resolved(length: length) == nil
   }
@@ -92,8 +96,10 @@ extension ObjectSession {
       let current = manager.manifest
       guard current.versionTag == manifest.versionTag else { return .notModified }
       do {
+        // (Where a redirect led is the 304's news too: its record replaced, or dropped without one.)
         try manager.setStoredHeaders(
-          (current.storedHeaders ?? fields).updated(by: fields), ifVersion: manifest.versionTag)
+          (current.storedHeaders ?? fields).updated(by: fields).settingResponseURL(fields.responseURL),
+          ifVersion: manifest.versionTag)
       } catch let error as StoreError where error.code == .versionChanged {}
       return .notModified
     case .modified(let head):

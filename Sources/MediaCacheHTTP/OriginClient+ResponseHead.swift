@@ -1,3 +1,4 @@
+import AsyncHTTPClient
 import Foundation
 import MediaCache
 import NIOHTTP1
@@ -59,17 +60,12 @@ extension OriginClient {
   }
 
   /// The metadata of a response with `headers`; `responseURL`, where a redirect led (nil: the request's own
-  /// URL), is stored as `responseURLField`, first (the fields past `StoredHeaders.maxBytes` are dropped).
+  /// URL), is stored as `responseURLField` (`StoredHeaders.settingResponseURL`).
   static func metadata(_ headers: HTTPHeaders, responseURL: String? = nil) -> OriginMetadata {
-    var stored = storedFields(headers, receivedAt: Date())
-    if let responseURL {
-      stored = StoredHeaders(
-        receivedAt: stored.receivedAt,
-        fields: [.init(name: responseURLField, value: responseURL)] + stored.fields)
-    }
-    return OriginMetadata(
+    OriginMetadata(
       length: nil, etag: headers.first(name: "ETag"), lastModified: headers.first(name: "Last-Modified"),
-      contentType: headers.first(name: "Content-Type"), headers: stored)
+      contentType: headers.first(name: "Content-Type"),
+      headers: storedFields(headers, receivedAt: Date()).settingResponseURL(responseURL))
   }
 
   /// The stored field that holds the URL a response came from when a redirect led there, not the request's
@@ -129,11 +125,27 @@ extension OriginClient {
   }
 }
 
+extension OriginClient {
+  /// Where a redirect led `response` (its URL), nil when it is `url`'s own.
+  static func redirected(_ response: HTTPClientResponse, from url: String) -> String? {
+    response.url.map(\.absoluteString).flatMap { $0 == url ? nil : $0 }
+  }
+}
+
 extension StoredHeaders {
   /// The URL the stored response came from when a redirect led there (`OriginClient.responseURLField`), else
   /// nil.
   public var responseURL: String? {
     let name = OriginClient.responseURLField.lowercased()
     return fields.first { $0.name.lowercased() == name }?.value
+  }
+
+  /// These fields with `responseURLField` set to `url`, first (the fields past `maxBytes` are dropped), or
+  /// removed for nil.
+  func settingResponseURL(_ url: String?) -> StoredHeaders {
+    let name = OriginClient.responseURLField.lowercased()
+    let others = fields.filter { $0.name.lowercased() != name }
+    let own = url.map { [Field(name: OriginClient.responseURLField, value: $0)] } ?? []
+    return StoredHeaders(receivedAt: receivedAt, fields: own + others)
   }
 }

@@ -81,6 +81,6 @@ extension OriginClient {
       status: Int(response.status.code),
       fields: Self.fields(of: response.headers, without: Self.hopByHopFields),
       body: ForwardedBody(response.body), isStorable: isStorable,
-      url: response.url.map(\.absoluteString).flatMap { $0 == url ? nil : $0 })
+      url: Self.redirected(response, from: url))
   }
 }

@@ -80,7 +80,8 @@ extension ProxyResponder {
   ///
   /// Relative references resolve against `base`, the URL a redirect led to (nil: `origin`), as a player that
   /// followed the redirect itself resolves them. The player's own URL is `origin`'s, so where the two differ
-  /// no reference is kept relative: each is resolved and written as a proxy URL (an MPD as in the query form).
+  /// no reference is kept relative: each is resolved and written as a proxy URL (an MPD as in the query form;
+  /// in the reverse-proxy mode an MPD's relative references are still kept, a limit the README states).
   func rewrittenPlaylist(
     _ body: Data, origin: String, base: String? = nil, contentType: String?, isPathForm: Bool
   ) throws -> (body: Data, isLive: Bool)? {

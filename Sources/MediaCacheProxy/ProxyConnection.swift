@@ -100,7 +100,7 @@ final class ProxyConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
       // sends a head (or a body) and then nothing is closed like an idle one.
       self.head = head
       armIdleTimer(context)
-      if !closing, ProxyRequest.expectsContinue(head) {
+      if !closing, !quiescing, ProxyRequest.expectsContinue(head) {
         let interim = HTTPResponseHead(version: head.version, status: .continue)
         context.writeAndFlush(wrapOutboundOut(.head(interim)), promise: nil)
       }

@@ -24,7 +24,7 @@ struct ProxyRequest: Sendable {
   /// the task answering the request then neither parses and checks the origin URL again nor hashes its key.
   var resolvedTarget: LoopTargetMemo.Target?
   /// Why the request's `Host` fields make it a bad request (RFC 9112 §3.2: an HTTP/1.1 request has exactly
-  /// one), or nil.
+  /// one, any request at most one), or nil.
   var hostProblem: String?
 
   /// The longest request body kept.
@@ -44,21 +44,24 @@ struct ProxyRequest: Sendable {
     hostProblem = Self.hostProblem(head)
   }
 
-  /// Why `head`'s `Host` fields make it a bad request, or nil: an HTTP/1.1 request without one or with more
-  /// than one (HTTP/1.0 may leave it out).
+  /// Why `head`'s `Host` fields make it a bad request, or nil: a request with more than one, an HTTP/1.1
+  /// request without one (HTTP/1.0 may leave it out).
   static func hostProblem(_ head: HTTPRequestHead) -> String? {
-    guard head.version.major > 1 || head.version.minor >= 1 else { return nil }
     switch head.headers["host"].count {
     case 1: return nil
-    case 0: return "an HTTP/1.1 request must have a Host field"
+    case 0:
+      guard head.version.major > 1 || head.version.minor >= 1 else { return nil }
+      return "an HTTP/1.1 request must have a Host field"
     default: return "the request has more than one Host field"
     }
   }
 
   /// Whether the client waits for `100 Continue` before sending the request's content: an HTTP/1.1 request
-  /// with content and `Expect: 100-continue` (RFC 9110 §10.1.1).
+  /// with content and `Expect: 100-continue` (RFC 9110 §10.1.1), other than a GET or HEAD (whose content means
+  /// nothing here), whose `Host` fields do not make it a bad request (refused at once instead).
   static func expectsContinue(_ head: HTTPRequestHead) -> Bool {
-    guard head.version.major > 1 || head.version.minor >= 1,
+    guard head.method != .GET, head.method != .HEAD, head.version.major > 1 || head.version.minor >= 1,
+      hostProblem(head) == nil,
       head.headers["expect"].contains(where: { $0.trimmingSpaces().lowercased() == "100-continue" })
     else { return false }
     return head.headers["transfer-encoding"].first != nil

@@ -128,6 +128,11 @@ struct Refusal: Error {
     return refusal
   }
 
+  /// `If-Match` or `If-Unmodified-Since` does not hold for what the cache would send (`ConditionalRequest`).
+  static var preconditionFailed: Refusal {
+    Refusal(.preconditionFailed, "the cached representation does not meet the request's precondition")
+  }
+
   var response: ProxyResponse {
     let text = "\(status.code) \(reason)\n"
     var headers = self.headers

@@ -117,6 +117,10 @@ struct ProxyResponder: Sendable {
     let use = CacheUse(cachedAtOpen: bytes.cachedBytesAtOpen, count: count)
     if Self.mayBePlaylist(contentType: bytes.contentType, url: origin) {
       bytes.close()
+      // The rewritten text has no entity tag: only `If-Match: *` and `If-Unmodified-Since` can hold.
+      if ConditionalRequest.preconditionFails(request.headers, etag: nil, lastModified: bytes.lastModified) {
+        throw Refusal.preconditionFailed
+      }
       return try await respondWithPlaylist(
         origin, isPathForm: isPathForm, rangeHeader: partial ? rangeHeader : .none, isHead: isHead, use: use,
         revalidation: bytes.revalidation, after: bytes)
@@ -126,7 +130,7 @@ struct ProxyResponder: Sendable {
       request.headers, etag: bytes.etag, lastModified: bytes.lastModified)
     {
       bytes.close()
-      throw Refusal(.preconditionFailed, "the cached representation does not meet the request's precondition")
+      throw Refusal.preconditionFailed
     }
     if ConditionalRequest.notModified(request.headers, etag: bytes.etag, lastModified: bytes.lastModified) {
       bytes.close()

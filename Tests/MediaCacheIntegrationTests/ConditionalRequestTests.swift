@@ -93,6 +93,7 @@ import Testing
       }
       // Another version's tag on a miss: the origin is asked, the cache's copy then decides.
       #expect(try await get([("If-Match", "\"other\"")]).status == 412)
+      #expect(try await get([("If-Match", etag), ("Range", "bytes=0-9")]).status == 206)
       let whole = try await get([])
       #expect(whole.status == 200 && sameBytes(whole.body, bytes).equal)
       let requests = origin.requests(for: "match").count

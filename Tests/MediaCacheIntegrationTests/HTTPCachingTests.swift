@@ -347,6 +347,7 @@ import Testing
       expectBytes(try await get(proxy, growing), "growing", "before it grew")
       origin.setSize(name: "growing", to: grown)
       origin.setVersion(name: "growing", to: 1)
+      try await Task.sleep(for: .seconds(1.1))  // the copy is a second old (checked at most once a second)
       let after = try await get(proxy, growing, past)
       #expect(after.status == 206, "\(after.status)")
       #expect(
@@ -356,10 +357,14 @@ import Testing
       // Not grown: one conditional request, and the 416 with the copy's length.
       let still = path(origin, "still")
       expectBytes(try await get(proxy, still), "still", "whole")
+      try await Task.sleep(for: .seconds(1.1))
       let before = origin.requests(for: "still").count
       let refused = try await get(proxy, still, past)
       #expect(refused.status == 416 && refused.header("Content-Range") == "bytes */\(Self.size)")
       #expect(origin.requests(for: "still").count == before + 1, "\(origin.requests(for: "still"))")
+      // Asked again at once: the check a moment ago stands (at most one a second), no origin request.
+      #expect(try await get(proxy, still, past).status == 416)
+      #expect(origin.requests(for: "still").count == before + 1)
 
       // Explicitly fresh: the copy's length stands, and the origin is not asked.
       let fixed = path(origin, "fixed", [("cache-control", "max-age=3600")])

@@ -44,6 +44,31 @@ import Testing
     }
   }
 
+  /// A redirected playlist revalidated once stale (`max-age=1`, a 304) still resolves against where the
+  /// redirect led: the revalidation's own redirect is recorded again, not dropped.
+  @Test func aRevalidatedPlaylistBehindARedirectStillResolvesWhereItLed() async throws {
+    try await withProxy(fileRoot: mediaFixturesDirectory) { fixture in
+      fixture.origin.setHeaders(name: "hls/v0/index.m3u8", [("Cache-Control", "max-age=1")])
+      let asked = Self.redirecting(fixture.origin, to: "hls/v0/index.m3u8", as: "index.m3u8")
+      let path = ProxyServer.queryFormPath(for: asked)
+      for round in 0..<2 {
+        if round == 1 { try await Task.sleep(for: .seconds(1.5)) }
+        let response = try await fixture.request(path)
+        #expect(response.status == 200, "round \(round)")
+        let text = String(decoding: response.body, as: UTF8.self)
+        let segments = text.split(separator: "\n").filter { !$0.hasPrefix("#") }
+        #expect(!segments.isEmpty, "round \(round)")
+        for line in segments {
+          #expect(
+            line.hasPrefix("/http/127.0.0.1:\(fixture.origin.port)/files/hls/v0/seg"),
+            "round \(round): \(line)")
+        }
+      }
+      let revalidations = fixture.origin.requests(for: "hls/v0/index.m3u8").filter { $0.status == 304 }
+      #expect(!revalidations.isEmpty, "\(fixture.origin.requests(for: "hls/v0/index.m3u8"))")
+    }
+  }
+
   @Test func ffmpegPlaysAnMPDBehindARedirectInBothFormsLikeTheLocalFile() async throws {
     let streams = try await ProxyDASHTests.makeStreams()
     defer { streams.cleanup() }

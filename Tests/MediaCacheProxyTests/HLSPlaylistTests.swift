@@ -155,6 +155,7 @@ import Testing
       #EXT-X-DATERANGE:ID="ad1",CLASS="com.apple.hls.interstitial",START-DATE="2024-01-01T00:00:00Z",X-ASSET-URI="https://ads.example/ad.m3u8"
       #EXT-X-DATERANGE:ID="ad2",CLASS="com.apple.hls.interstitial",START-DATE="2024-01-01T00:01:00Z",X-ASSET-LIST="list.json"
       #EXT-X-DATERANGE:ID="splice",START-DATE="2024-01-01T00:02:00Z",SCTE35-OUT=0xFC302000
+      #EXT-X-DATERANGE:ID="odd",ID="twice",X-COM.EXAMPLE=,START-DATE="2024-01-01T00:03:00Z"
       #EXT-X-IMAGE-STREAM-INF:BANDWIDTH=5000,RESOLUTION=320x180,CODECS="jpeg",URI="images/index.m3u8"
       #EXT-X-STREAM-INF:BANDWIDTH=100000
       v.m3u8
@@ -167,6 +168,8 @@ import Testing
       #"X-ASSET-LIST="P(https://cdn.example.com/videos/show/list.json)""#,
       #"URI="P(https://cdn.example.com/videos/show/images/index.m3u8)""#,
       "#EXT-X-DATERANGE:ID=\"splice\",START-DATE=\"2024-01-01T00:02:00Z\",SCTE35-OUT=0xFC302000\n",
+      // An ad marker whose attribute list does not parse, naming no asset: kept, not a failure.
+      "#EXT-X-DATERANGE:ID=\"odd\",ID=\"twice\",X-COM.EXAMPLE=,START-DATE=\"2024-01-01T00:03:00Z\"\n",
     ] {
       #expect(out.contains(rewritten), "\(rewritten)\n\(out)")
     }
@@ -253,13 +256,34 @@ import Testing
             URL(string: "\(root)/videos/show/audio/en.m3u8")!,
             URL(string: "\(root)/videos/show/audio/de.m3u8")!,
           ],
-          subtitleRenditions: [URL(string: "\(root)/videos/show/subs/en.m3u8")!]),
+          subtitleRenditions: [URL(string: "\(root)/videos/show/subs/en.m3u8")!],
+          defaultAudio: URL(string: "\(root)/videos/show/audio/en.m3u8")!),
         HLSPlaylist.Variant(
           uri: URL(string: "\(root)/videos/v1080/index.m3u8")!, bandwidth: 5_000_000, resolution: "1920x1080",
-          codecs: "avc1.640028,ac-3", audioRenditions: [URL(string: "\(root)/ac3/en.m3u8")!]),
+          codecs: "avc1.640028,ac-3", audioRenditions: [URL(string: "\(root)/ac3/en.m3u8")!],
+          defaultAudio: URL(string: "\(root)/ac3/en.m3u8")!),
         HLSPlaylist.Variant(
           uri: URL(string: "https://other.example.org/v/unknown.m3u8")!, codecs: "avc1.4d401e"),
       ])
+  }
+
+  /// A group whose `DEFAULT=YES` rendition has no URI plays the variant's own audio: no default to fetch,
+  /// though the group's other renditions are listed.
+  @Test func aDefaultRenditionWithoutAURIMeansTheVariantsOwnAudio() throws {
+    let text = """
+      #EXTM3U
+      #EXT-X-MEDIA:TYPE=AUDIO,GROUP-ID="a",NAME="fr",URI="fr.m3u8"
+      #EXT-X-MEDIA:TYPE=AUDIO,GROUP-ID="a",NAME="main",DEFAULT=YES
+      #EXT-X-STREAM-INF:BANDWIDTH=1000,AUDIO="a"
+      v.m3u8
+      """
+    guard case .master(let variants) = try HLSPlaylist.parse(text, playlistURL: base) else {
+      Issue.record("not a master playlist")
+      return
+    }
+    #expect(
+      variants.map(\.audioRenditions) == [[URL(string: "https://cdn.example.com/videos/show/fr.m3u8")!]])
+    #expect(variants.map(\.defaultAudio) == [nil])
   }
 
   @Test func mediaPlaylistSegmentsKeysMapsInFetchOrder() throws {

@@ -145,8 +145,8 @@ public struct StartPlanner: Sendable {
           url: variant.uri.absoluteString, line: 1, reason: "a variant's playlist is a master playlist")
       }
       media = playlist
-      // The audio a player plays with it (the group's `DEFAULT=YES` rendition, else its first), from its start.
-      if let audio = variant.audioRenditions.first {
+      // The audio a player plays with it (`defaultAudio`; none when that is in the variant), from its start.
+      if let audio = variant.defaultAudio {
         parts.append(Part(url: audio.absoluteString, ranges: nil))
         guard case .media(let rendition) = try await self.playlist(audio.absoluteString) else {
           throw HLSError.malformedLine(

@@ -27,11 +27,15 @@ extension HLSPlaylist {
     /// The `SUBTITLES` group's `EXT-X-MEDIA` renditions that have a URI, absolute: the `DEFAULT=YES` one
     /// first, the others in playlist order.
     public var subtitleRenditions: [URL]
+    /// The audio a player plays with the variant when nothing chooses another: the `AUDIO` group's
+    /// `DEFAULT=YES` rendition's URI (nil when it has none: that audio is in the variant's own segments), else
+    /// the group's first rendition with a URI; nil without a group.
+    public var defaultAudio: URL?
 
     /// A variant with these fields.
     public init(
       uri: URL, bandwidth: Int? = nil, resolution: String? = nil, codecs: String? = nil,
-      audioRenditions: [URL] = [], subtitleRenditions: [URL] = []
+      audioRenditions: [URL] = [], subtitleRenditions: [URL] = [], defaultAudio: URL? = nil
     ) {
       self.uri = uri
       self.bandwidth = bandwidth
@@ -39,6 +43,7 @@ extension HLSPlaylist {
       self.codecs = codecs
       self.audioRenditions = audioRenditions
       self.subtitleRenditions = subtitleRenditions
+      self.defaultAudio = defaultAudio
     }
   }
 
@@ -142,7 +147,7 @@ extension HLSPlaylist {
     struct Rendition {
       var type: Substring
       var group: Substring
-      var uri: URL
+      var uri: URL?
       var isDefault: Bool
     }
     var pending: Pending?
@@ -166,12 +171,12 @@ extension HLSPlaylist {
           guard let type = list.value("TYPE"), let group = list.value("GROUP-ID") else {
             throw .malformedLine(url: source, line: number, reason: "#EXT-X-MEDIA needs TYPE and GROUP-ID")
           }
-          if let uri = list.value("URI"),
-            let resolved = try resolve(uri, against: playlistURL, line: number)
-          {
-            renditions.append(
-              Rendition(type: type, group: group, uri: resolved, isDefault: list.value("DEFAULT") == "YES"))
+          // One without a URI (its media in the variant's segments) is kept too: it may be the default.
+          let resolved = try list.value("URI").flatMap { uri throws(HLSError) in
+            try resolve(uri, against: playlistURL, line: number)
           }
+          renditions.append(
+            Rendition(type: type, group: group, uri: resolved, isDefault: list.value("DEFAULT") == "YES"))
         case "#EXTINF", "#EXT-X-TARGETDURATION":
           throw .malformedLine(
             url: source, line: number,
@@ -211,9 +216,11 @@ extension HLSPlaylist {
     let ordered = renditions.filter(\.isDefault) + renditions.filter { !$0.isDefault }
     return variants.map { entry in
       var variant = entry.variant
-      variant.audioRenditions = ordered.filter { $0.type == "AUDIO" && $0.group == entry.audio }.map(\.uri)
+      let audio = ordered.filter { $0.type == "AUDIO" && $0.group == entry.audio }
+      variant.audioRenditions = audio.compactMap(\.uri)
       variant.subtitleRenditions = ordered.filter { $0.type == "SUBTITLES" && $0.group == entry.subtitles }
-        .map(\.uri)
+        .compactMap(\.uri)
+      variant.defaultAudio = audio.first?.isDefault == true ? audio.first?.uri : variant.audioRenditions.first
       return variant
     }
   }

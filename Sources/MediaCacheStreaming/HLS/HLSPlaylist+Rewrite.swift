@@ -20,7 +20,8 @@ extension HLSPlaylist {
   /// the playlist's structure, and makes the call throw `HLSError.invalidReplacement`.
   ///
   /// - Throws: `HLSError.tooLarge` above `maxPlaylistBytes`, `.notAPlaylist` without an `#EXTM3U` first line,
-  ///   `.malformedLine` for a URI-bearing tag whose attribute list cannot be parsed, `.unresolvableURI` for a
+  ///   `.malformedLine` for a URI-bearing tag whose attribute list, naming one of its URI attributes, cannot be
+  ///   parsed, `.unresolvableURI` for a
   ///   URI that cannot be resolved, `.invalidReplacement` as above.
   public static func rewrite(
     _ text: String, playlistURL: URL, keeping keep: (String) -> Bool = { _ in false },
@@ -39,7 +40,11 @@ extension HLSPlaylist {
       case .blank, .comment:
         replaced = nil
       case .tag(let name, let attributes):
-        guard let names = uriAttributes[String(name)], let attributes else {
+        // A line that names none of its tag's URI attributes is not parsed (kept as written): an
+        // `EXT-X-DATERANGE` of a live stream's ad markers, with no asset, cannot fail the playlist.
+        guard let names = uriAttributes[String(name)], let attributes,
+          names.contains(where: { attributes.contains($0) })
+        else {
           replaced = nil
           break
         }
