@@ -143,6 +143,8 @@ extension StoredHeaders {
   /// These fields with `responseURLField` set to `url`, first (the fields past `maxBytes` are dropped), or
   /// removed for nil.
   func settingResponseURL(_ url: String?) -> StoredHeaders {
+    // (Most responses: no redirect, no record to drop; no copy made.)
+    if url == nil && responseURL == nil { return self }
     let name = OriginClient.responseURLField.lowercased()
     let others = fields.filter { $0.name.lowercased() != name }
     let own = url.map { [Field(name: OriginClient.responseURLField, value: $0)] } ?? []

@@ -9,17 +9,34 @@ import Testing
 /// `If-None-Match` decides alone when present (weak comparison, `*`); a date that does not parse is ignored; a
 /// condition beats a `Range`. Every forwarded response says `Via`.
 @Suite(.serialized) struct ConditionalRequestTests {
-  @Test func currentCopiesGet304FromTheCache() async throws {
+  static let size = 200_000
+
+  /// A proxy process on a fresh cache and an origin; `get` asks the proxy for the origin's object `name`.
+  func withObject(
+    _ name: String,
+    _ body: (
+      _ origin: TestOrigin, _ proxy: ProxyProcess,
+      _ get: (_ headers: [(String, String)], _ method: String) async throws -> RawHTTPResponse
+    ) async throws -> Void
+  ) async throws {
     try await withTemporaryDirectory { directory in
       let origin = try await TestOrigin.start()
       defer { Task { try? await origin.shutdown() } }
       let proxy = try await ProxyProcess(cache: "\(directory)/cache")
-      let size = 200_000
-      let path = ProxyServer.proxyPath(for: origin.url(.normal, "cond", size: size))
+      let path = ProxyServer.proxyPath(for: origin.url(.normal, name, size: Self.size))
+      try await body(origin, proxy) { headers, method in
+        try await blocking { try proxy.request(path, method: method, headers: headers) }
+      }
+    }
+  }
+
+  @Test func currentCopiesGet304FromTheCache() async throws {
+    try await withObject("cond") { origin, proxy, ask in
+      let size = Self.size
       let etag = TestOrigin.etag(name: "cond")
       let lastModified = TestOrigin.lastModified()
       func get(_ headers: [(String, String)], method: String = "GET") async throws -> RawHTTPResponse {
-        try await blocking { try proxy.request(path, method: method, headers: headers) }
+        try await ask(headers, method)
       }
       func expectNotModified(_ response: RawHTTPResponse, _ what: String) {
         #expect(response.status == 304, "\(what): \(response.status)")
@@ -78,18 +95,14 @@ import Testing
   /// copy the cache would send, as nginx evaluates them on a cached response: a client whose copy is another
   /// gets `412 Precondition Failed`, without the origin being asked; a match is served as without the field.
   @Test func preconditionsOfTheClientsCopyAreEvaluatedOnTheCachedOne() async throws {
-    try await withTemporaryDirectory { directory in
-      let origin = try await TestOrigin.start()
-      defer { Task { try? await origin.shutdown() } }
-      let proxy = try await ProxyProcess(cache: "\(directory)/cache")
-      let size = 200_000
-      let path = ProxyServer.proxyPath(for: origin.url(.normal, "match", size: size))
+    try await withObject("match") { origin, proxy, ask in
+      let size = Self.size
       let etag = TestOrigin.etag(name: "match")
       let lastModified = TestOrigin.lastModified()
       let earlier = "Sun, 31 Dec 2023 23:59:59 GMT"
       let bytes = TestOrigin.bytes(name: "match", size: size)
       func get(_ headers: [(String, String)], method: String = "GET") async throws -> RawHTTPResponse {
-        try await blocking { try proxy.request(path, method: method, headers: headers) }
+        try await ask(headers, method)
       }
       // Another version's tag on a miss: the origin is asked, the cache's copy then decides.
       #expect(try await get([("If-Match", "\"other\"")]).status == 412)
